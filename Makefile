@@ -1,0 +1,46 @@
+# gpuwarden — every target does its own set-up, so a fresh clone needs only `make test` / `make demo`.
+SHELL := /bin/bash
+PY_BOOT ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.stamp-setup
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export PYTHONDONTWRITEBYTECODE :=
+
+.PHONY: setup demo test test-long lint synth bench deploy layer clean
+
+$(STAMP): pyproject.toml package.json layers/runtime/requirements.txt
+	@test -x $(PY) || $(PY_BOOT) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
+	$(PY) -m pip install --quiet -e '.[dev,infra]'
+	npm install --no-audit --no-fund --loglevel=error
+	$(PY) -m layers.runtime.build --fetch
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/gpuwarden demo
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy functions sim infra tests layers
+
+test: lint
+	$(VENV)/bin/pytest -q -n 2 -m "not long and not bench"
+
+test-long: $(STAMP)
+	$(VENV)/bin/pytest -q -n 2 -m "long"
+
+synth: $(STAMP)
+	npx cdk synth --quiet
+
+bench: $(STAMP)
+	$(PY) -m tests.bench.run
+
+deploy: $(STAMP)
+	npx cdk deploy --all
+
+clean:
+	rm -rf $(VENV) node_modules cdk.out layers/runtime/build .mypy_cache .ruff_cache .pytest_cache
