@@ -1,0 +1,232 @@
+"""The API semantics shared by the HTTP server and the direct (in-process) methods:
+validation, defaults, the three patch types, deletion options, PDB status on read."""
+
+from __future__ import annotations
+
+import builtins
+import json
+from collections.abc import Callable
+from typing import Any
+
+from sim import errors
+from sim.disruption import Disruption
+from sim.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
+from sim.registry import Registry, ResourceType
+from sim.selectors import field_matcher, matches, parse_field_selector, parse_label_selector
+from sim.store import Obj, Store
+
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+
+
+def _pod_defaults(pod: Obj, strict: bool) -> None:
+    """Defaults the real API server applies; over HTTP the status starts as Pending (only the
+    kubelet sets it), direct creates keep the given status (they play the kubelet's part)."""
+    spec = pod.setdefault("spec", {})
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("enableServiceLinks", True)
+    if strict:
+        pod["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+    else:
+        pod.setdefault("status", {}).setdefault("phase", "Pending")
+
+
+def _validate(rtype: ResourceType, obj: Obj) -> None:
+    name = str((obj.get("metadata") or {}).get("name") or "")
+    if rtype.kind == "Pod" and rtype.group == "":
+        containers = (obj.get("spec") or {}).get("containers")
+        if not containers:
+            raise errors.invalid("Pod", name, "", [("spec.containers", "Required value")])
+        for i, c in enumerate(containers):
+            if not c.get("name"):
+                raise errors.invalid("Pod", name, "", [(f"spec.containers[{i}].name", "Required value")])
+            if not c.get("image"):
+                raise errors.invalid("Pod", name, "", [(f"spec.containers[{i}].image", "Required value")])
+    if rtype.kind == "PodDisruptionBudget":
+        spec = obj.get("spec") or {}
+        if spec.get("minAvailable") is not None and spec.get("maxUnavailable") is not None:
+            raise errors.invalid(
+                "PodDisruptionBudget",
+                name,
+                "policy",
+                [("spec", "Invalid value: minAvailable and maxUnavailable cannot be both set")],
+            )
+
+
+def _unsupported(rtype: ResourceType) -> errors.ApiError:
+    accepted = [JSON_PATCH, MERGE_PATCH, APPLY_PATCH]
+    if not rtype.custom:
+        accepted.insert(2, STRATEGIC_PATCH)
+    return errors.ApiError(
+        415,
+        "the body of the request was in an unknown format - accepted media types include: "
+        + ", ".join(accepted),
+        "UnsupportedMediaType",
+    )
+
+
+def _patcher(rtype: ResourceType, content_type: str, body: Any) -> Callable[[Obj], Any]:
+    """The function applying ``body`` as a patch of ``content_type`` (415 when unsupported)."""
+    if content_type == JSON_PATCH:
+
+        def apply_json(cur: Obj) -> Any:
+            result = json_patch(cur, body)
+            if isinstance(result, dict) and "resourceVersion" not in result.get("metadata", {}):
+                result.setdefault("metadata", {})["resourceVersion"] = cur["metadata"]["resourceVersion"]
+            return result
+
+        return apply_json
+    if content_type not in (MERGE_PATCH, STRATEGIC_PATCH) or (
+        content_type == STRATEGIC_PATCH and rtype.custom
+    ):
+        raise _unsupported(rtype)
+    if not isinstance(body, dict):
+        raise errors.bad_request("the body of the request was in an unknown format")
+    if content_type == MERGE_PATCH:
+        return lambda cur: merge_patch(cur, body)
+    return lambda cur: strategic_merge_patch(cur, body)
+
+
+class Api:
+    def __init__(self, store: Store, registry: Registry) -> None:
+        self.store = store
+        self.registry = registry
+        self.disruption = Disruption(store, registry)
+        self._namespaces = registry.by_kind("namespaces")
+
+    # -------------------------------------------------------------- helpers
+
+    def _decorate(self, rtype: ResourceType, obj: Obj) -> Obj:
+        if rtype.kind == "PodDisruptionBudget":
+            return self.disruption.decorate(obj)
+        return obj
+
+    def ensure_namespace(self, namespace: str) -> None:
+        if self.store.find(self._namespaces, None, namespace) is None:
+            self.store.create(
+                self._namespaces,
+                None,
+                {
+                    "metadata": {"name": namespace},
+                    "spec": {"finalizers": ["kubernetes"]},
+                    "status": {"phase": "Active"},
+                },
+            )
+
+    def check_namespace(self, rtype: ResourceType, namespace: str | None) -> None:
+        if rtype.namespaced and namespace and self.store.find(self._namespaces, None, namespace) is None:
+            raise errors.not_found("namespaces", namespace)
+
+    # -------------------------------------------------------------- verbs
+
+    def get(self, rtype: ResourceType, namespace: str | None, name: str) -> Obj:
+        return self._decorate(rtype, self.store.get(rtype, namespace, name))
+
+    def list(
+        self,
+        rtype: ResourceType,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> tuple[builtins.list[Obj], str]:
+        labels = parse_label_selector(label_selector)
+        fields = field_matcher(parse_field_selector(field_selector, rtype.field_selectors))
+
+        def wanted(obj: Obj) -> bool:
+            return matches(labels, obj["metadata"].get("labels")) and fields(obj)
+
+        items, rv = self.store.list(rtype, namespace, wanted)
+        return [self._decorate(rtype, o) for o in items], rv
+
+    def list_doc(self, rtype: ResourceType, items: builtins.list[Obj], rv: str) -> Obj:
+        return {
+            "kind": f"{rtype.kind}List",
+            "apiVersion": rtype.api_version,
+            "metadata": {"resourceVersion": rv},
+            "items": items,
+        }
+
+    def create(self, rtype: ResourceType, namespace: str | None, obj: Any, *, strict: bool = True) -> Obj:
+        if not isinstance(obj, dict):
+            raise errors.bad_request("the body of the request was in an unknown format")
+        kind = obj.get("kind")
+        if strict and kind and kind != rtype.kind:
+            raise errors.bad_request(
+                f"the API version in the data ({obj.get('apiVersion')}) does not match "
+                f"the expected API version ({rtype.api_version})"
+                if obj.get("apiVersion") != rtype.api_version
+                else f"Object kind {kind} does not match {rtype.kind}"
+            )
+        if rtype.kind == "Pod" and rtype.group == "":
+            _pod_defaults(obj, strict)
+        _validate(rtype, obj)
+        ns = namespace or (obj.get("metadata") or {}).get("namespace") or "default"
+        if strict:
+            self.check_namespace(rtype, ns if rtype.namespaced else None)
+        elif rtype.namespaced:
+            self.ensure_namespace(ns)
+        return self._decorate(rtype, self.store.create(rtype, ns, obj))
+
+    def replace(
+        self, rtype: ResourceType, namespace: str | None, name: str, obj: Any, subresource: str | None = None
+    ) -> Obj:
+        if not isinstance(obj, dict):
+            raise errors.bad_request("the body of the request was in an unknown format")
+        _validate(rtype, obj)
+        return self._decorate(rtype, self.store.replace(rtype, namespace, name, obj, subresource))
+
+    def patch(
+        self,
+        rtype: ResourceType,
+        namespace: str | None,
+        name: str,
+        content_type: str,
+        body: Any,
+        subresource: str | None = None,
+    ) -> Obj:
+        apply = _patcher(rtype, content_type.split(";")[0].strip().lower(), body)
+
+        def change(cur: Obj) -> Obj:
+            try:
+                result = apply(cur)
+            except PatchError as exc:
+                raise errors.ApiError(422, str(exc), "Invalid") from exc
+            if not isinstance(result, dict):
+                raise errors.ApiError(422, "the patched object is not an object", "Invalid")
+            _validate(rtype, result)
+            return result
+
+        return self._decorate(rtype, self.store.mutate(rtype, namespace, name, change, subresource))
+
+    def delete(
+        self, rtype: ResourceType, namespace: str | None, name: str, options: Obj | None = None
+    ) -> tuple[Obj, int]:
+        """Returns (body, HTTP code): pods return the object; other kinds a Status."""
+        options = options or {}
+        grace = options.get("gracePeriodSeconds")
+        obj, gone = self.store.delete(
+            rtype, namespace, name, None if grace is None else int(grace), options.get("preconditions")
+        )
+        if rtype.key == "pods" or not gone:
+            return obj, 200
+        details: Obj = {"name": name, "kind": rtype.plural, "uid": obj["metadata"]["uid"]}
+        if rtype.group:
+            details["group"] = rtype.group
+        return errors.success(200, details), 200
+
+    def evict(self, namespace: str, name: str, body: Obj | None) -> Obj:
+        return self.disruption.evict(namespace, name, body)
+
+
+def parse_json(raw: bytes) -> Any:
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise errors.bad_request(f"the body of the request was in an unknown format: {exc}") from exc
