@@ -178,7 +178,7 @@ def test_health_start_time_in_rfc_2822_is_the_deadline_and_detail_is_kept() -> N
     notice = only_notice(parse_notices(load("health-scheduled-maintenance.json")))
     assert notice.deadline == datetime(2026, 6, 5, 5, 0, tzinfo=UTC)
     assert notice.detail["event_type_code"] == "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED"
-    assert notice.detail["event_arn"].startswith("arn:aws:health:us-west-2::event/EC2/")
+    assert notice.detail["event_arn"].startswith("arn:aws:health:us-west-2::event/AWS_EC2_INSTANCE_RETIREMENT")
     assert notice.detail["end_time"] is None
 
 
@@ -229,9 +229,7 @@ def test_older_health_event_names_its_instances_only_in_resources() -> None:
         ("affectedEntities", [], "names no EC2 instance"),
     ],
 )
-def test_health_event_that_is_not_ours_is_ignored_with_a_reason(
-    field: str, value: object, reason: str
-) -> None:
+def test_health_event_that_is_not_ours_is_ignored_with_a_reason(field: str, value: object, reason: str) -> None:
     raw = load("health-scheduled-maintenance.json")
     raw["detail"][field] = value
     batch = parse_notices(raw)
@@ -275,9 +273,7 @@ def test_alarm_with_only_a_node_name_dimension_targets_the_node() -> None:
 
 def test_alarm_without_instance_or_node_dimension_is_ignored_with_its_name() -> None:
     raw = load("cloudwatch-alarm-state-change-gpu-idle.json")
-    raw["detail"]["configuration"]["metrics"][0]["metricStat"]["metric"]["dimensions"] = {
-        "ClusterName": "ml-prod"
-    }
+    raw["detail"]["configuration"]["metrics"][0]["metricStat"]["metric"]["dimensions"] = {"ClusterName": "ml-prod"}
     batch = parse_notices(raw)
     assert batch.notices == ()
     assert batch.ignored == "alarm gpuwarden-gpu-idle-ip-10-0-1-23 has no InstanceId or NodeName dimension"
@@ -304,6 +300,25 @@ def test_contributor_alarm_targets_the_contributor_and_keeps_its_id() -> None:
     assert (notice.instance_id, notice.node_name) == (INSTANCE, NODE)
     assert notice.detail["contributor_id"] == "6d442278dba546f6"
     assert (notice.detail["alarm_name"], notice.detail["state"]) == ("gpuwarden-gpu-idle", "ALARM")
+
+
+def test_alarm_events_under_the_aws_monitoring_source_are_accepted_too() -> None:
+    raw = load("cloudwatch-alarm-state-change-gpu-idle.json")
+    raw["source"] = "aws.monitoring"
+    assert only_notice(parse_notices(raw)).source == "aws.monitoring"
+
+
+def test_long_node_name_and_long_event_id_still_give_a_valid_idempotency_key() -> None:
+    # Given a contributor named only by a 253-character node name, in an event with a long id
+    raw = load("cloudwatch-alarm-contributor-state-change.json")
+    raw["id"] = "e" * 128
+    node = ".".join(["a" * 63] * 4)[:253]
+    raw["detail"]["alarmContributor"]["attributes"] = {"NodeName": node}
+    # When it is parsed, Then the key fits the Notice and still starts with the envelope id
+    notice = only_notice(parse_notices(raw))
+    assert notice.node_name == node
+    assert notice.event_id.startswith(raw["id"] + ":")
+    assert len(notice.event_id) <= 256
 
 
 def test_contributor_without_instance_or_node_attribute_is_ignored() -> None:
@@ -469,9 +484,7 @@ json_values = st.recursive(
     | st.floats(allow_nan=True)
     | st.text(max_size=30)
     | st.sampled_from(["", INSTANCE, "2026-06-01T14:02:10Z", "Fri, 05 Jun 2026 05:00:00 GMT", "EC2"]),
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
-    ),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4),
     max_leaves=12,
 )
 

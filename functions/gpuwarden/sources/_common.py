@@ -102,12 +102,13 @@ OptionalHttpDate = Annotated[HttpDate | None, BeforeValidator(_empty_to_none)]
 class Envelope(EventBridgeModel):
     """Powertools' EventBridge envelope, tightened: frozen, bounded, time zone required.
 
-    ``resources`` defaults to an empty list: the AWS Health documentation's
-    instance-retirement sample has none.
+    Defaults where AWS's own documented samples leave a field out: ``version`` (the EC2
+    state-change sample) and ``resources`` (the AWS Health instance-retirement sample).
     """
 
     model_config = ConfigDict(frozen=True, populate_by_name=True)
 
+    version: str = Field("0", max_length=16)
     id: str = Field(min_length=1, max_length=MAX_EVENT_ID)
     time: AwareDatetime
     account: str = Field(max_length=64)
@@ -158,9 +159,7 @@ def add_seconds(moment: datetime, seconds: int, *, field: str) -> datetime:
     except OverflowError:
         raise InvalidEvent(
             f"{field}: {moment.isoformat()} is too late to add {seconds} s",
-            errors=[
-                {"type": "datetime_overflow", "loc": [field], "msg": "too late to add the notice period"}
-            ],
+            errors=[{"type": "datetime_overflow", "loc": [field], "msg": "too late to add the notice period"}],
         ) from None
 
 

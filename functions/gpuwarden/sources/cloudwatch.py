@@ -174,10 +174,7 @@ class AlarmContributorStateChange(_AlarmEvent):
             return NoticeBatch(
                 route="gpu_idle",
                 notices=(),
-                ignored=(
-                    f"alarm {d.alarm_name} contributor {contributor.id} has no InstanceId or "
-                    "NodeName attribute"
-                ),
+                ignored=(f"alarm {d.alarm_name} contributor {contributor.id} has no InstanceId or NodeName attribute"),
             )
         extra = {"alarm_name": d.alarm_name, "contributor_id": contributor.id}
         return NoticeBatch(route="gpu_idle", notices=(self._gpu_idle(target, d.state, extra),))

@@ -42,9 +42,7 @@ class HealthDetail(FrozenModel):
     end_time: OptionalHttpDate = Field(None, alias="endTime")
     status_code: Name | None = Field(None, alias="statusCode")
     event_region: Name | None = Field(None, alias="eventRegion")
-    affected_entities: list[AffectedEntity] = Field(
-        default_factory=list, alias="affectedEntities", max_length=10_000
-    )
+    affected_entities: list[AffectedEntity] = Field(default_factory=list, alias="affectedEntities", max_length=10_000)
     backup_event: bool = Field(False, alias="backupEvent")
 
 
