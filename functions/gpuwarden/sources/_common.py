@@ -47,7 +47,7 @@ class NoticeBatch:
 
 INSTANCE_ID_RE = re.compile(r"^i-[0-9a-f]{8}([0-9a-f]{9})?$")
 # An instance id on its own, or at the end of an ARN (arn:aws:ec2:<region>:<account>:instance/i-…).
-_INSTANCE_IN_VALUE_RE = re.compile(r"(?:^|:instance/)(i-[0-9a-f]{8}(?:[0-9a-f]{9})?)$")
+_INSTANCE_IN_VALUE_RE = re.compile(r"(?:^|:instance/)(i-[0-9a-f]{8}(?:[0-9a-f]{9})?)\Z")
 # Kubernetes node names are DNS-1123 subdomains.
 DNS1123_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
