@@ -291,11 +291,11 @@ def cache_key(arch: str, python: str) -> str:
     digest = hashlib.sha256()
     digest.update(REQUIREMENTS.read_bytes())
     digest.update(f"\0{arch}\0{RECIPE_VERSION}\0".encode())
-    digest.update(_full_version(python).encode())
+    digest.update(interpreter_version(python).encode())
     return digest.hexdigest()[:32]
 
 
-def _full_version(python: str) -> str:
+def interpreter_version(python: str) -> str:
     proc = subprocess.run(  # noqa: S603
         [python, "-c", "import sys; print(sys.version)"], capture_output=True, text=True, check=True
     )

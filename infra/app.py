@@ -1,0 +1,36 @@
+"""CDK entry point: ``python -m infra.app`` (see cdk.json). Synthesizes offline, without Docker."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from aws_cdk import App, Validations
+from cdk_nag import AwsSolutionsChecks
+
+from infra.config import Settings
+from infra.stacks.gpuwarden_stack import GpuwardenStack
+
+STACK_NAME = "GpuwardenStack"
+
+
+def build_app(*, outdir: str = "cdk.out", context: Mapping[str, Any] | None = None) -> App:
+    """The app with its stack and the cdk-nag AwsSolutions checks (run on every synth)."""
+    app = App(outdir=outdir, context=dict(context) if context else None)
+    settings = Settings.from_context(app.node)
+    GpuwardenStack(
+        app,
+        STACK_NAME,
+        settings=settings,
+        description="gpuwarden: event-driven GPU node protection for EKS",
+    )
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    return app
+
+
+def main() -> None:
+    build_app().synth()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""The drain loop: drain_step → done? → Wait $.wait_seconds → drain_step … (Standard, 6 h max)."""
+
+from __future__ import annotations
+
+from aws_cdk import Acknowledgment, Duration, Stack, Validations
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import aws_stepfunctions_tasks as tasks
+from constructs import Construct
+
+from infra.components.alarms import AlarmSink
+
+DRAIN_TIMEOUT = Duration.hours(6)
+
+
+class DrainWorkflow(Construct):
+    def __init__(
+        self, scope: Construct, construct_id: str, *, drain_step: lambda_.IFunction, alarms: AlarmSink
+    ) -> None:
+        super().__init__(scope, construct_id)
+        step = tasks.LambdaInvoke(
+            self,
+            "DrainStep",
+            comment="One drain_step round; its output is the next round's input",
+            lambda_function=drain_step,
+            payload_response_only=True,
+            # retries Lambda.ServiceException, Lambda.AWSLambdaException, Lambda.SdkClientException
+            # and Lambda.TooManyRequestsException (throttles) with backoff
+            retry_on_service_exceptions=True,
+        )
+        drained = sfn.Succeed(self, "Drained")
+        wait = sfn.Wait(self, "WaitForNextRound", time=sfn.WaitTime.seconds_path("$.wait_seconds"))
+        done = (
+            sfn.Choice(self, "Done?")
+            .when(sfn.Condition.boolean_equals("$.done", True), drained)
+            .otherwise(wait.next(step))
+        )
+        self.log_group = logs.LogGroup(
+            self,
+            "Logs",
+            log_group_name=f"/aws/vendedlogs/states/{Stack.of(self).stack_name}-drain",
+            retention=logs.RetentionDays.ONE_MONTH,
+        )
+        self.state_machine = sfn.StateMachine(
+            self,
+            "StateMachine",
+            comment="gpuwarden drain: repeat drain_step until it reports done",
+            definition_body=sfn.DefinitionBody.from_chainable(step.next(done)),
+            state_machine_type=sfn.StateMachineType.STANDARD,
+            timeout=DRAIN_TIMEOUT,
+            tracing_enabled=True,
+            logs=sfn.LogOptions(
+                destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=True
+            ),
+        )
+        Validations.of(self.state_machine.role).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-IAM5[Resource::*]",
+                reason=(
+                    "Added by CDK for logging and tracing: logs:CreateLogDelivery/GetLogDelivery/"
+                    "UpdateLogDelivery/DeleteLogDelivery/ListLogDeliveries/PutResourcePolicy/DescribeResourcePolicies/"
+                    "DescribeLogGroups and xray:PutTraceSegments/PutTelemetryRecords/GetSamplingRules/"
+                    "GetSamplingTargets do not support resource-level permissions."
+                ),
+            ),
+            Acknowledgment(
+                id=f"AwsSolutions::AwsSolutions-IAM5[Resource::<{self._logical_arn(drain_step)}.Arn>:*]",
+                reason=(
+                    "lambda:InvokeFunction on the drain function's qualified ARNs (versions/aliases) of that "
+                    "one function, as added by the LambdaInvoke task; no other function matches."
+                ),
+            ),
+        )
+        self.failed_alarm = cloudwatch.Alarm(
+            self,
+            "ExecutionsFailed",
+            alarm_description=(
+                "gpuwarden drain executions failed, timed out or aborted: a node may be half-drained"
+            ),
+            metric=cloudwatch.MathExpression(
+                expression="failed + timedout + aborted",
+                using_metrics={
+                    "failed": self.state_machine.metric_failed(period=Duration.minutes(5)),
+                    "timedout": self.state_machine.metric_timed_out(period=Duration.minutes(5)),
+                    "aborted": self.state_machine.metric_aborted(period=Duration.minutes(5)),
+                },
+                period=Duration.minutes(5),
+            ),
+            threshold=0,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        alarms.notify(self.failed_alarm)
+
+    @staticmethod
+    def _logical_arn(function: lambda_.IFunction) -> str:
+        """cdk-nag renders the function's ARN by the CFN logical id of the function resource."""
+        default_child = function.node.default_child
+        assert default_child is not None
+        return Stack.of(function).get_logical_id(default_child)  # type: ignore[arg-type]

@@ -1,0 +1,199 @@
+"""The Lambda functions: one spec line per entry point, one role and log group per function.
+
+Adding an entry point is one line here (a :class:`FunctionSpec`) and one line in the stack
+(``functions.add(SPEC)``); give it extra permissions with ``fn.role.add_to_policy(...)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import Acknowledgment, Duration, Stack, Validations
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as destinations
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_ssm as ssm
+from constructs import Construct
+
+from infra.components.alarms import AlarmSink
+from infra.components.bundling import function_code
+from infra.components.queues import DeadLetterQueue
+from infra.components.runtime_layer import LAMBDA_RUNTIME, lambda_architecture
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    name: str  # construct id, e.g. "Interruption"
+    handler: str  # dotted path inside functions/
+    description: str
+    timeout_seconds: int = 300
+    memory_mb: int = 256
+    reserved_concurrency: int | None = None
+    #: invoked asynchronously (EventBridge, Scheduler): 2 retries, 1 h max age, on-failure DLQ
+    invoked_async: bool = False
+
+
+INTERRUPTION = FunctionSpec(
+    "Interruption",
+    "gpuwarden.handlers.interruption.handler",
+    "EC2 spot warnings, rebalance recommendations, state changes: cordon, replace, start the drain",
+    reserved_concurrency=10,
+    invoked_async=True,
+)
+DRAIN = FunctionSpec(
+    "Drain", "gpuwarden.handlers.drain.handler", "One drain_step round (Step Functions loop)"
+)
+# Later issues (not deployed yet), each then one `functions.add(...)` line in the stack:
+GPU_IDLE = FunctionSpec(
+    "GpuIdle", "gpuwarden.handlers.gpu_idle.handler", "GPU-idle reclaim", invoked_async=True
+)
+MAINTENANCE = FunctionSpec(
+    "Maintenance",
+    "gpuwarden.handlers.maintenance.handler",
+    "AWS Health scheduled changes",
+    invoked_async=True,
+)
+WINDOWS = FunctionSpec("Windows", "gpuwarden.handlers.windows.handler", "Budget windows", invoked_async=True)
+RUNBOOK = FunctionSpec("Runbook", "gpuwarden.handlers.runbook.handler", "Runbook actions (direct invoke)")
+
+ASYNC_RETRY_ATTEMPTS = 2
+ASYNC_MAX_EVENT_AGE = Duration.hours(1)
+
+L1_REASON = (
+    "Python 3.13 on purpose: the layer's and the code's .pyc files are compiled by CPython 3.13 "
+    "(unchecked-hash) and a .pyc is only used by the interpreter version that wrote it; pyenv on the "
+    "build machines has no newer Python. Move runtime and compiler together."
+)
+XRAY_REASON = (
+    "Resource::* only for xray:PutTraceSegments/PutTelemetryRecords (added by tracing=ACTIVE; X-Ray has "
+    "no resource-level permissions) and for read-only ec2:Describe*/autoscaling:Describe* where granted "
+    "(those actions do not support resource-level permissions)."
+)
+
+
+class Functions(Construct):
+    """Shared code asset, layer and environment for every gpuwarden function."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        layer: lambda_.ILayerVersion,
+        architecture: str,
+        cluster: str,
+        table: dynamodb.ITable,
+        policy_parameter: ssm.IStringParameter,
+        alarms: AlarmSink,
+        skip_bundling: bool,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.code = function_code(skip=skip_bundling)
+        self.layer = layer
+        self.architecture = lambda_architecture(architecture)
+        self.cluster = cluster
+        self.table = table
+        self.policy_parameter = policy_parameter
+        self.alarms = alarms
+        self.environment = {
+            "GPUWARDEN_STATE_TABLE": table.table_name,
+            "GPUWARDEN_POLICY_PARAMETER": policy_parameter.parameter_name,
+            "GPUWARDEN_CLUSTER": cluster,
+            "POWERTOOLS_SERVICE_NAME": "gpuwarden",
+            "POWERTOOLS_METRICS_NAMESPACE": "Gpuwarden",
+            "POWERTOOLS_TRACER_CAPTURE_RESPONSE": "false",
+        }
+        self.by_name: dict[str, GpuwardenFunction] = {}
+
+    def add(self, spec: FunctionSpec) -> GpuwardenFunction:
+        fn = GpuwardenFunction(self, spec.name, spec=spec, shared=self)
+        self.by_name[spec.name] = fn
+        return fn
+
+
+class GpuwardenFunction(Construct):
+    def __init__(self, scope: Construct, construct_id: str, *, spec: FunctionSpec, shared: Functions) -> None:
+        super().__init__(scope, construct_id)
+        self.spec = spec
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"gpuwarden {spec.name} function (least privilege, no managed policies)",
+        )
+        self.log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_MONTH)
+        self.failures: DeadLetterQueue | None = None
+        async_options: dict[str, object] = {}
+        if spec.invoked_async:
+            self.failures = DeadLetterQueue(
+                self,
+                "FailedInvocations",
+                purpose=f"{spec.name} invocations that failed",
+                alarms=shared.alarms,
+            )
+            async_options = {
+                "retry_attempts": ASYNC_RETRY_ATTEMPTS,
+                "max_event_age": ASYNC_MAX_EVENT_AGE,
+                "on_failure": destinations.SqsDestination(self.failures.queue),
+            }
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            description=f"gpuwarden: {spec.description}",
+            runtime=LAMBDA_RUNTIME,
+            architecture=shared.architecture,
+            handler=spec.handler,
+            code=shared.code,
+            layers=[shared.layer],
+            memory_size=spec.memory_mb,
+            timeout=Duration.seconds(spec.timeout_seconds),
+            environment=dict(shared.environment),
+            tracing=lambda_.Tracing.ACTIVE,
+            log_group=self.log_group,
+            role=self.role,
+            reserved_concurrent_executions=spec.reserved_concurrency,
+            **async_options,  # type: ignore[arg-type]
+        )
+        self.log_group.grant_write(self.role)
+        shared.table.grant_read_write_data(self.role)
+        shared.policy_parameter.grant_read(self.role)
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="EksToken",
+                actions=["eks:DescribeCluster"],
+                resources=[
+                    Stack.of(self).format_arn(service="eks", resource="cluster", resource_name=shared.cluster)
+                ],
+            )
+        )
+        Validations.of(self.function).acknowledge(
+            Acknowledgment(id="AwsSolutions::AwsSolutions-L1", reason=L1_REASON)
+        )
+        Validations.of(self.role).acknowledge(
+            Acknowledgment(id="AwsSolutions::AwsSolutions-IAM5[Resource::*]", reason=XRAY_REASON)
+        )
+        self.errors_alarm = cloudwatch.Alarm(
+            self,
+            "Errors",
+            alarm_description=f"gpuwarden {spec.name} function errors",
+            metric=self.function.metric_errors(period=Duration.minutes(5), statistic=cloudwatch.Stats.SUM),
+            threshold=0,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        shared.alarms.notify(self.errors_alarm)
+
+    def allow(self, sid: str, actions: list[str], resources: list[str], **conditions: object) -> None:
+        """Add one least-privilege statement to this function's role."""
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid=sid,
+                actions=actions,
+                resources=resources,
+                conditions=dict(conditions) if conditions else None,
+            )
+        )
