@@ -64,8 +64,7 @@ def _unsupported(rtype: ResourceType) -> errors.ApiError:
         accepted.insert(2, STRATEGIC_PATCH)
     return errors.ApiError(
         415,
-        "the body of the request was in an unknown format - accepted media types include: "
-        + ", ".join(accepted),
+        "the body of the request was in an unknown format - accepted media types include: " + ", ".join(accepted),
         "UnsupportedMediaType",
     )
 
@@ -81,9 +80,7 @@ def _patcher(rtype: ResourceType, content_type: str, body: Any) -> Callable[[Obj
             return result
 
         return apply_json
-    if content_type not in (MERGE_PATCH, STRATEGIC_PATCH) or (
-        content_type == STRATEGIC_PATCH and rtype.custom
-    ):
+    if content_type not in (MERGE_PATCH, STRATEGIC_PATCH) or (content_type == STRATEGIC_PATCH and rtype.custom):
         raise _unsupported(rtype)
     if not isinstance(body, dict):
         raise errors.bad_request("the body of the request was in an unknown format")

@@ -182,9 +182,7 @@ class KubeSim:
         """Delete like the API would (scheduled pods terminate gracefully on the sim clock)."""
         rtype = self.rtype(kind)
         options = {} if grace_seconds is None else {"gracePeriodSeconds": grace_seconds}
-        body, _ = self.api.delete(
-            rtype, namespace or ("default" if rtype.namespaced else None), name, options
-        )
+        body, _ = self.api.delete(rtype, namespace or ("default" if rtype.namespaced else None), name, options)
         return body
 
     def on_change(self, callback: ChangeListener) -> None:
@@ -216,9 +214,7 @@ class KubeSim:
     def exec_handler(self, handler: ExecHandler) -> None:
         self._state.exec_handler = handler
 
-    def wait_until(
-        self, predicate: Callable[[], bool], timeout: float = 10.0, interval: float = 0.01
-    ) -> bool:
+    def wait_until(self, predicate: Callable[[], bool], timeout: float = 10.0, interval: float = 0.01) -> bool:
         """Poll ``predicate`` until true or ``timeout`` real seconds passed; returns its last value."""
         end = time.monotonic() + timeout
         while True:

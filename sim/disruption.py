@@ -20,9 +20,7 @@ from sim.selectors import from_label_selector_object, matches
 from sim.store import Obj, Store
 
 EVICTION_BLOCKED = "Cannot evict pod as it would violate the pod's disruption budget."
-MULTIPLE_PDBS = (
-    "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
-)
+MULTIPLE_PDBS = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
 
 
 def pod_ready(pod: Obj) -> bool:

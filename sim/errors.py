@@ -70,9 +70,7 @@ def not_found(resource: str, name: str, group: str = "") -> ApiError:
 
 def already_exists(resource: str, name: str, group: str = "") -> ApiError:
     qualified = f"{resource}.{group}" if group else resource
-    return ApiError(
-        409, f'{qualified} "{name}" already exists', "AlreadyExists", _details(name, resource, group)
-    )
+    return ApiError(409, f'{qualified} "{name}" already exists', "AlreadyExists", _details(name, resource, group))
 
 
 def conflict(resource: str, name: str, group: str = "") -> ApiError:
@@ -108,9 +106,7 @@ def bad_request(message: str) -> ApiError:
 
 
 def method_not_allowed() -> ApiError:
-    return ApiError(
-        405, "the server does not allow this method on the requested resource", "MethodNotAllowed"
-    )
+    return ApiError(405, "the server does not allow this method on the requested resource", "MethodNotAllowed")
 
 
 def success(code: int = 200, details: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -223,9 +223,7 @@ def _merge_list(current: list[Any], patch: list[Any], key: str, path: str) -> li
     for item in patch:
         if not isinstance(item, dict) or key not in item:
             raise PatchError(f"map: {item!r} does not contain declared merge key: {key}")
-        idx = next(
-            (i for i, cur in enumerate(result) if isinstance(cur, dict) and cur.get(key) == item[key]), None
-        )
+        idx = next((i for i, cur in enumerate(result) if isinstance(cur, dict) and cur.get(key) == item[key]), None)
         if item.get("$patch") == "delete":
             if idx is not None:
                 del result[idx]

@@ -202,6 +202,7 @@ class SimHandler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache, private")
         for key, value in (headers or {}).items():
             self.send_header(key, value)
+        self._record(code)
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(payload)
@@ -211,6 +212,7 @@ class SimHandler(BaseHTTPRequestHandler):
         return self._send(code, json.dumps(body, separators=(",", ":")).encode(), headers=headers)
 
     def _reset(self) -> None:
+        self._record(0)
         self.close_connection = True
         try:
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -222,18 +224,24 @@ class SimHandler(BaseHTTPRequestHandler):
 
     def _handle(self) -> None:
         state = self.server.state
-        t0 = time.perf_counter()
-        started = state.clock.now()
         parts = urlsplit(self.path)
         path, query = parts.path, parse_qs(parts.query, keep_blank_values=True)
-        status, faulted = 500, False
+        self._pending: tuple[float, datetime, str, dict[str, list[str]]] | None = (
+            time.perf_counter(),
+            state.clock.now(),
+            path,
+            query,
+        )
+        self._faulted = False
+        status = 500
         try:
             body = self._read_body()
             fault = state.faults.match(RequestInfo(self.command, path, query, body))
             if fault is not None:
-                faulted = True
-                status = self._apply_fault(fault)
-                if status:
+                self._faulted = True
+                answered = self._apply_fault(fault)
+                if answered is not None:
+                    status = answered
                     return
             status = self._route(path, query, body)
         except Response as done:
@@ -246,28 +254,38 @@ class SimHandler(BaseHTTPRequestHandler):
             log.exception("sim: unhandled error for %s %s", self.command, self.path)
             status = self._send_json(500, errors.ApiError(500, f"Internal error occurred: {exc!r}").status())
         finally:
-            record = RequestRecord(
-                method=self.command,
-                path=path,
-                query=query,
-                status=status,
-                started=started,
-                duration=time.perf_counter() - t0,
-                user_agent=self.headers.get("User-Agent", ""),
-                content_type=self.headers.get("Content-Type", ""),
-                fault=faulted,
-            )
-            with state.lock:
-                state.requests.append(record)
+            self._record(status)
 
-    def _apply_fault(self, fault: Fault) -> int:
+    def _record(self, status: int) -> None:
+        """Log the request once; called just before the answer's last bytes go out, so a client
+        that has its answer always finds the request in ``sim.requests``."""
+        if self._pending is None:
+            return
+        t0, started, path, query = self._pending
+        self._pending = None
+        record = RequestRecord(
+            method=self.command,
+            path=path,
+            query=query,
+            status=status,
+            started=started,
+            duration=time.perf_counter() - t0,
+            user_agent=self.headers.get("User-Agent", ""),
+            content_type=self.headers.get("Content-Type", ""),
+            fault=self._faulted,
+        )
+        with self.server.state.lock:
+            self.server.state.requests.append(record)
+
+    def _apply_fault(self, fault: Fault) -> int | None:
+        """Returns the status written (0: connection dropped), or None to answer normally."""
         if fault.latency:
             time.sleep(fault.latency)
         if fault.reset:
             self._reset()
             return 0
         if fault.status is None:
-            return 0  # latency only: continue normally
+            return None  # latency only: continue normally
         headers = {}
         details: dict[str, Any] | None = None
         if fault.retry_after is not None:
@@ -306,11 +324,7 @@ class SimHandler(BaseHTTPRequestHandler):
         else:
             return None
         namespace: str | None = None
-        if (
-            len(rest) >= 3
-            and rest[0] == "namespaces"
-            and not (len(rest) == 3 and rest[2] in ("status", "finalize"))
-        ):
+        if len(rest) >= 3 and rest[0] == "namespaces" and not (len(rest) == 3 and rest[2] in ("status", "finalize")):
             namespace, rest = rest[1], rest[2:]
         if not rest or len(rest) > 3:
             return None
@@ -371,13 +385,9 @@ class SimHandler(BaseHTTPRequestHandler):
             return self._send_json(code, result)
         raise errors.method_not_allowed()
 
-    def _delete_collection(
-        self, rt: ResourceType, ns: str | None, query: dict[str, list[str]], body: bytes
-    ) -> int:
+    def _delete_collection(self, rt: ResourceType, ns: str | None, query: dict[str, list[str]], body: bytes) -> int:
         api = self.server.state.api
-        items, _ = api.list(
-            rt, ns, query.get("labelSelector", [None])[-1], query.get("fieldSelector", [None])[-1]
-        )
+        items, _ = api.list(rt, ns, query.get("labelSelector", [None])[-1], query.get("fieldSelector", [None])[-1])
         options = parse_json(body) or {}
         deleted = []
         for item in items:
@@ -393,9 +403,7 @@ class SimHandler(BaseHTTPRequestHandler):
     def _watch(self, rt: ResourceType, ns: str | None, query: dict[str, list[str]]) -> int:
         state = self.server.state
         labels = parse_label_selector(query.get("labelSelector", [None])[-1])
-        fields = field_matcher(
-            parse_field_selector(query.get("fieldSelector", [None])[-1], rt.field_selectors)
-        )
+        fields = field_matcher(parse_field_selector(query.get("fieldSelector", [None])[-1], rt.field_selectors))
         rv = query.get("resourceVersion", [""])[-1]
         timeout = float(query.get("timeoutSeconds", ["1800"])[-1])
         since = int(rv) if rv not in ("", "0") else None
@@ -408,6 +416,7 @@ class SimHandler(BaseHTTPRequestHandler):
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Transfer-Encoding", "chunked")
+            self._record(200)
             self.end_headers()
             end = time.monotonic() + timeout
             while time.monotonic() < end and not state.stopping.is_set():
@@ -451,9 +460,7 @@ class SimHandler(BaseHTTPRequestHandler):
         command = query.get("command", [])
         if not command:
             raise errors.bad_request("you must specify at least 1 command")
-        if self.headers.get("Upgrade", "").lower() != "websocket" or not self.headers.get(
-            "Sec-WebSocket-Key"
-        ):
+        if self.headers.get("Upgrade", "").lower() != "websocket" or not self.headers.get("Sec-WebSocket-Key"):
             raise errors.bad_request("Upgrade request required")
         protocol = choose_protocol(self.headers.get_all("Sec-WebSocket-Protocol") or [])
         if protocol is None:
@@ -476,6 +483,7 @@ class SimHandler(BaseHTTPRequestHandler):
         self.send_header("Connection", "Upgrade")
         self.send_header("Sec-WebSocket-Accept", accept_key(self.headers["Sec-WebSocket-Key"]))
         self.send_header("Sec-WebSocket-Protocol", protocol)
+        self._record(101)
         self.end_headers()
         self.close_connection = True
         with state.lock:

@@ -70,15 +70,9 @@ class Store:
         with self._lock:
             if since is not None:
                 if self._history and since < self._history[0][0] - 1:
-                    raise errors.ApiError(
-                        410, f"too old resource version: {since} ({self._history[0][0]})", "Expired"
-                    )
+                    raise errors.ApiError(410, f"too old resource version: {since} ({self._history[0][0]})", "Expired")
                 for rv, key, event, obj in self._history:
-                    if (
-                        rv > since
-                        and key == rtype.key
-                        and namespace in (None, obj["metadata"].get("namespace"))
-                    ):
+                    if rv > since and key == rtype.key and namespace in (None, obj["metadata"].get("namespace")):
                         watcher.events.put((event, copy.deepcopy(obj)))
             self._watchers.append(watcher)
         return watcher
@@ -134,8 +128,7 @@ class Store:
             items = [
                 copy.deepcopy(o)
                 for (ns, _), o in sorted(self._bucket(rtype).items())
-                if (not namespace or not rtype.namespaced or ns == namespace)
-                and (predicate is None or predicate(o))
+                if (not namespace or not rtype.namespaced or ns == namespace) and (predicate is None or predicate(o))
             ]
             return items, str(self._rv)
 
