@@ -26,9 +26,17 @@ class DrainWorkflow(Construct):
             comment="One drain_step round; its output is the next round's input",
             lambda_function=drain_step,
             payload_response_only=True,
-            # retries Lambda.ServiceException, Lambda.AWSLambdaException, Lambda.SdkClientException
-            # and Lambda.TooManyRequestsException (throttles) with backoff
+            # retries Lambda.ServiceException, AWSLambdaException, SdkClientException and
+            # ClientExecutionTimeoutException with backoff
             retry_on_service_exceptions=True,
+        )
+        # throttles are not in retry_on_service_exceptions' list
+        step.add_retry(
+            errors=["Lambda.TooManyRequestsException"],
+            interval=Duration.seconds(2),
+            max_attempts=8,
+            backoff_rate=2,
+            jitter_strategy=sfn.JitterType.FULL,
         )
         drained = sfn.Succeed(self, "Drained")
         wait = sfn.Wait(self, "WaitForNextRound", time=sfn.WaitTime.seconds_path("$.wait_seconds"))
@@ -51,9 +59,7 @@ class DrainWorkflow(Construct):
             state_machine_type=sfn.StateMachineType.STANDARD,
             timeout=DRAIN_TIMEOUT,
             tracing_enabled=True,
-            logs=sfn.LogOptions(
-                destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=True
-            ),
+            logs=sfn.LogOptions(destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=True),
         )
         Validations.of(self.state_machine.role).acknowledge(
             Acknowledgment(
@@ -76,9 +82,7 @@ class DrainWorkflow(Construct):
         self.failed_alarm = cloudwatch.Alarm(
             self,
             "ExecutionsFailed",
-            alarm_description=(
-                "gpuwarden drain executions failed, timed out or aborted: a node may be half-drained"
-            ),
+            alarm_description=("gpuwarden drain executions failed, timed out or aborted: a node may be half-drained"),
             metric=cloudwatch.MathExpression(
                 expression="failed + timedout + aborted",
                 using_metrics={

@@ -43,13 +43,9 @@ INTERRUPTION = FunctionSpec(
     reserved_concurrency=10,
     invoked_async=True,
 )
-DRAIN = FunctionSpec(
-    "Drain", "gpuwarden.handlers.drain.handler", "One drain_step round (Step Functions loop)"
-)
+DRAIN = FunctionSpec("Drain", "gpuwarden.handlers.drain.handler", "One drain_step round (Step Functions loop)")
 # Later issues (not deployed yet), each then one `functions.add(...)` line in the stack:
-GPU_IDLE = FunctionSpec(
-    "GpuIdle", "gpuwarden.handlers.gpu_idle.handler", "GPU-idle reclaim", invoked_async=True
-)
+GPU_IDLE = FunctionSpec("GpuIdle", "gpuwarden.handlers.gpu_idle.handler", "GPU-idle reclaim", invoked_async=True)
 MAINTENANCE = FunctionSpec(
     "Maintenance",
     "gpuwarden.handlers.maintenance.handler",
@@ -164,14 +160,10 @@ class GpuwardenFunction(Construct):
             iam.PolicyStatement(
                 sid="EksToken",
                 actions=["eks:DescribeCluster"],
-                resources=[
-                    Stack.of(self).format_arn(service="eks", resource="cluster", resource_name=shared.cluster)
-                ],
+                resources=[Stack.of(self).format_arn(service="eks", resource="cluster", resource_name=shared.cluster)],
             )
         )
-        Validations.of(self.function).acknowledge(
-            Acknowledgment(id="AwsSolutions::AwsSolutions-L1", reason=L1_REASON)
-        )
+        Validations.of(self.function).acknowledge(Acknowledgment(id="AwsSolutions::AwsSolutions-L1", reason=L1_REASON))
         Validations.of(self.role).acknowledge(
             Acknowledgment(id="AwsSolutions::AwsSolutions-IAM5[Resource::*]", reason=XRAY_REASON)
         )

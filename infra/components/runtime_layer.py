@@ -16,9 +16,7 @@ def lambda_architecture(name: str) -> lambda_.Architecture:
 
 
 class RuntimeLayer(Construct):
-    def __init__(
-        self, scope: Construct, construct_id: str, *, architecture: str, skip_bundling: bool
-    ) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, architecture: str, skip_bundling: bool) -> None:
         super().__init__(scope, construct_id)
         self.layer = lambda_.LayerVersion(
             self,

@@ -51,9 +51,7 @@ class GpuwardenStack(Stack):
 
         # --- EC2 interruption, rebalance and state-change events
         interruption = self.functions.add(functions.INTERRUPTION)
-        interruption.function.add_environment(
-            DRAIN_STATE_MACHINE_ENV, self.drain.state_machine.state_machine_arn
-        )
+        interruption.function.add_environment(DRAIN_STATE_MACHINE_ENV, self.drain.state_machine.state_machine_arn)
         self.drain.state_machine.grant_start_execution(interruption.role)
         self._allow_replacement(interruption)
         self.routes = EventRoutes(self, "Events", alarms=alarms)
@@ -66,9 +64,7 @@ class GpuwardenStack(Stack):
         self.alarms = alarms
         for name, fn in self.functions.by_name.items():
             CfnOutput(self, f"{name}FunctionName", value=fn.function.function_name)
-            CfnOutput(
-                self, f"{name}RoleArn", value=fn.role.role_arn, description="map to a Kubernetes identity"
-            )
+            CfnOutput(self, f"{name}RoleArn", value=fn.role.role_arn, description="map to a Kubernetes identity")
         CfnOutput(self, "DrainStateMachineArn", value=self.drain.state_machine.state_machine_arn)
         CfnOutput(self, "StateTableName", value=self.state.table.table_name)
         CfnOutput(self, "PolicyParameterName", value=self.policy.parameter.parameter_name)
