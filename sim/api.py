@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -36,7 +37,41 @@ def _pod_defaults(pod: Obj, strict: bool) -> None:
         pod.setdefault("status", {}).setdefault("phase", "Pending")
 
 
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
+
+
+def _quantities(where: str, values: Any) -> list[tuple[str, str]]:
+    """Resource quantities the real server would reject (kubectl refuses to decode them)."""
+    if not isinstance(values, dict):
+        return []
+    return [
+        (
+            f"{where}[{key}]",
+            f"Invalid value: \"{value}\": quantities must match the regular expression '{_QUANTITY.pattern}'",
+        )
+        for key, value in values.items()
+        if not _QUANTITY.match(str(value))
+    ]
+
+
+def _validate_quantities(rtype: ResourceType, obj: Obj) -> None:
+    name = str((obj.get("metadata") or {}).get("name") or "")
+    bad: list[tuple[str, str]] = []
+    if rtype.kind == "Node":
+        status = obj.get("status") or {}
+        bad = _quantities("status.capacity", status.get("capacity")) + _quantities(
+            "status.allocatable", status.get("allocatable")
+        )
+    if rtype.kind == "Pod" and rtype.group == "":
+        for i, c in enumerate((obj.get("spec") or {}).get("containers") or []):
+            for part in ("requests", "limits"):
+                bad += _quantities(f"spec.containers[{i}].resources.{part}", (c.get("resources") or {}).get(part))
+    if bad:
+        raise errors.invalid(rtype.kind, name, rtype.group, bad)
+
+
 def _validate(rtype: ResourceType, obj: Obj) -> None:
+    _validate_quantities(rtype, obj)
     name = str((obj.get("metadata") or {}).get("name") or "")
     if rtype.kind == "Pod" and rtype.group == "":
         containers = (obj.get("spec") or {}).get("containers")

@@ -93,7 +93,7 @@ def gpu_node(
             "karpenter.sh/initialized": "true",
             "karpenter.k8s.aws/ec2nodeclass": "default",
         }
-    capacity = {"cpu": "96", "memory": "1176GiB", "pods": "737", "ephemeral-storage": "500Gi", GPU: str(gpus)}
+    capacity = {"cpu": "96", "memory": "1152Gi", "pods": "737", "ephemeral-storage": "500Gi", GPU: str(gpus)}
     return {
         "apiVersion": "v1",
         "kind": "Node",
