@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,9 +15,12 @@ from infra.stacks.gpuwarden_stack import GpuwardenStack
 STACK_NAME = "GpuwardenStack"
 
 
-def build_app(*, outdir: str = "cdk.out", context: Mapping[str, Any] | None = None) -> App:
-    """The app with its stack and the cdk-nag AwsSolutions checks (run on every synth)."""
-    app = App(outdir=outdir, context=dict(context) if context else None)
+def build_app(*, outdir: str | None = None, context: Mapping[str, Any] | None = None) -> App:
+    """The app with its stack and the cdk-nag AwsSolutions checks (run on every synth).
+
+    Writes to ``cdk.out`` unless the CDK CLI asks for another directory (``cdk synth -o``).
+    """
+    app = App(outdir=outdir or os.environ.get("CDK_OUTDIR") or "cdk.out", context=dict(context) if context else None)
     settings = Settings.from_context(app.node)
     GpuwardenStack(
         app,

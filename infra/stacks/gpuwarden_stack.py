@@ -24,6 +24,9 @@ class GpuwardenStack(Stack):
     def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.settings = settings
+        # `cdk ls` / `cdk destroy` ask for no bundling (aws:cdk:bundling-stacks): then the layer is not
+        # built either, so those commands work without a wheel cache
+        skip_bundling = settings.skip_bundling or not self.bundling_required
         alarms = AlarmSink(self, "Alarms", topic_arn=settings.alarm_topic_arn)
         self.state = StateTable(self, "State")
         self.policy = PolicyParameter(self, "Policy", policy_json=settings.policy_json)
@@ -31,7 +34,7 @@ class GpuwardenStack(Stack):
             self,
             "RuntimeLayer",
             architecture=settings.lambda_architecture,
-            skip_bundling=settings.skip_bundling,
+            skip_bundling=skip_bundling,
         )
         self.functions = Functions(
             self,
@@ -42,7 +45,7 @@ class GpuwardenStack(Stack):
             table=self.state.table,
             policy_parameter=self.policy.parameter,
             alarms=alarms,
-            skip_bundling=settings.skip_bundling,
+            skip_bundling=skip_bundling,
         )
 
         # --- drain: a Step Functions loop around drain_step
