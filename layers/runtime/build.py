@@ -25,6 +25,7 @@ The CDK app calls :func:`build_layer` from its local bundler (``infra/components
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -295,6 +296,7 @@ def cache_key(arch: str, python: str) -> str:
     return digest.hexdigest()[:32]
 
 
+@functools.cache
 def interpreter_version(python: str) -> str:
     proc = subprocess.run(  # noqa: S603
         [python, "-c", "import sys; print(sys.version)"], capture_output=True, text=True, check=True
