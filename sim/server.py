@@ -30,6 +30,7 @@ from sim.exec_ws import (
 from sim.faults import Fault, FaultInjector, RequestInfo
 from sim.registry import Registry, ResourceType
 from sim.selectors import field_matcher, matches, parse_field_selector, parse_label_selector
+from sim.tables import to_table, wants_table
 
 log = logging.getLogger("sim.server")
 
@@ -358,7 +359,7 @@ class SimHandler(BaseHTTPRequestHandler):
                 if q("watch") in ("true", "1"):
                     return self._watch(rt, ns, query)
                 items, rv = api.list(rt, ns, q("labelSelector"), q("fieldSelector"))
-                return self._send_json(200, api.list_doc(rt, items, rv))
+                return self._send_json(200, self._maybe_table(rt, items, rv) or api.list_doc(rt, items, rv))
             if method == "POST":
                 return self._send_json(201, api.create(rt, ns, parse_json(body)))
             if method == "DELETE":
@@ -370,7 +371,9 @@ class SimHandler(BaseHTTPRequestHandler):
             assert ns is not None
             return self._send_json(201, api.evict(ns, name, parse_json(body)))
         if method in ("GET", "HEAD"):
-            return self._send_json(200, api.get(rt, ns, name))
+            obj = api.get(rt, ns, name)
+            table = None if sub else self._maybe_table(rt, [obj], obj["metadata"]["resourceVersion"])
+            return self._send_json(200, table or obj)
         if method == "PUT":
             return self._send_json(200, api.replace(rt, ns, name, parse_json(body), sub))
         if method == "PATCH":
@@ -384,6 +387,11 @@ class SimHandler(BaseHTTPRequestHandler):
             result, code = api.delete(rt, ns, name, options)
             return self._send_json(code, result)
         raise errors.method_not_allowed()
+
+    def _maybe_table(self, rt: ResourceType, items: list[dict[str, Any]], rv: str) -> dict[str, Any] | None:
+        if not wants_table(self.headers.get("Accept", "")):
+            return None
+        return to_table(rt, items, rv, self.server.state.clock.now())
 
     def _delete_collection(self, rt: ResourceType, ns: str | None, query: dict[str, list[str]], body: bytes) -> int:
         api = self.server.state.api

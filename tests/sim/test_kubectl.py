@@ -51,6 +51,12 @@ def test_kubectl_get_nodes_and_pods_lists_the_cluster(fast_sim: KubeSim) -> None
         assert f"node/{name}" in result.stdout
     for ref in summary.training_pods + summary.inference_pods + summary.daemonset_pods:
         assert f"pod/{ref.split('/')[1]}" in result.stdout
+    # server-side Table printing, as kubectl expects from a real server
+    header = result.stdout.splitlines()[0].split()
+    assert header == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
+    assert "Running" in result.stdout
+    kubectl(fast_sim, "cordon", summary.nodes[0])
+    assert "Ready,SchedulingDisabled" in kubectl(fast_sim, "get", "node", summary.nodes[0]).stdout
     as_json = json.loads(kubectl(fast_sim, "get", "nodepools.karpenter.sh", "-o", "json").stdout)
     assert [p["metadata"]["name"] for p in as_json["items"]] == ["gpu-training"]
     selected = kubectl(fast_sim, "get", "pods", "-A", "-l", "app=inference", "-o", "name")
