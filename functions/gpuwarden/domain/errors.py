@@ -7,7 +7,7 @@ class GpuwardenError(Exception):
     """Base of every error gpuwarden raises on purpose."""
 
 
-class InvalidEvent(GpuwardenError):  # noqa: N818 - the domain's word for it
+class InvalidEvent(GpuwardenError):
     """The input does not parse: nothing was done. Exit 2 / dead-letter queue."""
 
     def __init__(self, message: str, *, errors: list[dict[str, object]] | None = None) -> None:
@@ -15,7 +15,7 @@ class InvalidEvent(GpuwardenError):  # noqa: N818 - the domain's word for it
         self.errors = errors or []
 
 
-class InvalidPolicy(GpuwardenError):  # noqa: N818
+class InvalidPolicy(GpuwardenError):
     """The policy document does not validate."""
 
 
@@ -27,15 +27,15 @@ class KubeError(GpuwardenError):
         self.status = status
 
 
-class Conflict(KubeError):  # noqa: N818
+class Conflict(KubeError):
     """A resourceVersion-checked write lost the race (HTTP 409)."""
 
 
-class NotFound(KubeError):  # noqa: N818
+class NotFound(KubeError):
     """The object is gone (HTTP 404)."""
 
 
-class EvictionBlocked(KubeError):  # noqa: N818
+class EvictionBlocked(KubeError):
     """A PodDisruptionBudget does not allow the eviction now (HTTP 429)."""
 
 

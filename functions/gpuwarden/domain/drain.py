@@ -1,0 +1,146 @@
+"""Which pod gets what in one drain round, and why (pure; CONTRACT §2 drain semantics).
+
+One round looks at every pod on the node and decides a `PodStep`:
+
+* ``skip``        DaemonSet, mirror and finished pods are left alone (as `kubectl drain
+                  --ignore-daemonsets`), and so are pods that belong to no node any more.
+* ``signal``      an opted-in pod that has not been asked yet: ask it to checkpoint.
+* ``wait``        an opted-in pod that was asked and has neither acknowledged nor run out
+                  of time, or a pod that is already terminating.
+* ``evict``       everything else: the Eviction API, which a PodDisruptionBudget may refuse.
+* ``delete``      involuntary kinds only: a pod whose eviction is still refused at
+                  ``deadline - terminationGracePeriodSeconds`` is deleted with the grace
+                  period that is left, so it stops before the instance does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from gpuwarden.domain.checkpoint import (
+    BadCheckpoint,
+    acknowledged,
+    checkpoint_spec,
+    delivery_failed,
+    requested_by,
+    requested_for,
+)
+from gpuwarden.domain.views import PodView
+
+Step = Literal["signal", "wait", "evict", "delete", "skip"]
+
+
+@dataclass(frozen=True)
+class PodStep:
+    pod: str
+    step: Step
+    reason: str
+    #: For evict/delete: the grace period to ask for (None: the pod's own).
+    grace_seconds: int | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {"pod": self.pod, "step": self.step, "reason": self.reason}
+        if self.grace_seconds is not None:
+            out["grace_seconds"] = self.grace_seconds
+        return out
+
+
+@dataclass(frozen=True)
+class DrainContext:
+    event_id: str
+    involuntary: bool
+    deadline: datetime | None
+    now: datetime
+    default_checkpoint_timeout: int = 60
+    allow_exec: bool = True
+
+
+def skip_reason(pod: PodView) -> str | None:
+    if pod.is_mirror:
+        return "mirror (static) pod"
+    if pod.is_daemonset:
+        return f"DaemonSet pod ({pod.owner_name})"
+    if pod.finished:
+        return f"finished pod ({pod.phase})"
+    return None
+
+
+def seconds_left(ctx: DrainContext) -> float | None:
+    return None if ctx.deadline is None else (ctx.deadline - ctx.now).total_seconds()
+
+
+def grace_for(pod: PodView, ctx: DrainContext) -> int | None:
+    """Involuntary: never ask for more grace than the instance has left."""
+    left = seconds_left(ctx)
+    if not ctx.involuntary or left is None:
+        return None
+    remaining = max(0, int(left))
+    return remaining if remaining < pod.grace_seconds else None
+
+
+def must_delete(pod: PodView, ctx: DrainContext) -> bool:
+    """Involuntary and past `deadline - grace`: a refused eviction becomes a delete."""
+    if not ctx.involuntary or ctx.deadline is None:
+        return False
+    return ctx.now >= ctx.deadline - timedelta(seconds=pod.grace_seconds)
+
+
+def _terminating_step(pod: PodView, ctx: DrainContext) -> PodStep:
+    assert pod.deletion_timestamp is not None
+    if ctx.involuntary and ctx.deadline is not None and pod.deletion_timestamp > ctx.deadline:
+        grace = max(0, int(seconds_left(ctx) or 0))
+        return PodStep(pod.key, "delete", "terminating past the deadline: shortening its grace", grace)
+    return PodStep(pod.key, "wait", "terminating")
+
+
+def _checkpoint_step(pod: PodView, ctx: DrainContext) -> PodStep | None:
+    spec = checkpoint_spec(pod, ctx.default_checkpoint_timeout, ctx.allow_exec)
+    if spec is None:
+        return None
+    if isinstance(spec, BadCheckpoint):
+        return PodStep(pod.key, "evict", f"no checkpoint: {spec.reason}", grace_for(pod, ctx))
+    if not requested_for(pod, ctx.event_id):
+        left = seconds_left(ctx)
+        if left is not None and left <= 0:
+            return PodStep(pod.key, "evict", "deadline passed before a checkpoint could be asked")
+        return PodStep(pod.key, "signal", f"checkpoint ({spec.mode}) requested")
+    if acknowledged(pod, ctx.event_id):
+        return PodStep(pod.key, "evict", "checkpoint acknowledged", grace_for(pod, ctx))
+    failed = delivery_failed(pod, ctx.event_id)
+    if failed:
+        return PodStep(pod.key, "evict", f"checkpoint failed: {failed}", grace_for(pod, ctx))
+    by = requested_by(pod)
+    if by is not None and ctx.now < by:
+        return PodStep(pod.key, "wait", f"waiting for checkpoint ack until {by.isoformat()}")
+    return PodStep(pod.key, "evict", "checkpoint timed out", grace_for(pod, ctx))
+
+
+def decide_pod(pod: PodView, ctx: DrainContext) -> PodStep:
+    reason = skip_reason(pod)
+    if reason is not None:
+        return PodStep(pod.key, "skip", reason)
+    if pod.terminating:
+        return _terminating_step(pod, ctx)
+    step = _checkpoint_step(pod, ctx)
+    if step is not None:
+        return step
+    return PodStep(pod.key, "evict", "no checkpoint handshake", grace_for(pod, ctx))
+
+
+def decide_round(pods: Iterable[PodView], ctx: DrainContext) -> list[PodStep]:
+    return [decide_pod(pod, ctx) for pod in pods]
+
+
+def on_eviction_blocked(pod: PodView, ctx: DrainContext, why: str) -> PodStep:
+    """A PDB refused the eviction (HTTP 429): retry later, or delete when the deadline says so."""
+    if must_delete(pod, ctx):
+        grace = max(0, min(pod.grace_seconds, int(seconds_left(ctx) or 0)))
+        return PodStep(pod.key, "delete", f"still blocked at deadline - grace ({why})", grace)
+    return PodStep(pod.key, "wait", f"eviction blocked: {why}")
+
+
+def drain_finished(steps: Iterable[PodStep]) -> bool:
+    return all(step.step == "skip" for step in steps)

@@ -1,0 +1,178 @@
+"""Spot interruption warnings, rebalance recommendations, instance state changes (CONTRACT §1)."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from datetime import datetime
+
+from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.decide import NodePlan, plan_interruption
+from gpuwarden.domain.drain import DrainContext, decide_round
+from gpuwarden.domain.notice import Kind, Notice
+from gpuwarden.domain.views import NodeView, PodView
+from gpuwarden.domain.windows import voluntary_allowance
+from gpuwarden.services.checkpoint import request_checkpoints
+from gpuwarden.services.context import Deps, Recorder
+from gpuwarden.services.drain import DrainState, drain_step
+from gpuwarden.services.node_ops import find_node, mark_node
+from gpuwarden.services.replace import ensure_replacement
+from gpuwarden.services.result import Result
+
+_POOL_SIZE = 16
+
+
+def _result(notice: Notice, recorder: Recorder, node: NodeView | None, **fields: object) -> Result:
+    result = Result(
+        kind=notice.kind.value,
+        node=node.name if node else notice.node_name,
+        instance_id=notice.instance_id or (node.instance_id if node else None),
+        event_id=notice.event_id,
+        deadline=notice.deadline,
+        actions=recorder.actions,
+        **fields,  # type: ignore[arg-type]
+    )
+    if result.outcome == "duplicate":
+        recorder.deps.ledger.count_duplicate(notice.event_id)
+    else:
+        recorder.deps.ledger.record(
+            notice.event_id,
+            {
+                "outcome": result.outcome,
+                "kind": result.kind,
+                "node": result.node or "",
+                "reason": result.reason,
+                "caller": recorder.deps.caller,
+            },
+        )
+    return result
+
+
+def not_ours(notice: Notice, cluster: str) -> str:
+    return f"{notice.target} is not a node of cluster {cluster}"
+
+
+def handle_interruption(notice: Notice, deps: Deps, *, drain_locally: bool = True) -> Result:
+    recorder = Recorder(deps, notice.event_id)
+    node = find_node(deps.kube, deps.cloud, notice.instance_id, notice.node_name)
+    if node is None:
+        return _result(notice, recorder, None, outcome="ignored", reason=not_ours(notice, deps.policy.cluster))
+    pods = [p for p in deps.kube.list_pods_on_node(node.name) if p.node_name == node.name]
+    if notice.kind is Kind.INSTANCE_STOPPING:
+        return _record_loss(notice, recorder, node, pods)
+    allowance = voluntary_allowance(deps.policy.windows, deps.window_clock(), node.nodepool, in_progress=0)
+    plan = plan_interruption(notice.kind, node, pods, deps.policy, allowance)
+    mark = mark_node(deps.kube, node, notice)
+    if mark.held_by is not None:
+        reason = f"node {node.name} is already being handled for {mark.held_by}"
+        return _result(notice, recorder, node, outcome="ignored", reason=reason)
+    node = mark.node
+    if mark.changed:
+        recorder.add("cordon", node, taint=f"{ann.TAINT_KEY}={notice.kind.value}:NoSchedule", reason=plan.reason)
+    if plan.refused:
+        recorder.add("refused", node, reason=plan.refused)
+    state = _run(notice, recorder, node, pods, plan, drain_locally)
+    outcome = "dry-run" if deps.dry_run else "handled" if mark.changed else "duplicate"
+    reason = plan.reason if not plan.refused else f"{plan.reason}; drain refused: {plan.refused}"
+    if outcome == "duplicate":
+        reason = f"event {notice.event_id} was already applied to {node.name}; resumed what was left"
+    return _result(
+        notice,
+        recorder,
+        node,
+        outcome=outcome,
+        reason=reason,
+        drain=state.model_dump(mode="json") if state else None,
+        seconds_left=state.seconds_left if state else None,
+        plan=_plan(notice, deps, pods) if deps.dry_run else None,
+    )
+
+
+def _run(
+    notice: Notice,
+    recorder: Recorder,
+    node: NodeView,
+    pods: list[PodView],
+    plan: NodePlan,
+    drain_locally: bool,
+) -> DrainState | None:
+    deps = recorder.deps
+    started = deps.clock()
+    with ThreadPoolExecutor(max_workers=_POOL_SIZE) as pool:
+        deliveries: list[Future[None]] = []
+        if plan.checkpoint:
+            deliveries = request_checkpoints(recorder, node, pods, notice.deadline, pool)
+        if plan.replace:
+            deliveries.append(pool.submit(ensure_replacement, recorder, node, notice, pods))
+        state = None
+        if plan.drain and not deps.dry_run:
+            state = _first_rounds(recorder, notice, node, started, deliveries, pool)
+        wait(deliveries)
+        for future in deliveries:
+            future.result()
+        recorder.flush()
+    if state is None or state.done:
+        return state
+    if deps.start_drain is not None and not drain_locally:
+        deps.start_drain(state.model_dump(mode="json"))
+        return state
+    return drain_to_end(recorder, state)
+
+
+def _first_rounds(
+    recorder: Recorder,
+    notice: Notice,
+    node: NodeView,
+    started: datetime,
+    deliveries: list[Future[None]],
+    pool: ThreadPoolExecutor,
+) -> DrainState:
+    """Drain rounds while the checkpoint deliveries (exec, POST) are still under way."""
+    state = DrainState(
+        node=node.name,
+        event_id=notice.event_id,
+        kind=notice.kind,
+        deadline=notice.deadline,
+        started_at=started,
+    )
+    state = drain_step(recorder, state, pool)
+    while not state.done and not all(f.done() for f in deliveries):
+        wait(deliveries, timeout=state.wait_seconds, return_when="FIRST_COMPLETED")
+        state = drain_step(recorder, state, pool)
+    return state
+
+
+def drain_to_end(recorder: Recorder, state: DrainState) -> DrainState:
+    """The local driver of `drain_step` (deployed, the Step Functions loop does this)."""
+    while not state.done:
+        recorder.deps.sleep(state.wait_seconds)
+        state = drain_step(recorder, state)
+    return state
+
+
+def _plan(notice: Notice, deps: Deps, pods: list[PodView]) -> list[dict[str, object]]:
+    ctx = DrainContext(
+        event_id=notice.event_id,
+        involuntary=not notice.kind.voluntary,
+        deadline=notice.deadline,
+        now=deps.clock(),
+        default_checkpoint_timeout=deps.policy.checkpoint.default_timeout_seconds,
+        allow_exec=deps.policy.checkpoint.allow_exec,
+    )
+    return [step.as_dict() for step in decide_round(pods, ctx)]
+
+
+def _record_loss(notice: Notice, recorder: Recorder, node: NodeView, pods: list[PodView]) -> Result:
+    state = notice.detail.get("state", "stopping")
+    ctx = DrainContext(event_id=notice.event_id, involuntary=True, deadline=notice.deadline, now=recorder.deps.clock())
+    left = [s.pod for s in decide_round(pods, ctx) if s.step != "skip"]
+    drained = node.annotations.get(ann.DRAIN_COMPLETED) is not None or not left
+    if drained:
+        recorder.add("instance-lost", reason=f"instance {state} after its node was drained")
+        reason = f"instance {state}; node {node.name} had been drained"
+    else:
+        shown = ", ".join(left[:10]) + (f" and {len(left) - 10} more" if len(left) > 10 else "")
+        recorder.add("node-lost-undrained", node, reason=f"instance {state} with pods still on it: {shown}")
+        recorder.flush()
+        reason = f"instance {state} before node {node.name} was drained ({len(left)} pods lost)"
+    outcome = "dry-run" if recorder.deps.dry_run else "handled"
+    return _result(notice, recorder, node, outcome=outcome, reason=reason)

@@ -1,0 +1,87 @@
+"""Find the node, mark it (cordon + taint + annotations), idempotently and race-safe."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.errors import Conflict, KubeError
+from gpuwarden.domain.notice import Kind, Notice
+from gpuwarden.domain.ports import CloudPort, KubePort
+from gpuwarden.domain.views import NodeView, Taint
+
+_MAX_CONFLICTS = 8
+_INSTANCE_CACHE: dict[str, str] = {}
+
+
+def find_node(kube: KubePort, cloud: CloudPort, instance_id: str | None, node_name: str | None) -> NodeView | None:
+    """By name when the event names one; else by providerID, else by the EC2 private DNS name."""
+    if node_name:
+        return kube.get_node(node_name)
+    if not instance_id:
+        return None
+    cached = _INSTANCE_CACHE.get(instance_id)
+    if cached:
+        node = kube.get_node(cached)
+        if node is not None and node.instance_id == instance_id:
+            return node
+    for node in kube.list_nodes():
+        if node.instance_id:
+            _INSTANCE_CACHE[node.instance_id] = node.name
+        if node.instance_id == instance_id:
+            return node
+    dns = cloud.private_dns_name(instance_id)
+    return kube.get_node(dns) if dns else None
+
+
+def our_taint(kind: Kind) -> Taint:
+    return Taint(key=ann.TAINT_KEY, value=kind.value, effect="NoSchedule")
+
+
+def is_marked(node: NodeView, notice: Notice) -> bool:
+    return (
+        node.annotations.get(ann.EVENT_ID) == notice.event_id
+        and node.unschedulable
+        and our_taint(notice.kind) in node.taints
+    )
+
+
+def supersedes(new: Kind, current: str | None) -> bool:
+    """An involuntary notice takes over a node another notice holds; a voluntary one never does."""
+    return current is None or not new.voluntary
+
+
+@dataclass(frozen=True)
+class MarkResult:
+    node: NodeView
+    changed: bool
+    #: The node is held by another, involuntary notice: this one must not act on it.
+    held_by: str | None = None
+
+
+def mark_node(kube: KubePort, node: NodeView, notice: Notice) -> MarkResult:
+    """Cordon, taint `gpuwarden.io/disruption=<kind>:NoSchedule`, annotate. One write, RV-checked."""
+    for _ in range(_MAX_CONFLICTS):
+        if is_marked(node, notice):
+            return MarkResult(node, changed=False)
+        current = node.annotations.get(ann.KIND)
+        if node.annotations.get(ann.EVENT_ID) != notice.event_id and not supersedes(notice.kind, current):
+            return MarkResult(node, changed=False, held_by=f"{current} ({node.annotations.get(ann.EVENT_ID)})")
+        taints = [t.as_dict() for t in node.taints if t.key != ann.TAINT_KEY]
+        taints.append(our_taint(notice.kind).as_dict())
+        annotations: dict[str, str | None] = {
+            ann.EVENT_ID: notice.event_id,
+            ann.KIND: notice.kind.value,
+            ann.DEADLINE: ann.rfc3339(notice.deadline) if notice.deadline else None,
+        }
+        if not node.unschedulable:
+            annotations[ann.CORDONED_BY_US] = "true"
+        patch = {"metadata": {"annotations": annotations}, "spec": {"unschedulable": True, "taints": taints}}
+        try:
+            return MarkResult(kube.patch_node(node.name, patch, node.resource_version), changed=True)
+        except Conflict:
+            fresh = kube.get_node(node.name)
+            if fresh is None:
+                raise KubeError(f"node {node.name} disappeared while being cordoned", status=404) from None
+            node = fresh
+    raise KubeError(f"node {node.name}: {_MAX_CONFLICTS} write conflicts in a row", status=409)

@@ -1,0 +1,28 @@
+"""The JSON answer of every entry point (CONTRACT §5)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+Outcome = Literal["handled", "ignored", "duplicate", "dry-run", "failed"]
+
+
+class Result(BaseModel):
+    outcome: Outcome
+    kind: str
+    node: str | None = None
+    instance_id: str | None = None
+    event_id: str | None = None
+    reason: str
+    deadline: datetime | None = None
+    actions: list[dict[str, Any]] = Field(default_factory=list)
+    plan: list[dict[str, Any]] | None = None
+    drain: dict[str, Any] | None = None
+    seconds_left: float | None = None
+    results: list[Result] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)

@@ -1,0 +1,78 @@
+"""Build a service's dependencies from Settings: the one place adapters are chosen."""
+
+from __future__ import annotations
+
+import getpass
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, cast
+
+from gpuwarden.config import Settings, load_policy
+from gpuwarden.domain.errors import GpuwardenError
+from gpuwarden.domain.policy import Policy
+from gpuwarden.domain.ports import CloudPort, KubePort, LedgerPort
+from gpuwarden.services.context import Deps, utcnow
+
+
+def kube_api_client(settings: Settings, policy: Policy) -> Any:
+    """KUBECONFIG when set (local runs, non-EKS clusters); else an EKS token from the role."""
+    if settings.kubeconfig:
+        from gpuwarden.adapters.kube import client_from_kubeconfig
+
+        return client_from_kubeconfig(settings.kubeconfig.split(":")[0])
+    if not settings.region:
+        raise GpuwardenError("no KUBECONFIG and no AWS region: cannot reach the cluster")
+    from gpuwarden.adapters.eks_auth import eks_api_client
+
+    return eks_api_client(policy.cluster, settings.region)
+
+
+def ledger_for(settings: Settings) -> LedgerPort:
+    if settings.state_table:
+        from gpuwarden.adapters.ledger import DynamoLedger
+
+        return DynamoLedger(settings.state_table, settings.region)
+    from gpuwarden.adapters.ledger import MemoryLedger
+
+    return MemoryLedger()
+
+
+def build_deps(
+    settings: Settings,
+    *,
+    dry_run: bool | None = None,
+    caller: str | None = None,
+    start_drain: Callable[[dict[str, Any]], None] | None = None,
+    api_client: Any = None,
+    ledger: LedgerPort | None = None,
+    policy: Policy | None = None,
+) -> Deps:
+    from gpuwarden.adapters.aws import Cloud
+    from gpuwarden.adapters.http import PodHttp
+    from gpuwarden.adapters.kube import KubeClient
+
+    policy = policy or load_policy(settings)
+    client = api_client if api_client is not None else kube_api_client(settings, policy)
+    kube: KubePort = KubeClient(client, qps=settings.kube_qps, burst=settings.kube_burst)
+    cloud: CloudPort = Cloud(settings.region)
+    is_dry = settings.dry_run if dry_run is None else dry_run
+    if is_dry:
+        from gpuwarden.adapters.dry_run import DryRunCloud, DryRunKube
+
+        kube, cloud = cast(KubePort, DryRunKube(kube)), cast(CloudPort, DryRunCloud(cloud))
+    fixed_now = settings.now
+
+    def window_clock() -> datetime:
+        return fixed_now or utcnow()
+
+    return Deps(
+        kube=kube,
+        cloud=cloud,
+        ledger=ledger or ledger_for(settings),
+        http=PodHttp(),
+        policy=policy,
+        window_clock=window_clock,
+        dry_run=is_dry,
+        caller=caller or getpass.getuser(),
+        start_drain=start_drain,
+    )

@@ -1,0 +1,95 @@
+"""Integration fixtures: the simulator over HTTP, moto for AWS, the real services and handlers."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuwarden.adapters.ledger import MemoryLedger
+from gpuwarden.config import Settings
+from gpuwarden.domain.policy import Policy
+from gpuwarden.services.context import Deps
+from gpuwarden.wiring import build_deps
+from sim import KubeSim
+from sim.workloads import Workloads
+
+EVENTS = Path(__file__).resolve().parents[2] / "events"
+
+
+def load_event(name: str, **overrides: Any) -> dict[str, Any]:
+    event: dict[str, Any] = json.loads((EVENTS / name).read_text())
+    event.update(overrides)
+    return event
+
+
+@pytest.fixture(autouse=True)
+def _aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": "us-west-2",
+        "AWS_REGION": "us-west-2",
+        "POWERTOOLS_METRICS_NAMESPACE": "GpuwardenTest",
+    }.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+@pytest.fixture
+def aws() -> Iterator[None]:
+    from moto import mock_aws
+
+    with mock_aws():
+        yield
+
+
+@pytest.fixture
+def sim() -> Iterator[KubeSim]:
+    with KubeSim(clock_speed=20.0) as running:
+        yield running
+
+
+@dataclass
+class World:
+    sim: KubeSim
+    workloads: Workloads
+    ledger: MemoryLedger
+
+    def deps(self, policy: Policy | None = None, dry_run: bool = False) -> Deps:
+        deps = build_deps(
+            Settings(region="us-west-2", cluster="ml-prod"),
+            dry_run=dry_run,
+            caller="test",
+            api_client=self.sim.api_client(),
+            ledger=self.ledger,
+            policy=policy or Policy(cluster="ml-prod"),
+        )
+        speed = self.sim.clock.speed or 1.0
+        deps.clock = self.sim.clock.now
+        deps.window_clock = self.sim.clock.now
+        deps.sleep = lambda seconds: time.sleep(seconds / speed)
+        return deps
+
+    def pod(self, key: str) -> dict[str, Any] | None:
+        namespace, name = key.split("/")
+        return self.sim.get("Pod", name, namespace)
+
+    def node(self, name: str) -> dict[str, Any]:
+        node = self.sim.get("Node", name)
+        assert node is not None
+        return node
+
+
+@pytest.fixture
+def world(sim: KubeSim, aws: None) -> World:
+    os.environ.pop("KUBECONFIG", None)
+    return World(sim=sim, workloads=Workloads(sim, delay=1.0).install(), ledger=MemoryLedger())

@@ -1,0 +1,98 @@
+"""Clusters the integration tests start from (built with the simulator's builders)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from sim import KubeSim
+from sim.builders import daemonset_pod, gpu_node, inference_pod, job, mirror_pod, nodepool, pdb, training_pod
+
+NODE = "ip-10-0-1-23.us-west-2.compute.internal"
+INSTANCE = "i-0abc1234def567890"
+
+
+@dataclass
+class Scenario:
+    node: str = NODE
+    instance_id: str = INSTANCE
+    trainers: dict[str, str] = field(default_factory=dict)  # mode -> "ns/name"
+    daemonset_pod: str = ""
+    mirror_pod: str = ""
+    inference: list[str] = field(default_factory=list)
+
+
+def spot_node(
+    sim: KubeSim,
+    *,
+    modes: tuple[str, ...] = ("signal:SIGUSR1", "exec:/bin/checkpoint --now", "annotate"),
+    http_port: int | None = None,
+    pdb_min_available: int | str | None = 1,
+    inference: int = 2,
+    grace: int = 30,
+    nodepool_name: str | None = "gpu-training",
+) -> Scenario:
+    """One Spot GPU node (the samples' instance) with a trainer per checkpoint mode, a DaemonSet
+    pod, a mirror pod and inference replicas behind a PDB; a second node holds other replicas."""
+    if nodepool_name:
+        sim.create(nodepool(nodepool_name))
+    node = sim.create(gpu_node(NODE, INSTANCE, nodepool=nodepool_name, ip="10.0.1.23"))
+    other = sim.create(
+        gpu_node("ip-10-0-2-40.us-west-2.compute.internal", "i-0fedcba9876543210", nodepool=nodepool_name)
+    )
+    out = Scenario()
+    all_modes = modes + ((f"http:{http_port}/checkpoint",) if http_port else ())
+    for i, mode in enumerate(all_modes):
+        owner = sim.create(job(f"train-{i}", "ml"))
+        obj = sim.create(training_pod(f"train-{i}-worker", node, gpus=2, checkpoint=mode, owner=owner, grace=grace))
+        key = f"ml/{obj['metadata']['name']}"
+        out.trainers[mode.split(":")[0]] = key
+        if mode.startswith("http:"):
+            sim.patch_direct("Pod", obj["metadata"]["name"], {"status": {"podIP": "127.0.0.1"}}, "ml")
+    ds = sim.create(daemonset_pod(node))
+    out.daemonset_pod = f"kube-system/{ds['metadata']['name']}"
+    mirror = sim.create(mirror_pod("kube-proxy", node))
+    out.mirror_pod = f"kube-system/{mirror['metadata']['name']}"
+    labels = {"app": "inference"}
+    for i in range(inference):
+        here = sim.create(inference_pod(f"inference-{i}", node, labels=labels, grace=grace))
+        out.inference.append(f"serving/{here['metadata']['name']}")
+        sim.create(inference_pod(f"inference-other-{i}", other, labels=labels, grace=grace))
+    if pdb_min_available is not None:
+        sim.create(pdb("inference", "serving", labels, min_available=pdb_min_available))
+    return out
+
+
+@dataclass
+class CheckpointServer:
+    port: int
+    posts: list[str]
+
+
+@contextmanager
+def checkpoint_server(status: int = 200) -> Iterator[CheckpointServer]:
+    """A workload's checkpoint endpoint on 127.0.0.1 (the `http:` mode's pod IP in tests)."""
+    posts: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            posts.append(self.path)
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield CheckpointServer(port=server.server_address[1], posts=posts)
+    finally:
+        server.shutdown()
+        server.server_close()
