@@ -11,7 +11,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -87,7 +87,7 @@ def simulated_aws() -> Iterator[None]:
     from moto import mock_aws
 
     saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
-    os.environ.update(AWS_ACCESS_KEY_ID="demo", AWS_SECRET_ACCESS_KEY="demo", AWS_DEFAULT_REGION="us-west-2")
+    os.environ.update(AWS_ACCESS_KEY_ID="demo", AWS_SECRET_ACCESS_KEY="demo", AWS_DEFAULT_REGION="us-west-2")  # noqa: S106
     try:
         with mock_aws():
             yield
@@ -174,6 +174,13 @@ def spot_scene(sim: KubeSim) -> SceneSummary:
     )
 
 
+#: The tour, in order. A scene takes the running simulator (with the cluster of
+#: `build_cluster`, Workloads, Karpenter and the ReplicaSet controller installed) and
+#: returns its summary row. Add a scene: write `def my_scene(sim) -> SceneSummary` (in its
+#: own module under sim/scenes/ if it is long) and append it here.
+SCENES: list[Callable[[KubeSim], SceneSummary]] = [spot_scene]
+
+
 def run_demo(speed: float = 10.0) -> int:
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
     os.environ.pop("KUBECONFIG", None)
@@ -189,7 +196,8 @@ def run_demo(speed: float = 10.0) -> int:
         Workloads(sim, delay=6.0).install()
         Karpenter(sim)
         ReplicaSetReplacer(sim)
-        summaries.append(spot_scene(sim))
+        for scene in SCENES:
+            summaries.append(scene(sim))
     print("\nSummary")
     print(f"  {'scene':<20} {'outcome':<9} {'nodes':>5} {'ckpt':>5} {'evicted':>7} {'left of notice':>15}")
     for s in summaries:
