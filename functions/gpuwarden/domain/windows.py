@@ -630,13 +630,14 @@ def next_change(windows: Sequence[Window], now: datetime) -> datetime | None:
     return min(changes, default=None)
 
 
-def _extend(window: Window, end: datetime) -> datetime:
-    """The end of the run of overlapping occurrences that reaches ``end``."""
-    while True:
+def _extend(window: Window, end: datetime, limit: datetime) -> datetime:
+    """The end of the run of overlapping occurrences that reaches ``end`` (or ``limit``, if later)."""
+    while end < limit:
         fired = window.prev_fire(end, not_before=end - window.duration)
         if fired is None or fired + window.duration <= end:
             return end
         end = fired + window.duration
+    return end
 
 
 def _coverage(window: Window, start: datetime, end: datetime) -> list[Slot]:
@@ -645,7 +646,7 @@ def _coverage(window: Window, start: datetime, end: datetime) -> list[Slot]:
     current = window.occurrence_at(start)
     opened = start if current is not None else window.next_fire(start)
     while opened < end:
-        closes = _extend(window, opened + window.duration if current is None else current.closes_at)
+        closes = _extend(window, opened + window.duration if current is None else current.closes_at, end)
         current = None
         slots.append(Slot(opened, min(closes, end)))
         if closes >= end:
@@ -664,16 +665,12 @@ def _merge(slots: list[Slot]) -> list[Slot]:
     return merged
 
 
-def _frozen_slots(
-    windows: Sequence[Window], start: datetime, end: datetime, nodepool: str | None
-) -> list[Slot]:
+def _frozen_slots(windows: Sequence[Window], start: datetime, end: datetime, nodepool: str | None) -> list[Slot]:
     freezes = [window for window in _applicable(windows, nodepool) if window.max_disruptions == 0]
     return _merge([slot for window in freezes for slot in _coverage(window, start, end)])
 
 
-def allowed_slots(
-    windows: Sequence[Window], start: datetime, end: datetime, nodepool: str | None
-) -> list[Slot]:
+def allowed_slots(windows: Sequence[Window], start: datetime, end: datetime, nodepool: str | None) -> list[Slot]:
     """The slots of ``[start, end)`` in which a voluntary disruption of ``nodepool`` is allowed.
 
     Allowed means no freezing window (``max_disruptions == 0``) covering the pool is open;
@@ -703,9 +700,7 @@ def _latest_in_gap(window: Window, gap: Slot, deadline: datetime, needed: timede
     return OpenWindow(window=window, opened_at=opened, closes_at=opened + duration, usable=usable)
 
 
-def _latest_fitting(
-    window: Window, gaps: list[Slot], deadline: datetime, needed: timedelta
-) -> OpenWindow | None:
+def _latest_fitting(window: Window, gaps: list[Slot], deadline: datetime, needed: timedelta) -> OpenWindow | None:
     """The latest occurrence of ``window`` that ends by ``deadline`` and is usable for ``needed``."""
     for gap in reversed(gaps):  # an occurrence found in a later gap is never earlier
         found = _latest_in_gap(window, gap, deadline, needed)
@@ -732,11 +727,7 @@ def latest_allowed_window_before(
     now_utc, deadline_utc = _utc(now), _utc(deadline, "deadline")
     if needed <= timedelta():
         raise ValueError(f"needed must be a positive duration, got {needed}")
-    gaps = [
-        slot
-        for slot in allowed_slots(windows, now_utc, deadline_utc, nodepool)
-        if slot.end - slot.start >= needed
-    ]
+    gaps = [slot for slot in allowed_slots(windows, now_utc, deadline_utc, nodepool) if slot.end - slot.start >= needed]
     best: OpenWindow | None = None
     for window in _applicable(windows, nodepool):
         if window.max_disruptions == 0 or window.duration < needed:
@@ -763,9 +754,7 @@ def _most_restrictive(opened: list[OpenWindow]) -> OpenWindow:
     return min(opened, key=lambda occurrence: occurrence.window.max_disruptions)
 
 
-def voluntary_allowance(
-    windows: Sequence[Window], now: datetime, nodepool: str | None, in_progress: int
-) -> Allowance:
+def voluntary_allowance(windows: Sequence[Window], now: datetime, nodepool: str | None, in_progress: int) -> Allowance:
     """How many MORE voluntary disruptions of ``nodepool`` the windows allow at ``now``.
 
     ``in_progress`` counts the disruptions already under way (cordoned by gpuwarden, not yet
@@ -786,10 +775,7 @@ def voluntary_allowance(
         reason = f"window {decider.name!r} {decider.describe()} freezes voluntary disruption"
         return Allowance(allowed=0, window=decider.name, reason=reason)
     allowed = max(0, limit - in_progress)
-    reason = (
-        f"window {decider.name!r} allows {limit}, {in_progress} in progress: "
-        f"{allowed} more {decider.describe()}"
-    )
+    reason = f"window {decider.name!r} allows {limit}, {in_progress} in progress: {allowed} more {decider.describe()}"
     return Allowance(allowed=allowed, window=decider.name, reason=reason)
 
 
