@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpuwarden.domain.windows import Window
+from gpuwarden.domain.windows import Windows
 
 
 class _Frozen(BaseModel):
@@ -47,7 +47,7 @@ class DrainPolicy(_Frozen):
 
 class Policy(_Frozen):
     cluster: str = Field(min_length=1, max_length=100)
-    windows: list[Window] = Field(default_factory=list)
+    windows: Windows = Field(default_factory=list)
     gpu_idle: GpuIdlePolicy = GpuIdlePolicy()
     rebalance: RebalancePolicy = RebalancePolicy()
     replacement: ReplacementPolicy = ReplacementPolicy()
