@@ -150,13 +150,15 @@ def _progress(recorder: Recorder, state: DrainState, node: NodeView, steps: list
 def _finish(recorder: Recorder, state: DrainState, node: NodeView | None, now: datetime, why: str) -> DrainState:
     seconds_left = (state.deadline - now).total_seconds() if state.deadline else None
     drained_in = (now - state.started_at).total_seconds()
-    if node is not None and node.annotations.get(ann.DRAIN_COMPLETED) is None and not recorder.deps.dry_run:
+    first = node is not None and node.annotations.get(ann.DRAIN_COMPLETED) is None
+    if node is not None and first and not recorder.deps.dry_run:
         patch = {"metadata": {"annotations": {ann.DRAIN_COMPLETED: ann.rfc3339(now)}}}
         recorder.deps.kube.patch_node(node.name, patch, None)
     details: dict[str, Any] = {"reason": why, "seconds": round(drained_in, 3)}
     if seconds_left is not None:
         details["seconds_left"] = round(seconds_left, 3)
-    recorder.add("drain-complete", node, **details)
+    # The Kubernetes Event goes with the first completion only: a re-delivery changes nothing.
+    recorder.add("drain-complete", node if first else None, **details)
     recorder.flush()
     if not recorder.deps.dry_run:
         put(Metric.DRAIN_SECONDS, drained_in, "Seconds")
