@@ -27,6 +27,8 @@ MERGE_PATCH = "application/merge-patch+json"
 JSON = "application/json"
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 _KARPENTER = "/apis/karpenter.sh/v1"
+_RBAC = "/apis/rbac.authorization.k8s.io/v1"
+_RBAC_PLURALS = {"ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings"}
 
 
 class RateLimiter:
@@ -300,6 +302,26 @@ class KubeClient:
         except Conflict:
             logger.info("nodeclaim exists already", extra={"nodeclaim": name})
         return name
+
+    # -- cluster RBAC (the cluster-access installer only; not in the gpuwarden ClusterRole) ---
+    def apply_cluster_rbac(self, body: Mapping[str, Any]) -> str:
+        """Create a ClusterRole/ClusterRoleBinding, or replace the one that exists."""
+        plural, name = _RBAC_PLURALS[str(body["kind"])], str(body["metadata"]["name"])
+        try:
+            self._json("POST", f"{_RBAC}/{plural}", body=dict(body))
+        except Conflict:
+            current = self._json("GET", f"{_RBAC}/{plural}/{name}")
+            metadata = {**body["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]}
+            self._json("PUT", f"{_RBAC}/{plural}/{name}", body={**body, "metadata": metadata})
+            return "replaced"
+        return "created"
+
+    def delete_cluster_rbac(self, kind: str, name: str) -> bool:
+        try:
+            self._json("DELETE", f"{_RBAC}/{_RBAC_PLURALS[kind]}/{name}")
+        except NotFound:
+            return False
+        return True
 
 
 def _with_resource_version(patch: Mapping[str, Any], resource_version: str | None) -> dict[str, Any]:
