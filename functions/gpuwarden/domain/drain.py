@@ -72,12 +72,22 @@ def seconds_left(ctx: DrainContext) -> float | None:
     return None if ctx.deadline is None else (ctx.deadline - ctx.now).total_seconds()
 
 
+#: Involuntary kinds: a pod's grace ends this long before the deadline, so the pod has stopped
+#: (and the API has seen it go) before the instance does, not at the same instant.
+STOP_MARGIN_SECONDS = 2
+
+
+def grace_left(ctx: DrainContext) -> int | None:
+    """The longest grace a pod may still get: what is left before ``deadline - STOP_MARGIN_SECONDS``."""
+    left = seconds_left(ctx)
+    return None if left is None else max(0, int(left) - STOP_MARGIN_SECONDS)
+
+
 def grace_for(pod: PodView, ctx: DrainContext) -> int | None:
     """Involuntary: never ask for more grace than the instance has left."""
-    left = seconds_left(ctx)
-    if not ctx.involuntary or left is None:
+    remaining = grace_left(ctx)
+    if not ctx.involuntary or remaining is None:
         return None
-    remaining = max(0, int(left))
     return remaining if remaining < pod.grace_seconds else None
 
 
@@ -90,8 +100,9 @@ def must_delete(pod: PodView, ctx: DrainContext) -> bool:
 
 def _terminating_step(pod: PodView, ctx: DrainContext) -> PodStep:
     assert pod.deletion_timestamp is not None
-    if ctx.involuntary and ctx.deadline is not None and pod.deletion_timestamp > ctx.deadline:
-        grace = max(0, int(seconds_left(ctx) or 0))
+    stop_by = None if ctx.deadline is None else ctx.deadline - timedelta(seconds=STOP_MARGIN_SECONDS)
+    if ctx.involuntary and stop_by is not None and pod.deletion_timestamp > stop_by:
+        grace = grace_left(ctx) or 0
         return PodStep(pod.key, "delete", "terminating past the deadline: shortening its grace", grace)
     return PodStep(pod.key, "wait", "terminating")
 
@@ -137,7 +148,7 @@ def decide_round(pods: Iterable[PodView], ctx: DrainContext) -> list[PodStep]:
 def on_eviction_blocked(pod: PodView, ctx: DrainContext, why: str) -> PodStep:
     """A PDB refused the eviction (HTTP 429): retry later, or delete when the deadline says so."""
     if must_delete(pod, ctx):
-        grace = max(0, min(pod.grace_seconds, int(seconds_left(ctx) or 0)))
+        grace = min(pod.grace_seconds, grace_left(ctx) or 0)
         return PodStep(pod.key, "delete", f"still blocked at deadline - grace ({why})", grace)
     return PodStep(pod.key, "wait", f"eviction blocked: {why}")
 

@@ -8,7 +8,7 @@ involuntary kinds, and answers how long to wait before the next round.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel
@@ -107,7 +107,22 @@ def drain_step(recorder: Recorder, state: DrainState, pool: ThreadPoolExecutor |
         if own_pool:
             pool.shutdown(wait=True)
     final = {s.pod: s for s in steps} | {r.pod: r for r in results}
-    return _progress(recorder, state, node, list(final.values()), now)
+    next_state = _progress(recorder, state, node, list(final.values()), now)
+    due = _next_delete_in(
+        state, [by_key[s.pod] for s in final.values() if s.reason.startswith("eviction blocked")], now
+    )
+    if next_state.done or due is None or due >= next_state.wait_seconds:
+        return next_state
+    return next_state.model_copy(update={"wait_seconds": max(0.05, due)})
+
+
+def _next_delete_in(state: DrainState, blocked: list[PodView], now: datetime) -> float | None:
+    """Seconds until the first blocked pod reaches `deadline - grace` (involuntary): the backoff never
+    sleeps past it, or the pod would be deleted late, with less grace than it asked for."""
+    if state.kind.voluntary or state.deadline is None or not blocked:
+        return None
+    deadline = state.deadline
+    return min((deadline - timedelta(seconds=p.grace_seconds) - now).total_seconds() for p in blocked)
 
 
 def _progress(recorder: Recorder, state: DrainState, node: NodeView, steps: list[PodStep], now: datetime) -> DrainState:
