@@ -136,7 +136,9 @@ def _first_rounds(
     )
     state = drain_step(recorder, state, pool)
     while not state.done and not all(f.done() for f in deliveries):
-        wait(deliveries, timeout=state.wait_seconds, return_when="FIRST_COMPLETED")
+        # only the deliveries still running: a finished one would end every wait at once (a hot loop)
+        pending = [f for f in deliveries if not f.done()]
+        wait(pending, timeout=state.wait_seconds, return_when="FIRST_COMPLETED")
         state = drain_step(recorder, state, pool)
     return state
 
