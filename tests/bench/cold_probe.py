@@ -1,0 +1,69 @@
+"""Child process of the cold-start benchmark: one Lambda cold start, measured from the inside.
+
+Run as a script by the interpreter under test (the layer's Python 3.13 with ``-I -S``, or the
+venv's Python), never imported by the benchmark itself:
+
+    python -I -S cold_probe.py MODULE EVENT_JSON PATH [PATH ...]
+
+PATHs go first on ``sys.path`` (the function code, then the layer's ``python/``), as the
+Lambda runtime puts ``/var/task`` and ``/opt/python``. Prints one line
+``COLD {"import": s, "call": s, "total": s, "maxrss_mb": …}`` after the handler's own output.
+"""
+
+from __future__ import annotations
+
+import time
+
+STARTED = time.perf_counter()
+
+import importlib  # noqa: E402
+import json  # noqa: E402
+import sys  # noqa: E402
+
+
+class _Context:
+    """The attributes Powertools' inject_lambda_context reads from a LambdaContext."""
+
+    function_name = "gpuwarden-bench"
+    function_version = "$LATEST"
+    invoked_function_arn = "arn:aws:lambda:us-west-2:123456789012:function:gpuwarden-bench"
+    memory_limit_in_mb = 512
+    aws_request_id = "00000000-0000-0000-0000-000000000000"
+    log_group_name = "/aws/lambda/gpuwarden-bench"
+    log_stream_name = "bench"
+
+    @staticmethod
+    def get_remaining_time_in_millis() -> int:
+        return 300_000
+
+
+def main(argv: list[str]) -> int:
+    module_name, event_path, *paths = argv
+    sys.path[:0] = paths
+    with open(event_path, encoding="utf-8") as fh:
+        event = json.load(fh)
+    before = len(sys.modules)
+    module = importlib.import_module(f"gpuwarden.handlers.{module_name}")
+    imported = time.perf_counter()
+    result = module.handler(event, _Context())
+    done = time.perf_counter()
+    figures = {
+        "import": imported - STARTED,
+        "call": done - imported,
+        "total": done - STARTED,
+        "modules": len(sys.modules) - before,
+        "kubernetes_model_modules": sum(1 for m in sys.modules if m.startswith("kubernetes.client.models.")),
+        "boto3_imported": "boto3" in sys.modules,
+        "xray_imported": "aws_xray_sdk" in sys.modules,
+        "outcome": result.get("outcome") if isinstance(result, dict) else None,
+        "done": result.get("done") if isinstance(result, dict) else None,
+    }
+    import resource
+
+    figures["maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    print("COLD " + json.dumps(figures), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
