@@ -28,6 +28,10 @@ class Settings(BaseModel):
     region: str | None = None
     cluster: str | None = None
     drain_state_machine_arn: str | None = None
+    #: One-time maintenance schedules: the group, the windows function they invoke, the role they use.
+    schedule_group: str | None = None
+    windows_function_arn: str | None = None
+    scheduler_role_arn: str | None = None
     kube_qps: float = 50.0
     kube_burst: int = 100
 
@@ -45,6 +49,9 @@ class Settings(BaseModel):
             region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None,
             cluster=env.get("GPUWARDEN_CLUSTER") or None,
             drain_state_machine_arn=env.get("GPUWARDEN_DRAIN_STATE_MACHINE_ARN") or None,
+            schedule_group=env.get("GPUWARDEN_SCHEDULE_GROUP") or None,
+            windows_function_arn=env.get("GPUWARDEN_WINDOWS_FUNCTION_ARN") or None,
+            scheduler_role_arn=env.get("GPUWARDEN_SCHEDULER_ROLE_ARN") or None,
             kube_qps=float(env.get("GPUWARDEN_KUBE_QPS", "50")),
             kube_burst=int(env.get("GPUWARDEN_KUBE_BURST", "100")),
         )

@@ -24,6 +24,19 @@ def _merged(annotations: Mapping[str, str], patch: Mapping[str, Any]) -> dict[st
     return out
 
 
+def _merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386: what the API server would answer to a merge patch."""
+    if not isinstance(patch, Mapping):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = _merge_patch(out.get(key), value)
+    return out
+
+
 class DryRunKube:
     def __init__(self, real: KubePort) -> None:
         self._real = real
@@ -74,6 +87,14 @@ class DryRunKube:
 
     def create_node_event(self, node: NodeView, reason: str, message: str, warning: bool = False) -> None:
         self._intend("event", node=node.name, reason=reason)
+
+    def patch_nodepool(self, name: str, patch: Mapping[str, Any], resource_version: str | None) -> dict[str, Any]:
+        self._intend("patch-nodepool", nodepool=name, patch=dict(patch))
+        current = self._real.get_nodepool(name)
+        if current is None:
+            raise LookupError(name)
+        merged: dict[str, Any] = _merge_patch(current, patch)
+        return merged
 
     def create_nodeclaim(self, body: Mapping[str, Any]) -> str:
         self._intend("create-nodeclaim", body=dict(body))

@@ -295,6 +295,14 @@ class KubeClient:
         except NotFound:
             return None
 
+    def list_nodepools(self) -> list[dict[str, Any]]:
+        return list(self._json("GET", f"{_KARPENTER}/nodepools").get("items") or [])
+
+    def patch_nodepool(self, name: str, patch: Mapping[str, Any], resource_version: str | None) -> dict[str, Any]:
+        """A JSON merge patch (custom resources take no strategic merge), RV-checked when given."""
+        body = _with_resource_version(patch, resource_version)
+        return self._json("PATCH", f"{_KARPENTER}/nodepools/{name}", body=body, content_type=MERGE_PATCH)
+
     def create_nodeclaim(self, body: Mapping[str, Any]) -> str:
         name = str(body["metadata"]["name"])
         try:

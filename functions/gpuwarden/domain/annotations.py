@@ -33,3 +33,12 @@ CHECKPOINT_FAILED = PREFIX + "checkpoint-failed"
 def rfc3339(at: datetime) -> str:
     """UTC, second precision, 'Z' suffix: the form kubectl shows and users type."""
     return at.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+# NodePool (budget windows): the budgets and GPU limit the windows replaced, restored exactly at close
+SAVED_BUDGETS = PREFIX + "saved-budgets"
+
+# Node (scheduled maintenance): the plan held until its window opens (a re-delivery finds it here)
+MAINTENANCE_PLAN = PREFIX + "maintenance-plan"  # "<window>@<start RFC 3339>"
+MAINTENANCE_PLAN_ID = PREFIX + "maintenance-plan-id"
+MAINTENANCE_EVENT_ID = PREFIX + "maintenance-event-id"
+MAINTENANCE_DEADLINE = PREFIX + "maintenance-deadline"

@@ -11,7 +11,7 @@ from typing import Any
 
 from gpuwarden.domain.errors import KubeError
 from gpuwarden.domain.policy import Policy
-from gpuwarden.domain.ports import CloudPort, HttpPort, KubePort, LedgerPort
+from gpuwarden.domain.ports import CloudPort, HttpPort, KubePort, LedgerPort, SchedulerPort
 from gpuwarden.domain.views import NodeView
 from gpuwarden.observability import Metric, logger, put
 
@@ -35,6 +35,8 @@ class Deps:
     caller: str = "gpuwarden"
     #: Starts the deployed drain workflow; None locally (the CLI loops in-process).
     start_drain: Callable[[dict[str, Any]], None] | None = None
+    #: One-time EventBridge Scheduler schedules (maintenance plans); None locally.
+    scheduler: SchedulerPort | None = None
 
 
 #: Action type → Kubernetes Event reason on the node (CONTRACT §2).
@@ -51,6 +53,10 @@ EVENT_REASONS = {
     "drain-blocked": "DrainBlocked",
     "node-lost-undrained": "NodeLostUndrained",
     "refused": "DisruptionRefused",
+    "maintenance-planned": "MaintenancePlanned",
+    "retire": "NodeRetired",
+    "release": "GpuwardenUncordoned",
+    "retire-skipped": "NodeNotRetired",
 }
 _WARNINGS = frozenset({"checkpoint-failed", "replacement-failed", "drain-blocked", "node-lost-undrained"})
 _METRICS = {

@@ -8,6 +8,7 @@ from gpuwarden.domain.notice import Notice
 from gpuwarden.services.context import Deps
 from gpuwarden.services.interruption import handle_interruption
 from gpuwarden.services.result import Result
+from gpuwarden.services.maintenance import handle_maintenance
 from gpuwarden.sources import NoticeBatch
 
 NoticeHandler = Callable[[Notice, Deps, bool], Result]
@@ -18,7 +19,14 @@ def _interruption(notice: Notice, deps: Deps, drain_locally: bool) -> Result:
 
 
 #: route (the handler module the deployed rule targets) → use case
-HANDLERS: dict[str, NoticeHandler] = {"interruption": _interruption}
+HANDLERS: dict[str, NoticeHandler] = {"interruption": _interruption, "gpu_idle": handle_gpu_idle}
+
+
+def _maintenance(notice: Notice, deps: Deps, drain_locally: bool) -> Result:
+    return handle_maintenance(notice, deps, drain_locally=drain_locally)
+
+
+HANDLERS["maintenance"] = _maintenance
 
 
 def handle_batch(batch: NoticeBatch, deps: Deps, *, drain_locally: bool = True) -> Result:

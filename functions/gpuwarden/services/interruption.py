@@ -14,7 +14,7 @@ from gpuwarden.domain.windows import voluntary_allowance
 from gpuwarden.services.checkpoint import request_checkpoints
 from gpuwarden.services.context import Deps, Recorder
 from gpuwarden.services.drain import DrainState, drain_step
-from gpuwarden.services.node_ops import find_node, mark_node
+from gpuwarden.services.node_ops import find_node, mark_node, voluntary_in_progress
 from gpuwarden.services.replace import ensure_replacement
 from gpuwarden.services.result import Result
 
@@ -47,6 +47,11 @@ def _result(notice: Notice, recorder: Recorder, node: NodeView | None, **fields:
     return result
 
 
+def _asks_windows(notice: Notice) -> bool:
+    """Only a voluntary kind asks the windows (spot interruptions and state changes never wait)."""
+    return notice.kind.voluntary
+
+
 def not_ours(notice: Notice, cluster: str) -> str:
     return f"{notice.target} is not a node of cluster {cluster}"
 
@@ -59,7 +64,8 @@ def handle_interruption(notice: Notice, deps: Deps, *, drain_locally: bool = Tru
     pods = [p for p in deps.kube.list_pods_on_node(node.name) if p.node_name == node.name]
     if notice.kind is Kind.INSTANCE_STOPPING:
         return _record_loss(notice, recorder, node, pods)
-    allowance = voluntary_allowance(deps.policy.windows, deps.window_clock(), node.nodepool, in_progress=0)
+    in_progress = voluntary_in_progress(deps.kube, node.nodepool, exclude=node.name) if _asks_windows(notice) else 0
+    allowance = voluntary_allowance(deps.policy.windows, deps.window_clock(), node.nodepool, in_progress)
     plan = plan_interruption(notice.kind, node, pods, deps.policy, allowance)
     mark = mark_node(deps.kube, node, notice)
     if mark.held_by is not None:

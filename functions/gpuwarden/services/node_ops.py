@@ -85,3 +85,24 @@ def mark_node(kube: KubePort, node: NodeView, notice: Notice) -> MarkResult:
                 raise KubeError(f"node {node.name} disappeared while being cordoned", status=404) from None
             node = fresh
     raise KubeError(f"node {node.name}: {_MAX_CONFLICTS} write conflicts in a row", status=409)
+
+
+def voluntary_in_progress(kube: KubePort, nodepool: str | None, *, exclude: str | None = None) -> int:
+    """Voluntary disruptions under way in ``nodepool``: what `voluntary_allowance(in_progress=…)` takes.
+
+    A node counts while gpuwarden holds it for a voluntary kind (annotation `gpuwarden.io/kind`)
+    and it is not drained yet (no `gpuwarden.io/drain-completed`); a node that is gone no longer
+    counts. ``nodepool=None`` counts nodes outside Karpenter. ``exclude``: the node being decided
+    (a re-delivery for it must not count against itself).
+    """
+    count = 0
+    for node in kube.list_nodes():
+        if node.name == exclude or node.nodepool != nodepool:
+            continue
+        kind = node.annotations.get(ann.KIND)
+        if kind in _VOLUNTARY_KINDS and ann.DRAIN_COMPLETED not in node.annotations:
+            count += 1
+    return count
+
+
+_VOLUNTARY_KINDS = frozenset(kind.value for kind in Kind if kind.voluntary)
