@@ -100,6 +100,10 @@ class DryRunKube:
         self._intend("create-nodeclaim", body=dict(body))
         return str(body["metadata"]["name"])
 
+    def delete_nodeclaim(self, name: str) -> bool:
+        self._intend("delete-nodeclaim", nodeclaim=name)
+        return True
+
 
 class DryRunCloud:
     def __init__(self, real: CloudPort) -> None:

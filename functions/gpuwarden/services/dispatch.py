@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from gpuwarden.domain.notice import Notice
 from gpuwarden.services.context import Deps
+from gpuwarden.services.gpu_idle import handle_gpu_idle
 from gpuwarden.services.interruption import handle_interruption
 from gpuwarden.services.result import Result
 from gpuwarden.services.maintenance import handle_maintenance
