@@ -10,7 +10,7 @@ from typing import Any, cast
 from gpuwarden.config import Settings, load_policy
 from gpuwarden.domain.errors import GpuwardenError
 from gpuwarden.domain.policy import Policy
-from gpuwarden.domain.ports import CloudPort, KubePort, LedgerPort
+from gpuwarden.domain.ports import CloudPort, KubePort, LedgerPort, SchedulerPort
 from gpuwarden.services.context import Deps, utcnow
 
 
@@ -75,4 +75,16 @@ def build_deps(
         dry_run=is_dry,
         caller=caller or getpass.getuser(),
         start_drain=start_drain,
+        scheduler=scheduler_for(settings),
+    )
+
+
+def scheduler_for(settings: Settings) -> SchedulerPort | None:
+    """EventBridge Scheduler when deployed (group, target and role set); None locally."""
+    if not (settings.schedule_group and settings.windows_function_arn and settings.scheduler_role_arn):
+        return None
+    from gpuwarden.adapters.scheduler import EventBridgeScheduler
+
+    return EventBridgeScheduler(
+        settings.schedule_group, settings.windows_function_arn, settings.scheduler_role_arn, settings.region
     )
