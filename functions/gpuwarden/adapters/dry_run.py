@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from gpuwarden.domain.ports import CloudPort, EvictionOutcome, ExecOutcome, KubePort
+from gpuwarden.domain.ports import CloudPort, EvictionOutcome, ExecOutcome, HttpPort, KubePort
 from gpuwarden.domain.views import NodeView, PodView, Taint
 
 
@@ -123,3 +123,15 @@ class DryRunCloud:
 
     def terminate_in_asg(self, instance_id: str) -> None:
         self.intended.append({"verb": "terminate-in-asg", "instance_id": instance_id})
+
+
+class DryRunHttp:
+    """A checkpoint POST to a workload is a write too: imagined, answered 200."""
+
+    def __init__(self, real: HttpPort) -> None:
+        self._real = real
+        self.intended: list[dict[str, Any]] = []
+
+    def post(self, url: str, timeout: float) -> int:
+        self.intended.append({"verb": "post", "url": url})
+        return 200
