@@ -54,7 +54,7 @@ def invoke(sim: KubeSim, endpoint: str, *args: str, stdin: str | None = None) ->
         "GPUWARDEN_CLUSTER": "ml-prod",
         "POWERTOOLS_METRICS_NAMESPACE": "GpuwardenTest",
     }
-    return subprocess.run(  # noqa: S603 - our own console script, fixed arguments
+    return subprocess.run(
         [str(GPUWARDEN), "invoke", *args], input=stdin, capture_output=True, text=True, env=env, timeout=60, check=False
     )
 
@@ -107,9 +107,7 @@ def test_invoke_reads_the_event_from_standard_input(sim: KubeSim, moto_endpoint:
     assert_handled(completed, scenario)
 
 
-def test_invoke_a_malformed_event_exits_2_and_touches_nothing(
-    sim: KubeSim, moto_endpoint: str, tmp_path: Path
-) -> None:
+def test_invoke_a_malformed_event_exits_2_and_touches_nothing(sim: KubeSim, moto_endpoint: str, tmp_path: Path) -> None:
     # Given a Spot warning without its instance id
     cluster(sim)
     broken = tmp_path / "broken.json"
