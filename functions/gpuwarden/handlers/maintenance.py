@@ -1,4 +1,4 @@
-"""EventBridge `aws.cloudwatch`: GPU-idle alarm and alarm-contributor state changes."""
+"""EventBridge `aws.health`: EC2 scheduled changes (retirement, maintenance)."""
 
 from __future__ import annotations
 
