@@ -36,6 +36,10 @@ class Cloud:
     def autoscaling(self) -> Any:
         return self._client("autoscaling")
 
+    @cached_property
+    def cloudwatch(self) -> Any:
+        return self._client("cloudwatch")
+
     def _instance(self, instance_id: str) -> dict[str, Any] | None:
         with self._lock:
             if instance_id in self._instances:
@@ -85,9 +89,53 @@ class Cloud:
         return f"asg/{group}"
 
     def terminate_in_asg(self, instance_id: str) -> None:
-        self.autoscaling.terminate_instance_in_auto_scaling_group(
-            InstanceId=instance_id, ShouldDecrementDesiredCapacity=True
-        )
+        from botocore.exceptions import ClientError
+
+        try:
+            self.autoscaling.terminate_instance_in_auto_scaling_group(
+                InstanceId=instance_id, ShouldDecrementDesiredCapacity=True
+            )
+        except ClientError as err:
+            raise CloudError(f"TerminateInstanceInAutoScalingGroup {instance_id}: {err}") from err
+
+    def gpu_utilization(
+        self, cluster: str, instance_id: str, node_name: str, minutes: int, period_seconds: int
+    ) -> list[float]:
+        """Container Insights `node_gpu_utilization` (Average per period) over the last `minutes`, oldest first."""
+        from datetime import UTC, datetime, timedelta
+
+        from botocore.exceptions import ClientError
+
+        end = datetime.now(UTC)
+        dimensions = [
+            {"Name": "ClusterName", "Value": cluster},
+            {"Name": "InstanceId", "Value": instance_id},
+            {"Name": "NodeName", "Value": node_name},
+        ]
+        query = {
+            "Id": "gpu",
+            "MetricStat": {
+                "Metric": {
+                    "Namespace": "ContainerInsights",
+                    "MetricName": "node_gpu_utilization",
+                    "Dimensions": dimensions,
+                },
+                "Period": period_seconds,
+                "Stat": "Average",
+            },
+            "ReturnData": True,
+        }
+        try:
+            answer = self.cloudwatch.get_metric_data(
+                MetricDataQueries=[query],
+                StartTime=end - timedelta(minutes=minutes),
+                EndTime=end,
+                ScanBy="TimestampAscending",
+            )
+        except ClientError as err:
+            raise CloudError(f"GetMetricData node_gpu_utilization {node_name}: {err}") from err
+        results = answer.get("MetricDataResults") or []
+        return [float(v) for r in results for v in r.get("Values") or []]
 
     def launch_fleet(self, token: str, template: str, instance_types: Sequence[str], subnets: Sequence[str]) -> str:
         """EC2 Fleet `instant`: spot first over several types, on-demand when spot has none."""

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from gpuwarden.domain.ports import CloudPort, EvictionOutcome, ExecOutcome, KubePort
+from gpuwarden.domain.ports import CloudPort, EvictionOutcome, ExecOutcome, HttpPort, KubePort
 from gpuwarden.domain.views import NodeView, PodView, Taint
 
 
@@ -100,6 +100,10 @@ class DryRunKube:
         self._intend("create-nodeclaim", body=dict(body))
         return str(body["metadata"]["name"])
 
+    def delete_nodeclaim(self, name: str) -> bool:
+        self._intend("delete-nodeclaim", nodeclaim=name)
+        return True
+
 
 class DryRunCloud:
     def __init__(self, real: CloudPort) -> None:
@@ -119,3 +123,15 @@ class DryRunCloud:
 
     def terminate_in_asg(self, instance_id: str) -> None:
         self.intended.append({"verb": "terminate-in-asg", "instance_id": instance_id})
+
+
+class DryRunHttp:
+    """A checkpoint POST to a workload is a write too: imagined, answered 200."""
+
+    def __init__(self, real: HttpPort) -> None:
+        self._real = real
+        self.intended: list[dict[str, Any]] = []
+
+    def post(self, url: str, timeout: float) -> int:
+        self.intended.append({"verb": "post", "url": url})
+        return 200

@@ -331,6 +331,17 @@ class KubeClient:
             return False
         return True
 
+    def list_nodeclaims(self) -> list[dict[str, Any]]:
+        return list(self._json("GET", f"{_KARPENTER}/nodeclaims").get("items") or [])
+
+    def delete_nodeclaim(self, name: str) -> bool:
+        """Ask Karpenter to retire the NodeClaim (its finalizer drains and terminates). False: gone."""
+        try:
+            self._json("DELETE", f"{_KARPENTER}/nodeclaims/{name}")
+        except NotFound:
+            return False
+        return True
+
 
 def _with_resource_version(patch: Mapping[str, Any], resource_version: str | None) -> dict[str, Any]:
     body = dict(patch)

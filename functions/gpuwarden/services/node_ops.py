@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpuwarden.domain import annotations as ann
@@ -59,8 +60,9 @@ class MarkResult:
     held_by: str | None = None
 
 
-def mark_node(kube: KubePort, node: NodeView, notice: Notice) -> MarkResult:
-    """Cordon, taint `gpuwarden.io/disruption=<kind>:NoSchedule`, annotate. One write, RV-checked."""
+def mark_node(kube: KubePort, node: NodeView, notice: Notice, extra: Mapping[str, str] | None = None) -> MarkResult:
+    """Cordon, taint `gpuwarden.io/disruption=<kind>:NoSchedule`, annotate (plus ``extra``).
+    One write, RV-checked."""
     for _ in range(_MAX_CONFLICTS):
         if is_marked(node, notice):
             return MarkResult(node, changed=False)
@@ -74,6 +76,7 @@ def mark_node(kube: KubePort, node: NodeView, notice: Notice) -> MarkResult:
             ann.KIND: notice.kind.value,
             ann.DEADLINE: ann.rfc3339(notice.deadline) if notice.deadline else None,
         }
+        annotations.update(extra or {})
         if not node.unschedulable:
             annotations[ann.CORDONED_BY_US] = "true"
         patch = {"metadata": {"annotations": annotations}, "spec": {"unschedulable": True, "taints": taints}}

@@ -13,6 +13,9 @@ Outcome = Literal["handled", "ignored", "duplicate", "dry-run", "failed"]
 class Result(BaseModel):
     outcome: Outcome
     kind: str
+    #: runbook requests only (CONTRACT §5): the action asked for, and whether nothing was changed
+    action: str | None = None
+    dry_run: bool | None = None
     node: str | None = None
     instance_id: str | None = None
     event_id: str | None = None
@@ -23,6 +26,8 @@ class Result(BaseModel):
     drain: dict[str, Any] | None = None
     seconds_left: float | None = None
     results: list[Result] | None = None
+    #: runbook `status`: what gpuwarden knows of the node
+    status: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=True)

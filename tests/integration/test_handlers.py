@@ -1,0 +1,137 @@
+"""The deployed entry points called as Lambda calls them: the interruption handler starts the drain
+workflow (a moto Step Functions state machine) and the drain handler is driven as its loop would.
+
+The handlers keep real time (their own clock), so the simulator runs at speed 1 here and the
+pods' grace periods are 1 s."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+import pytest
+
+from gpuwarden.domain.errors import InvalidEvent
+from gpuwarden.handlers import _runtime
+from gpuwarden.handlers import drain as drain_handler
+from gpuwarden.handlers import interruption as interruption_handler
+from sim import KubeSim
+from sim.clock import rfc3339
+from tests.integration.conftest import World, load_event
+from tests.integration.scenarios import Scenario, spot_node
+
+DEFINITION = {
+    "StartAt": "Wait",
+    "States": {"Wait": {"Type": "Wait", "SecondsPath": "$.wait_seconds", "End": True}},
+}
+
+
+@dataclass(frozen=True)
+class LambdaContext:
+    function_name: str = "gpuwarden-interruption"
+    memory_limit_in_mb: int = 512
+    invoked_function_arn: str = "arn:aws:lambda:us-west-2:123456789012:function:gpuwarden-interruption"
+    aws_request_id: str = "c6af9ac6-7b61-11e6-9a41-93e812345678"
+
+
+@pytest.fixture
+def sim() -> Iterator[KubeSim]:
+    with KubeSim(clock_speed=1.0) as running:
+        yield running
+
+
+@pytest.fixture
+def state_machine(world: World, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The drain workflow in moto, and the handlers' environment pointing at it and the simulator."""
+    stepfunctions = boto3.client("stepfunctions", region_name="us-west-2")
+    arn: str = stepfunctions.create_state_machine(
+        name="gpuwarden-drain",
+        definition=json.dumps(DEFINITION),
+        roleArn="arn:aws:iam::123456789012:role/gpuwarden-drain",
+    )["stateMachineArn"]
+    monkeypatch.setenv("KUBECONFIG", str(world.sim.kubeconfig_path))
+    monkeypatch.setenv("GPUWARDEN_DRAIN_STATE_MACHINE_ARN", arn)
+    monkeypatch.setenv("GPUWARDEN_CLUSTER", "ml-prod")
+    world.workloads.delay = 0.2
+    _runtime.settings.cache_clear()
+    _runtime.deps.cache_clear()
+    yield arn
+    _runtime.settings.cache_clear()
+    _runtime.deps.cache_clear()
+
+
+def executions(arn: str) -> list[dict[str, Any]]:
+    stepfunctions = boto3.client("stepfunctions", region_name="us-west-2")
+    found: list[dict[str, Any]] = stepfunctions.list_executions(stateMachineArn=arn)["executions"]
+    return found
+
+
+def cluster(world: World) -> Scenario:
+    return spot_node(world.sim, modes=("annotate", "signal:SIGUSR1"), inference=1, pdb_min_available=None, grace=1)
+
+
+def spot_now(world: World) -> dict[str, Any]:
+    return load_event("spot-interruption.json", time=rfc3339(world.sim.clock.now()))
+
+
+def test_interruption_handler_cordons_signals_and_starts_one_drain_execution(world: World, state_machine: str) -> None:
+    # Given a Spot node with opted-in trainers
+    scenario = cluster(world)
+    event = spot_now(world)
+    # When the Spot warning is delivered to the handler, twice
+    first = interruption_handler.handler(event, LambdaContext())
+    second = interruption_handler.handler(event, LambdaContext())
+    # Then the first cordoned, signalled and handed the drain to ONE execution; the second was a duplicate
+    assert first["outcome"] == "handled", first["reason"]
+    assert second["outcome"] == "duplicate", second["reason"]
+    json.dumps(first)  # the answer is JSON
+    seen = [a["type"] for a in first["actions"]]
+    assert seen[0] == "cordon"
+    assert "signal" in seen
+    assert seen.count("checkpoint-requested") == 2
+    assert world.node(scenario.node)["spec"]["unschedulable"] is True
+    started = executions(state_machine)
+    assert len(started) == 1
+    assert started[0]["name"] == _runtime.execution_name(first["drain"])
+    stepfunctions = boto3.client("stepfunctions", region_name="us-west-2")
+    execution_input = json.loads(stepfunctions.describe_execution(executionArn=started[0]["executionArn"])["input"])
+    assert execution_input["event_id"] == event["id"]
+    assert execution_input["node"] == scenario.node
+
+
+def test_drain_handler_driven_like_the_state_machine_reaches_done(world: World, state_machine: str) -> None:
+    # Given the drain state the interruption handler handed to the workflow
+    scenario = cluster(world)
+    state = interruption_handler.handler(spot_now(world), LambdaContext())["drain"]
+    assert state["done"] is False
+    # When the drain handler is called with each state it returns, as the Wait → drain → done? loop does
+    waits: list[object] = []
+    for _ in range(40):
+        state = drain_handler.handler(state, LambdaContext(function_name="gpuwarden-drain"))
+        waits.append(state["wait_seconds"])
+        if state["done"]:
+            break
+        time.sleep(0.25)
+    # Then it reaches done with the node drained, and every wait it asked for is a whole number >= 1
+    assert state["done"] is True, state
+    assert state["outcome"] == "drained"
+    assert all(isinstance(w, int) and w >= 1 for w in waits), waits
+    for key in [*scenario.trainers.values(), *scenario.inference]:
+        assert world.pod(key) is None, key
+    assert "gpuwarden.io/drain-completed" in world.node(scenario.node)["metadata"]["annotations"]
+
+
+def test_malformed_event_raises_invalid_event_for_the_dead_letter_queue(world: World, state_machine: str) -> None:
+    # Given a Spot warning without an instance id
+    cluster(world)
+    event = load_event("spot-interruption.json", detail={"instance-action": "terminate"})
+    # When it is delivered to the handler
+    with pytest.raises(InvalidEvent):
+        interruption_handler.handler(event, LambdaContext())
+    # Then nothing was touched and no drain started
+    assert [r for r in world.sim.requests if r.method != "GET"] == []
+    assert executions(state_machine) == []
