@@ -47,6 +47,9 @@ def run_event(raw: object) -> dict[str, Any]:
 @click.version_option(package_name="gpuwarden")
 def main() -> None:
     """gpuwarden: cordon, checkpoint, drain and replace GPU nodes on EKS."""
+    from gpuwarden.observability import logger
+
+    logger.registered_handler.setStream(sys.stderr)  # stdout carries only the JSON result
 
 
 @main.command()
