@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import getpass
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from gpuwarden.config import Settings, load_policy
 from gpuwarden.domain.errors import GpuwardenError
 from gpuwarden.domain.policy import Policy
-from gpuwarden.domain.ports import CloudPort, KubePort, LedgerPort, SchedulerPort
+from gpuwarden.domain.ports import CloudPort, HttpPort, KubePort, LedgerPort, SchedulerPort
 from gpuwarden.services.context import Deps, utcnow
+
+if TYPE_CHECKING:
+    from gpuwarden.sources import RunbookRequest
 
 
 def kube_api_client(settings: Settings, policy: Policy) -> Any:
@@ -55,11 +59,10 @@ def build_deps(
     client = api_client if api_client is not None else kube_api_client(settings, policy)
     kube: KubePort = KubeClient(client, qps=settings.kube_qps, burst=settings.kube_burst)
     cloud: CloudPort = Cloud(settings.region)
+    http: HttpPort = PodHttp()
     is_dry = settings.dry_run if dry_run is None else dry_run
     if is_dry:
-        from gpuwarden.adapters.dry_run import DryRunCloud, DryRunKube
-
-        kube, cloud = cast(KubePort, DryRunKube(kube)), cast(CloudPort, DryRunCloud(cloud))
+        kube, cloud, http = _dry_run_ports(kube, cloud, http)
     fixed_now = settings.now
 
     def window_clock() -> datetime:
@@ -69,7 +72,7 @@ def build_deps(
         kube=kube,
         cloud=cloud,
         ledger=ledger or ledger_for(settings),
-        http=PodHttp(),
+        http=http,
         policy=policy,
         window_clock=window_clock,
         dry_run=is_dry,
@@ -88,3 +91,24 @@ def scheduler_for(settings: Settings) -> SchedulerPort | None:
     return EventBridgeScheduler(
         settings.schedule_group, settings.windows_function_arn, settings.scheduler_role_arn, settings.region
     )
+
+
+def _dry_run_ports(kube: KubePort, cloud: CloudPort, http: HttpPort) -> tuple[KubePort, CloudPort, HttpPort]:
+    from gpuwarden.adapters.dry_run import DryRunCloud, DryRunHttp, DryRunKube
+
+    return cast(KubePort, DryRunKube(kube)), cast(CloudPort, DryRunCloud(cloud)), cast(HttpPort, DryRunHttp(http))
+
+
+def dry_run_view(deps: Deps) -> Deps:
+    """The same deps with every write imagined (a runbook request with ``dry_run``, or a plan)."""
+    if deps.dry_run:
+        return deps
+    kube, cloud, http = _dry_run_ports(deps.kube, deps.cloud, deps.http)
+    return replace(deps, kube=kube, cloud=cloud, http=http, dry_run=True)
+
+
+def runbook_deps(deps: Deps, request: RunbookRequest) -> Deps:
+    """A runbook request's ports: dry-run for ``dry_run`` and for the read-only actions (plan, status)."""
+    from gpuwarden.services.runbook import READ_ONLY_ACTIONS
+
+    return dry_run_view(deps) if request.dry_run or request.action in READ_ONLY_ACTIONS else deps

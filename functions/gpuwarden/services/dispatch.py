@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from gpuwarden.domain.notice import Notice
 from gpuwarden.services.context import Deps
+from gpuwarden.services.gpu_idle import handle_gpu_idle
 from gpuwarden.services.interruption import handle_interruption
 from gpuwarden.services.maintenance import handle_maintenance
 from gpuwarden.services.result import Result
@@ -19,7 +20,7 @@ def _interruption(notice: Notice, deps: Deps, drain_locally: bool) -> Result:
 
 
 #: route (the handler module the deployed rule targets) → use case
-HANDLERS: dict[str, NoticeHandler] = {"interruption": _interruption}
+HANDLERS: dict[str, NoticeHandler] = {"interruption": _interruption, "gpu_idle": handle_gpu_idle}
 
 
 def _maintenance(notice: Notice, deps: Deps, drain_locally: bool) -> Result:
