@@ -50,12 +50,6 @@ def run_event(raw: object) -> dict[str, Any]:
     deps = build_deps(Settings.from_env(), caller="cli")
     return handle_batch(parsed, deps, drain_locally=True).to_json()
 
-    if isinstance(parsed, RunbookRequest):  # as a direct invoke of the runbook function would
-        return run_local_runbook(parsed)
-    if isinstance(parsed, WindowTick):
-        from gpuwarden.services.windows import handle_window_tick
-
-        return handle_window_tick(parsed, build_deps(Settings.from_env(), caller="cli")).to_json()
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="gpuwarden")
