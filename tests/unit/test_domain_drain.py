@@ -1,0 +1,216 @@
+"""The pure drain decisions: which pod gets what in one round, and the deadline rules."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.drain import (
+    STOP_MARGIN_SECONDS,
+    DrainContext,
+    decide_pod,
+    decide_round,
+    drain_finished,
+    grace_for,
+    must_delete,
+    on_eviction_blocked,
+)
+from gpuwarden.domain.views import MIRROR_ANNOTATION, PodView
+
+NOW = datetime(2026, 6, 1, 14, 2, 10, tzinfo=UTC)
+EVENT = "evt-1"
+
+
+def pod(name: str = "p", *, grace: int = 30, **fields: object) -> PodView:
+    base: dict[str, object] = {
+        "namespace": "ml",
+        "name": name,
+        "uid": name,
+        "node_name": "n1",
+        "phase": "Running",
+        "containers": ("main",),
+        "grace_seconds": grace,
+    }
+    return PodView(**{**base, **fields})  # type: ignore[arg-type]
+
+
+def spot(now: datetime = NOW, left: float = 120.0) -> DrainContext:
+    return DrainContext(event_id=EVENT, involuntary=True, deadline=NOW + timedelta(seconds=left), now=now)
+
+
+def voluntary(now: datetime = NOW) -> DrainContext:
+    return DrainContext(event_id=EVENT, involuntary=False, deadline=None, now=now)
+
+
+def asked(by: datetime, **extra: str) -> dict[str, str]:
+    return {
+        ann.CHECKPOINT: "signal:SIGUSR1",
+        ann.CHECKPOINT_EVENT: EVENT,
+        ann.CHECKPOINT_REQUESTED: ann.rfc3339(by),
+        **extra,
+    }
+
+
+def test_daemonset_mirror_and_finished_pods_are_skipped_with_a_reason() -> None:
+    # Given a DaemonSet pod, a mirror pod and a finished pod
+    pods = [
+        pod("ds", owner_kind="DaemonSet", owner_name="nvidia-device-plugin"),
+        pod("mirror", annotations={MIRROR_ANNOTATION: "abc"}),
+        pod("done", phase="Succeeded"),
+    ]
+    # When a round is decided
+    steps = decide_round(pods, spot())
+    # Then each is skipped and says why; the drain is finished
+    assert [(s.step, s.reason) for s in steps] == [
+        ("skip", "DaemonSet pod (nvidia-device-plugin)"),
+        ("skip", "mirror (static) pod"),
+        ("skip", "finished pod (Succeeded)"),
+    ]
+    assert drain_finished(steps)
+
+
+def test_pod_without_a_handshake_is_evicted_at_once_with_its_own_grace() -> None:
+    step = decide_pod(pod("web"), spot())
+    assert (step.step, step.reason, step.grace_seconds) == ("evict", "no checkpoint handshake", None)
+
+
+def test_opted_in_pod_is_signalled_then_waits_then_evicted_on_ack() -> None:
+    # Given an opted-in pod: not yet asked, asked and waiting, asked and acknowledged
+    fresh = pod(annotations={ann.CHECKPOINT: "signal:SIGUSR1"})
+    waiting = pod(annotations=asked(NOW + timedelta(seconds=30)))
+    acked = pod(annotations=asked(NOW + timedelta(seconds=30), **{ann.CHECKPOINT_DONE: ann.rfc3339(NOW)}))
+    # Then: signal, wait, evict
+    assert decide_pod(fresh, spot()).step == "signal"
+    assert decide_pod(waiting, spot()).step == "wait"
+    assert decide_pod(acked, spot()).reason == "checkpoint acknowledged"
+
+
+def test_ack_from_an_earlier_event_does_not_count_for_this_one() -> None:
+    # Given a pod that acknowledged a checkpoint asked by another event
+    annotations = asked(NOW, **{ann.CHECKPOINT_EVENT: "older", ann.CHECKPOINT_DONE: ann.rfc3339(NOW)})
+    # Then it is asked again
+    assert decide_pod(pod(annotations=annotations), spot()).step == "signal"
+
+
+def test_pod_that_does_not_acknowledge_is_evicted_when_its_time_is_up() -> None:
+    p = pod(annotations=asked(NOW - timedelta(seconds=1)))
+    assert decide_pod(p, spot()).reason == "checkpoint timed out"
+
+
+def test_failed_delivery_evicts_at_once() -> None:
+    p = pod(annotations=asked(NOW + timedelta(seconds=50), **{ann.CHECKPOINT_FAILED: "exit 1"}))
+    step = decide_pod(p, spot())
+    assert (step.step, step.reason) == ("evict", "checkpoint failed: exit 1")
+
+
+def test_bad_checkpoint_annotation_is_evicted_without_a_handshake() -> None:
+    step = decide_pod(pod(annotations={ann.CHECKPOINT: "carrier-pigeon"}), spot())
+    assert step.step == "evict"
+    assert step.reason.startswith("no checkpoint: unknown checkpoint mode")
+
+
+def test_deadline_already_passed_evicts_instead_of_asking() -> None:
+    step = decide_pod(pod(annotations={ann.CHECKPOINT: "annotate"}), spot(left=-1))
+    assert (step.step, step.reason) == ("evict", "deadline passed before a checkpoint could be asked")
+
+
+def test_grace_is_cut_to_what_the_instance_has_left_minus_the_margin() -> None:
+    # Given 20 s left before a Spot deadline
+    ctx = spot(left=20)
+    # Then a pod asking for 30 s gets 18 s, one asking for 10 s keeps its own
+    assert grace_for(pod(grace=30), ctx) == 20 - STOP_MARGIN_SECONDS
+    assert grace_for(pod(grace=10), ctx) is None
+    # and a voluntary drain never cuts the grace
+    assert grace_for(pod(grace=30), voluntary()) is None
+
+
+def test_blocked_pod_waits_until_deadline_minus_grace_then_is_deleted() -> None:
+    # Given a pod with 10 s grace whose eviction a PDB refuses
+    p = pod(grace=10)
+    # When 11 s are left: wait; when 10 s are left: delete with the grace that is left
+    early = on_eviction_blocked(p, spot(left=11), "PDB inference")
+    due = on_eviction_blocked(p, spot(left=10), "PDB inference")
+    assert (early.step, early.reason) == ("wait", "eviction blocked: PDB inference")
+    assert due.step == "delete"
+    assert due.grace_seconds == 10 - STOP_MARGIN_SECONDS
+    assert "still blocked at deadline - grace" in due.reason
+
+
+def test_terminating_pod_that_would_outlive_the_deadline_is_deleted_shorter() -> None:
+    # Given a pod terminating with 60 s left on its grace but 20 s to the deadline
+    late = pod(deletion_timestamp=NOW + timedelta(seconds=60))
+    soon = pod(deletion_timestamp=NOW + timedelta(seconds=5))
+    step = decide_pod(late, spot(left=20))
+    # Then it is deleted again with a grace that ends before the deadline; one ending sooner is waited on
+    assert (step.step, step.grace_seconds) == ("delete", 20 - STOP_MARGIN_SECONDS)
+    assert decide_pod(soon, spot(left=20)).step == "wait"
+    assert decide_pod(late, voluntary()).step == "wait"
+
+
+def test_voluntary_blocked_pod_is_never_deleted() -> None:
+    p = pod(grace=30)
+    assert on_eviction_blocked(p, voluntary(NOW + timedelta(days=1)), "PDB").step == "wait"
+    assert not must_delete(p, voluntary(NOW + timedelta(days=1)))
+
+
+# ------------------------------------------------------------------------------ properties
+
+pods = st.builds(
+    pod,
+    name=st.sampled_from(["a", "b", "c"]),
+    grace=st.integers(min_value=0, max_value=600),
+    phase=st.sampled_from(["Running", "Pending", "Succeeded", "Failed"]),
+    owner_kind=st.sampled_from([None, "Job", "ReplicaSet", "DaemonSet"]),
+    annotations=st.sampled_from(
+        [{}, {MIRROR_ANNOTATION: "x"}, {ann.CHECKPOINT: "annotate"}, {ann.CHECKPOINT: "exec:x"}, {ann.CHECKPOINT: "?"}]
+    ),
+    deletion_timestamp=st.one_of(st.none(), st.integers(-120, 600).map(lambda s: NOW + timedelta(seconds=s))),
+)
+offsets = st.integers(min_value=-300, max_value=900)
+
+
+@given(p=pods, now_offset=offsets, left=st.integers(min_value=-60, max_value=900))
+def test_no_involuntary_delete_before_deadline_minus_grace(p: PodView, now_offset: int, left: int) -> None:
+    # For any pod, time and deadline: a refused eviction becomes a delete only from deadline - grace on
+    now = NOW + timedelta(seconds=now_offset)
+    ctx = DrainContext(event_id=EVENT, involuntary=True, deadline=NOW + timedelta(seconds=left), now=now)
+    step = on_eviction_blocked(p, ctx, "PDB")
+    if step.step == "delete":
+        assert now >= ctx.deadline - timedelta(seconds=p.grace_seconds)  # type: ignore[operator]
+        assert step.grace_seconds is not None
+        assert 0 <= step.grace_seconds <= p.grace_seconds
+    else:
+        assert now < ctx.deadline - timedelta(seconds=p.grace_seconds)  # type: ignore[operator]
+
+
+@given(p=pods, now_offset=offsets, left=st.one_of(st.none(), st.integers(-60, 900)), involuntary=st.booleans())
+def test_daemonset_mirror_and_finished_pods_always_skip(
+    p: PodView, now_offset: int, left: int | None, involuntary: bool
+) -> None:
+    deadline = None if left is None else NOW + timedelta(seconds=left)
+    ctx = DrainContext(EVENT, involuntary, deadline, NOW + timedelta(seconds=now_offset))
+    step = decide_pod(p, ctx)
+    if p.is_daemonset or p.is_mirror or p.finished:
+        assert step.step == "skip"
+    else:
+        assert step.step != "skip"
+
+
+@given(p=pods, now_offset=offsets)
+def test_voluntary_never_deletes(p: PodView, now_offset: int) -> None:
+    ctx = DrainContext(EVENT, False, None, NOW + timedelta(seconds=now_offset))
+    assert decide_pod(p, ctx).step != "delete"
+    assert on_eviction_blocked(p, ctx, "PDB").step != "delete"
+    assert decide_pod(p, ctx).grace_seconds is None
+
+
+@given(p=pods, now_offset=offsets, left=st.integers(-60, 900))
+def test_involuntary_grace_never_outlasts_the_deadline(p: PodView, now_offset: int, left: int) -> None:
+    now = NOW + timedelta(seconds=now_offset)
+    deadline = NOW + timedelta(seconds=left)
+    step = decide_pod(p, DrainContext(EVENT, True, deadline, now))
+    if step.step in ("evict", "delete") and step.grace_seconds is not None:
+        assert now + timedelta(seconds=step.grace_seconds) <= max(now, deadline)
