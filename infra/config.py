@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from constructs import Node
+
+from gpuwarden.config import parse_policy
+from gpuwarden.domain.errors import InvalidPolicy
+from gpuwarden.domain.policy import Policy
 
 DEFAULT_CLUSTER = "ml-prod"
 ARCHITECTURES = ("x86_64", "arm64")
@@ -16,6 +21,15 @@ ARCHITECTURES = ("x86_64", "arm64")
 SKIP_BUNDLING = "gpuwardenSkipBundling"
 
 _CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$")  # EKS cluster name rules
+_IDS = {
+    "vpcId": re.compile(r"^vpc-[0-9a-f]{8,17}$"),
+    "subnetIds": re.compile(r"^subnet-[0-9a-f]{8,17}$"),
+    "securityGroupIds": re.compile(r"^sg-[0-9a-f]{8,17}$"),
+}
+_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
+_TOPIC_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[\w-]{1,256}$")
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 class SettingsError(ValueError):
@@ -23,13 +37,32 @@ class SettingsError(ValueError):
 
 
 @dataclass(frozen=True)
+class Network:
+    """Lambda VPC placement (private cluster endpoints, the `http:` checkpoint mode)."""
+
+    vpc_id: str
+    subnet_ids: tuple[str, ...]
+    #: empty: the stack creates one security group (all egress, no ingress)
+    security_group_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Settings:
     cluster: str = DEFAULT_CLUSTER
     lambda_architecture: str = "x86_64"
-    #: the policy document (JSON text) stored in the SSM parameter
+    #: the policy document (canonical JSON text) stored in the SSM parameter
     policy_json: str = ""
-    #: SNS topic for alarm notifications; alarms have no action when empty
+    #: the same document, validated by gpuwarden's own model at synth time
+    policy: Policy = field(default_factory=lambda: Policy(cluster=DEFAULT_CLUSTER))
+    #: SNS topic for alarm notifications (existing); alarms have no action when neither is set
     alarm_topic_arn: str = ""
+    #: e-mail subscribed to the alarm topic (the stack creates the topic when no ARN is given)
+    alarm_email: str = ""
+    network: Network | None = None
+    #: the role of the fleet launch template's instance profile (iam:PassRole for EC2 Fleet)
+    fleet_role_arn: str = ""
+    #: create the EKS access entries and apply the RBAC at deploy time
+    cluster_access: bool = True
     skip_bundling: bool = False
 
     @classmethod
@@ -40,11 +73,17 @@ class Settings:
         arch = _str(node, "lambdaArchitecture", "x86_64")
         if arch not in ARCHITECTURES:
             raise SettingsError(f"context 'lambdaArchitecture' must be one of {ARCHITECTURES}, got {arch!r}")
+        policy_json, policy = _policy(node.try_get_context("policy"), _str(node, "policyFile", ""), cluster)
         return cls(
             cluster=cluster,
             lambda_architecture=arch,
-            policy_json=_policy(node.try_get_context("policy"), cluster),
-            alarm_topic_arn=_str(node, "alarmTopicArn", ""),
+            policy_json=policy_json,
+            policy=policy,
+            alarm_topic_arn=_matching(node, "alarmTopicArn", _TOPIC_ARN),
+            alarm_email=_matching(node, "alarmEmail", _EMAIL),
+            network=_network(node),
+            fleet_role_arn=_matching(node, "fleetRoleArn", _ROLE_ARN),
+            cluster_access=_bool(node.try_get_context("clusterAccess"), default=True),
             skip_bundling=_bool(node.try_get_context(SKIP_BUNDLING)),
         )
 
@@ -58,24 +97,89 @@ def _str(node: Node, key: str, default: str) -> str:
     return value
 
 
-def _bool(value: Any) -> bool:
+def _bool(value: Any, default: bool = False) -> bool:
+    if value is None:
+        return default
     if isinstance(value, str):  # `-c key=true` arrives as a string
         return value.strip().lower() in {"1", "true", "yes"}
     return bool(value)
 
 
-def _policy(value: Any, cluster: str) -> str:
-    """The policy as canonical JSON: a dict, JSON text, or the default ``{"cluster": ...}``."""
+def _matching(node: Node, key: str, pattern: re.Pattern[str]) -> str:
+    value = _str(node, key, "")
+    if value and not pattern.match(value):
+        raise SettingsError(f"context {key!r} is not valid: {value!r}")
+    return value
+
+
+def _ids(node: Node, key: str) -> tuple[str, ...]:
+    """A list, or a comma-separated string (``-c subnetIds=subnet-1,subnet-2``)."""
+    value: Any = node.try_get_context(key)
     if value is None or value == "":
-        document: Any = {"cluster": cluster}
-    elif isinstance(value, str):
+        return ()
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list | tuple) or not all(isinstance(i, str) for i in items):
+        raise SettingsError(f"context {key!r} must be a list of ids or a comma-separated string, got {value!r}")
+    ids = tuple(i.strip() for i in items if i.strip())
+    bad = [i for i in ids if not _IDS[key].match(i)]
+    if bad:
+        raise SettingsError(f"context {key!r}: not valid ids: {bad}")
+    return ids
+
+
+def _network(node: Node) -> Network | None:
+    vpc_id = _matching(node, "vpcId", _IDS["vpcId"])
+    subnets = _ids(node, "subnetIds")
+    groups = _ids(node, "securityGroupIds")
+    if not vpc_id:
+        if subnets or groups:
+            raise SettingsError("context 'subnetIds'/'securityGroupIds' need 'vpcId' as well")
+        return None
+    if not subnets:
+        raise SettingsError("context 'vpcId' needs 'subnetIds' (private subnets that reach the cluster endpoint)")
+    return Network(vpc_id=vpc_id, subnet_ids=subnets, security_group_ids=groups)
+
+
+def _policy(value: Any, policy_file: str, cluster: str) -> tuple[str, Policy]:
+    """The policy from context ``policy`` (a mapping, or JSON/YAML text) or ``policyFile``,
+    validated with gpuwarden's own ``parse_policy``; the default is ``{"cluster": <cluster>}``."""
+    if policy_file and value not in (None, ""):
+        raise SettingsError("set context 'policy' or 'policyFile', not both")
+    source = "context 'policy'"
+    if policy_file:
+        path = Path(policy_file)
+        path = path if path.is_absolute() or path.exists() else REPO_ROOT / path
         try:
-            document = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise SettingsError(f"context 'policy' is not valid JSON: {exc}") from exc
-    else:
-        document = value
+            value = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SettingsError(f"context 'policyFile' {policy_file}: {exc.strerror}") from exc
+        source = f"context 'policyFile' {policy_file}"
+    if value is None or value == "":
+        value = {}
+    text = value if isinstance(value, str) else json.dumps(value)
+    try:
+        document = _document(text, source)
+    except InvalidPolicy as exc:
+        raise SettingsError(f"invalid gpuwarden policy: {exc}") from exc
+    if document.setdefault("cluster", cluster) != cluster:
+        raise SettingsError(
+            f"{source}: the policy's cluster {document['cluster']!r} is not context 'cluster' {cluster!r}"
+        )
+    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"))
+    try:
+        policy = parse_policy(canonical, source)
+    except InvalidPolicy as exc:
+        raise SettingsError(f"invalid gpuwarden policy: {exc}") from exc
+    return canonical, policy
+
+
+def _document(text: str, source: str) -> dict[str, Any]:
+    import yaml
+
+    try:
+        document: Any = yaml.safe_load(text) if text.strip() else {}
+    except yaml.YAMLError as exc:
+        raise InvalidPolicy(f"{source}: not YAML/JSON: {exc}") from exc
     if not isinstance(document, dict):
-        raise SettingsError("context 'policy' must be a JSON object")
-    document.setdefault("cluster", cluster)
-    return json.dumps(document, sort_keys=True, separators=(",", ":"))
+        raise InvalidPolicy(f"{source}: the policy must be a mapping, not {type(document).__name__}")
+    return document

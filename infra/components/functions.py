@@ -20,6 +20,8 @@ from constructs import Construct
 
 from infra.components.alarms import AlarmSink
 from infra.components.bundling import function_code
+from infra.components.cluster_access import function_access_entry
+from infra.components.network import FunctionNetwork
 from infra.components.queues import DeadLetterQueue
 from infra.components.runtime_layer import LAMBDA_RUNTIME, lambda_architecture
 
@@ -85,9 +87,15 @@ class Functions(Construct):
         policy_parameter: ssm.IStringParameter,
         alarms: AlarmSink,
         skip_bundling: bool,
+        network: FunctionNetwork | None = None,
+        cluster_access: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.code = function_code(skip=skip_bundling)
+        #: VPC placement for every function (context vpcId/subnetIds/securityGroupIds)
+        self.network = network
+        #: an EKS access entry (Kubernetes group `gpuwarden`) for every function role
+        self.cluster_access = cluster_access
         self.layer = layer
         self.architecture = lambda_architecture(architecture)
         self.cluster = cluster
@@ -152,7 +160,12 @@ class GpuwardenFunction(Construct):
             role=self.role,
             reserved_concurrent_executions=spec.reserved_concurrency,
             **async_options,  # type: ignore[arg-type]
+            **(shared.network.function_options() if shared.network else {}),
         )
+        if shared.network:
+            FunctionNetwork.allow_enis(self.role)
+        if shared.cluster_access:
+            self.access_entry = function_access_entry(self, shared.cluster, self.role)
         self.log_group.grant_write(self.role)
         shared.table.grant_read_write_data(self.role)
         shared.policy_parameter.grant_read(self.role)
@@ -178,6 +191,17 @@ class GpuwardenFunction(Construct):
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
         shared.alarms.notify(self.errors_alarm)
+        self.throttles_alarm = cloudwatch.Alarm(
+            self,
+            "Throttles",
+            alarm_description=f"gpuwarden {spec.name} function throttled: events wait or are retried",
+            metric=self.function.metric_throttles(period=Duration.minutes(5), statistic=cloudwatch.Stats.SUM),
+            threshold=0,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        shared.alarms.notify(self.throttles_alarm)
 
     def allow(self, sid: str, actions: list[str], resources: list[str], **conditions: object) -> None:
         """Add one least-privilege statement to this function's role."""

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Acknowledgment, ArnFormat, CfnOutput, Stack, Validations
+from aws_cdk import CfnOutput, Stack
 from constructs import Construct
 
-from infra.components import event_rules, functions
+from infra.components import cloud_permissions, event_rules, functions
 from infra.components.alarms import AlarmSink
+from infra.components.cluster_access import ClusterRbac
+from infra.components.dashboard import Dashboard
 from infra.components.drain_workflow import DrainWorkflow
 from infra.components.event_rules import EventRoutes
 from infra.components.functions import Functions
+from infra.components.network import FunctionNetwork
 from infra.components.policy_parameter import PolicyParameter
 from infra.components.runtime_layer import RuntimeLayer
 from infra.components.state_table import StateTable
@@ -27,7 +30,8 @@ class GpuwardenStack(Stack):
         # `cdk ls` / `cdk destroy` ask for no bundling (aws:cdk:bundling-stacks): then the layer is not
         # built either, so those commands work without a wheel cache
         skip_bundling = settings.skip_bundling or not self.bundling_required
-        alarms = AlarmSink(self, "Alarms", topic_arn=settings.alarm_topic_arn)
+        alarms = AlarmSink(self, "Alarms", topic_arn=settings.alarm_topic_arn, email=settings.alarm_email)
+        network = FunctionNetwork(self, "Network", network=settings.network) if settings.network else None
         self.state = StateTable(self, "State")
         self.policy = PolicyParameter(self, "Policy", policy_json=settings.policy_json)
         self.layer = RuntimeLayer(
@@ -46,7 +50,23 @@ class GpuwardenStack(Stack):
             policy_parameter=self.policy.parameter,
             alarms=alarms,
             skip_bundling=skip_bundling,
+            network=network,
+            cluster_access=settings.cluster_access,
         )
+        # --- cluster access: access entries (functions.py) + the RBAC, applied at deploy time
+        if settings.cluster_access:
+            self.cluster_rbac = ClusterRbac(
+                self,
+                "ClusterAccess",
+                cluster=settings.cluster,
+                allow_exec=settings.policy.checkpoint.allow_exec,
+                code=self.functions.code,
+                layer=self.layer.layer,
+                architecture=self.functions.architecture,
+                network=network,
+                l1_reason=functions.L1_REASON,
+            )
+        self.dashboard = Dashboard(self, "Observability", alarms=alarms)
 
         # --- drain: a Step Functions loop around drain_step
         drain = self.functions.add(functions.DRAIN)
@@ -73,45 +93,9 @@ class GpuwardenStack(Stack):
         CfnOutput(self, "PolicyParameterName", value=self.policy.parameter.parameter_name)
 
     def _allow_replacement(self, fn: functions.GpuwardenFunction) -> None:
-        """Resolve instance → node and launch ASG replacements (CONTRACT.md §2)."""
-        fn.allow(
-            "DescribeCapacity",
-            [
-                "ec2:DescribeInstances",
-                "autoscaling:DescribeAutoScalingGroups",
-                "autoscaling:DescribeAutoScalingInstances",
-            ],
-            ["*"],
-        )
-        asg_arn = self.format_arn(
-            service="autoscaling",
-            resource="autoScalingGroup",
-            resource_name="*:autoScalingGroupName/*",
-            arn_format=ArnFormat.COLON_RESOURCE_NAME,
-        )
-        # only groups of this cluster: EKS managed node groups carry eks:cluster-name,
-        # self-managed ones kubernetes.io/cluster/<name>=owned
-        cluster = self.settings.cluster
-        fn.allow(
-            "ScaleManagedNodeGroups",
-            ["autoscaling:SetDesiredCapacity"],
-            [asg_arn],
-            StringEquals={"aws:ResourceTag/eks:cluster-name": cluster},
-        )
-        fn.allow(
-            "ScaleSelfManagedNodeGroups",
-            ["autoscaling:SetDesiredCapacity"],
-            [asg_arn],
-            StringEquals={f"aws:ResourceTag/kubernetes.io/cluster/{cluster}": "owned"},
-        )
-        Validations.of(fn.role).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:<AWS::Region>:"
-                "<AWS::AccountId>:autoScalingGroup:*:autoScalingGroupName/*]",
-                reason=(
-                    "SetDesiredCapacity on any Auto Scaling group, but only where the group is tagged as a "
-                    f"node group of cluster {cluster} (aws:ResourceTag condition); group names are not "
-                    "known at deploy time."
-                ),
-            )
-        )
+        """Resolve instance → node and launch replacements (CONTRACT.md §2), this cluster's only."""
+        cloud_permissions.describe_capacity(fn)
+        cloud_permissions.scale_node_groups(fn, self.settings.cluster)
+        template = self.settings.policy.replacement.fleet_launch_template
+        if template:  # EC2 Fleet permissions only when the policy names a launch template
+            cloud_permissions.launch_fleet(fn, self.settings.cluster, template, self.settings.fleet_role_arn)
