@@ -14,6 +14,7 @@ from infra.components.dashboard import Dashboard
 from infra.components.drain_workflow import DrainWorkflow
 from infra.components.event_rules import EventRoutes
 from infra.components.functions import Functions
+from infra.components.gpu_idle import GpuIdleReclaim
 from infra.components.network import FunctionNetwork
 from infra.components.policy_parameter import PolicyParameter
 from infra.components.runtime_layer import RuntimeLayer
@@ -82,7 +83,26 @@ class GpuwardenStack(Stack):
             self.routes.route(rule, interruption.function)
 
         # Later issues, one line each (plus their rule / schedule):
-        #   self.functions.add(functions.GPU_IDLE)   # likewise MAINTENANCE, WINDOWS, RUNBOOK
+        # --- runbook: direct invoke (CLI --remote, SSM Automation documents); IAM as interruption
+        runbook = self.functions.add(functions.RUNBOOK)
+        runbook.function.add_environment(DRAIN_STATE_MACHINE_ENV, self.drain.state_machine.state_machine_arn)
+        self.drain.state_machine.grant_start_execution(runbook.role)
+        self._allow_replacement(runbook)
+        self.runbook_documents = RunbookDocuments(self, "Runbook", function=runbook.function)
+
+        # --- GPU-idle reclaim: the fleet alarm, its rules, the function (infra/components/gpu_idle.py)
+        self.gpu_idle = GpuIdleReclaim(
+            self,
+            "GpuIdle",
+            fn=self.functions.add(functions.GPU_IDLE),
+            routes=self.routes,
+            cluster=settings.cluster,
+            policy_json=settings.policy_json,
+            drain=self.drain.state_machine,
+            drain_env=DRAIN_STATE_MACHINE_ENV,
+        )
+
+        #   likewise MAINTENANCE, WINDOWS, RUNBOOK
 
         self.alarms = alarms
         for name, fn in self.functions.by_name.items():

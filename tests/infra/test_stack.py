@@ -36,6 +36,7 @@ STAR_RESOURCE_ACTIONS = {
     "autoscaling:DescribeAutoScalingGroups": "Describe* actions do not support resource-level permissions",
     "autoscaling:DescribeAutoScalingInstances": "Describe* actions do not support resource-level permissions",
 }
+    "cloudwatch:GetMetricData": "GetMetricData has no resource-level permissions (GPU-idle re-check)",
 
 
 def _as_list(value: Any) -> list[Any]:
