@@ -83,13 +83,6 @@ class GpuwardenStack(Stack):
             self.routes.route(rule, interruption.function)
 
         # Later issues, one line each (plus their rule / schedule):
-        # --- runbook: direct invoke (CLI --remote, SSM Automation documents); IAM as interruption
-        runbook = self.functions.add(functions.RUNBOOK)
-        runbook.function.add_environment(DRAIN_STATE_MACHINE_ENV, self.drain.state_machine.state_machine_arn)
-        self.drain.state_machine.grant_start_execution(runbook.role)
-        self._allow_replacement(runbook)
-        self.runbook_documents = RunbookDocuments(self, "Runbook", function=runbook.function)
-
         # --- GPU-idle reclaim: the fleet alarm, its rules, the function (infra/components/gpu_idle.py)
         self.gpu_idle = GpuIdleReclaim(
             self,
