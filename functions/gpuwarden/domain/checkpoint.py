@@ -92,7 +92,7 @@ def checkpoint_spec(
     raw_timeout = pod.annotations.get(ann.CHECKPOINT_TIMEOUT)
     timeout = default_timeout
     if raw_timeout is not None:
-        if not raw_timeout.strip().isdigit():
+        if not re.fullmatch(r"[0-9]{1,9}", raw_timeout.strip()):  # not str.isdigit(): "²" is a digit too
             return BadCheckpoint(f"checkpoint timeout {raw_timeout!r} is not a whole number of seconds")
         timeout = min(int(raw_timeout), MAX_TIMEOUT_SECONDS)
     return CheckpointSpec(mode=mode, container=container, timeout_seconds=timeout, **fields)  # type: ignore[arg-type]
