@@ -21,8 +21,8 @@ from gpuwarden.domain.views import PodView
 NOW = datetime(2026, 6, 1, 14, 2, 10, tzinfo=UTC)
 
 
-def pod(containers: tuple[str, ...] = ("trainer", "sidecar"), **annotations: str) -> PodView:
-    return PodView("ml", "w", "u", "n1", "Running", containers=containers, annotations=annotations)
+def pod(**annotations: str) -> PodView:
+    return PodView("ml", "w", "u", "n1", "Running", containers=("trainer", "sidecar"), annotations=annotations)
 
 
 def spec(value: str, **extra: str) -> CheckpointSpec | BadCheckpoint | None:
