@@ -179,6 +179,7 @@ def spot_scene(sim: KubeSim) -> SceneSummary:
 #: returns its summary row. Add a scene: write `def my_scene(sim) -> SceneSummary` (in its
 #: own module under sim/scenes/ if it is long) and append it here.
 SCENES: list[Callable[[KubeSim], SceneSummary]] = [spot_scene]
+SCENES.append(__import__("sim.scenes.gpu_idle", fromlist=["gpu_idle_scene"]).gpu_idle_scene)
 
 
 def run_demo(speed: float = 10.0) -> int:
