@@ -17,6 +17,7 @@ from infra.components.functions import Functions
 from infra.components.gpu_idle import GpuIdleReclaim
 from infra.components.network import FunctionNetwork
 from infra.components.policy_parameter import PolicyParameter
+from infra.components.runbook_documents import RunbookDocuments
 from infra.components.runtime_layer import RuntimeLayer
 from infra.components.state_table import StateTable
 from infra.config import Settings
@@ -81,6 +82,13 @@ class GpuwardenStack(Stack):
         self.routes = EventRoutes(self, "Events", alarms=alarms)
         for rule in event_rules.EC2_RULES:
             self.routes.route(rule, interruption.function)
+
+        # --- runbook: direct invoke (CLI --remote, SSM Automation documents); IAM as interruption
+        runbook = self.functions.add(functions.RUNBOOK)
+        runbook.function.add_environment(DRAIN_STATE_MACHINE_ENV, self.drain.state_machine.state_machine_arn)
+        self.drain.state_machine.grant_start_execution(runbook.role)
+        self._allow_replacement(runbook)
+        self.runbook_documents = RunbookDocuments(self, "Runbook", function=runbook.function)
 
         # Later issues, one line each (plus their rule / schedule):
         # --- GPU-idle reclaim: the fleet alarm, its rules, the function (infra/components/gpu_idle.py)
