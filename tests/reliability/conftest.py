@@ -1,0 +1,68 @@
+"""Reliability fixtures: AWS test credentials for the module, moto once per module, deps on a simulator."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from gpuwarden.adapters.ledger import MemoryLedger
+from gpuwarden.config import Settings
+from gpuwarden.domain.policy import Policy
+from gpuwarden.services.context import Deps
+from gpuwarden.wiring import build_deps
+from sim import KubeSim
+
+AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-west-2",
+    "AWS_REGION": "us-west-2",
+    "POWERTOOLS_METRICS_NAMESPACE": "GpuwardenTest",
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _aws_env() -> Iterator[None]:
+    # module scope: hypothesis tests must not depend on function-scoped fixtures
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in AWS_ENV.items():
+            mp.setenv(key, value)
+        for key in ("AWS_ENDPOINT_URL", "AWS_PROFILE", "KUBECONFIG", "GPUWARDEN_STATE_TABLE", "DRY_RUN"):
+            mp.delenv(key, raising=False)
+        yield
+
+
+@pytest.fixture(scope="module")
+def aws() -> Iterator[None]:
+    from moto import mock_aws
+
+    with mock_aws():
+        yield
+
+
+def sim_deps(sim: KubeSim, ledger: Any = None, policy: Policy | None = None) -> Deps:
+    """The real adapters on the simulator, with its clock (as tests/integration's World does)."""
+    deps = build_deps(
+        Settings(region="us-west-2", cluster="ml-prod"),
+        caller="reliability",
+        api_client=sim.api_client(),
+        ledger=ledger if ledger is not None else MemoryLedger(),
+        policy=policy or Policy(cluster="ml-prod"),
+    )
+    speed = sim.clock.speed or 1.0
+    deps.clock = sim.clock.now
+    deps.window_clock = sim.clock.now
+    deps.sleep = lambda seconds: time.sleep(seconds / speed)
+    return deps
+
+
+def clean_env() -> dict[str, str]:
+    """The environment for a `gpuwarden` subprocess: test credentials, no user config."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GPUWARDEN_", "KUBECONFIG", "DRY_RUN"))}
+    env.update(AWS_ENV)
+    return env
