@@ -129,6 +129,10 @@ class Response(Exception):
 class SimHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    #: socketserver's default listen backlog is 5: a burst of new connections (a pool of execs,
+    #: a client's connection pool filling) overflows it and the kernel drops SYNs, which clients
+    #: retry after 1 s. A real API server listens with the system's somaxconn (4096).
+    request_queue_size = 1024
 
     def __init__(self, state: ServerState) -> None:
         self.state = state
