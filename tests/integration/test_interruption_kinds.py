@@ -96,6 +96,18 @@ def test_terminated_instance_of_an_undrained_node_is_reported_loudly(world: Worl
     assert scenario.trainers["annotate"] in lost[0]["message"]
 
 
+def test_terminated_node_with_pods_is_reported_even_if_an_earlier_drain_completed(world: World) -> None:
+    # Given a node that an earlier event drained, and that runs pods again since
+    scenario = spot_node(world.sim, modes=("annotate",), inference=1, pdb_min_available=None)
+    stale = {"gpuwarden.io/event-id": "an-earlier-event", "gpuwarden.io/drain-completed": "2026-01-01T00:00:00Z"}
+    world.sim.patch_direct("Node", scenario.node, {"metadata": {"annotations": stale}})
+    # When its instance is terminated
+    result = handle_batch(parse_notices(event(world, "instance-state-change-terminated.json")), world.deps()).to_json()
+    # Then the pods still on it are reported lost: the old annotation does not hide them
+    assert types(result) == ["node-lost-undrained"]
+    assert "(2 pods lost)" in result["reason"]
+
+
 def test_event_for_an_instance_outside_the_cluster_is_ignored_with_a_reason(world: World) -> None:
     # Given a cluster that has no node on instance i-0123456789abcdef0
     spot_node(world.sim, modes=(), inference=1, pdb_min_available=None)

@@ -173,7 +173,7 @@ def _record_loss(notice: Notice, recorder: Recorder, node: NodeView, pods: list[
     state = notice.detail.get("state", "stopping")
     ctx = DrainContext(event_id=notice.event_id, involuntary=True, deadline=notice.deadline, now=recorder.deps.clock())
     left = [s.pod for s in decide_round(pods, ctx) if s.step != "skip"]
-    drained = node.annotations.get(ann.DRAIN_COMPLETED) is not None or not left
+    drained = not left  # the pods say it, not an annotation an earlier drain may have left
     if drained:
         recorder.add("instance-lost", reason=f"instance {state} after its node was drained")
         reason = f"instance {state}; node {node.name} had been drained"

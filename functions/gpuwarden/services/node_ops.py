@@ -76,6 +76,9 @@ def mark_node(kube: KubePort, node: NodeView, notice: Notice, extra: Mapping[str
             ann.KIND: notice.kind.value,
             ann.DEADLINE: ann.rfc3339(notice.deadline) if notice.deadline else None,
         }
+        if node.annotations.get(ann.EVENT_ID) != notice.event_id:
+            # a new event starts a new drain: an earlier event's completion no longer holds
+            annotations[ann.DRAIN_COMPLETED] = None
         annotations.update(extra or {})
         if not node.unschedulable:
             annotations[ann.CORDONED_BY_US] = "true"
