@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,10 +57,40 @@ class Synth:
 @pytest.fixture(scope="session")
 def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     bundled = layer_build_possible()
-    outdir = tmp_path_factory.mktemp("cdk.out")
     context: dict[str, Any] = {"cluster": "ml-test"}
     if not bundled:
         context[SKIP_BUNDLING] = True
+    return synthesize(tmp_path_factory.mktemp("cdk.out"), context, bundled=bundled)
+
+
+#: every optional deployment feature on (tests/infra/test_deploy_*.py)
+FULL_CONTEXT: dict[str, Any] = {
+    "vpcId": "vpc-0123456789abcdef0",
+    "subnetIds": "subnet-0123456789abcdef0,subnet-0fedcba9876543210",
+    "alarmEmail": "sre@example.com",
+    "fleetRoleArn": "arn:aws:iam::123456789012:role/gpu-nodes",
+    "policy": {
+        "replacement": {"fleet_launch_template": "lt-0123456789abcdef0", "fleet_instance_types": ["p4d.24xlarge"]}
+    },
+}
+
+
+@pytest.fixture(scope="session")
+def synth_with(tmp_path_factory: pytest.TempPathFactory) -> Callable[[dict[str, Any]], Synth]:
+    """Another synth with extra context (cluster ml-test, assets not bundled), once per context."""
+    cache: dict[str, Synth] = {}
+
+    def make(extra: dict[str, Any]) -> Synth:
+        key = json.dumps(extra, sort_keys=True)
+        if key not in cache:
+            context = {"cluster": "ml-test", SKIP_BUNDLING: True, **extra}
+            cache[key] = synthesize(tmp_path_factory.mktemp("cdk.out"), context, bundled=False)
+        return cache[key]
+
+    return make
+
+
+def synthesize(outdir: Path, context: dict[str, Any], *, bundled: bool) -> Synth:
     app = build_app(outdir=str(outdir), context=context)
     error: Exception | None = None
     try:

@@ -18,6 +18,9 @@ from gpuwarden.domain.errors import GpuwardenError, KubeError
 from gpuwarden.observability import logger
 from gpuwarden.services import rbac
 
+#: on Delete, how long to wait for access before leaving the RBAC in place (never block a stack delete)
+DELETE_WAIT_SECONDS = 30.0
+
 
 def kube_for(cluster: str) -> rbac.RbacPort:
     from gpuwarden.adapters.eks_auth import eks_api_client
@@ -47,7 +50,7 @@ def _delete(cluster: str, documents: list[dict[str, Any]]) -> dict[str, str]:
     from botocore.exceptions import ClientError
 
     try:
-        done = rbac.uninstall(kube_for(cluster), documents, wait_seconds=30)
+        done = rbac.uninstall(kube_for(cluster), documents, wait_seconds=DELETE_WAIT_SECONDS)
     except ClientError as err:
         if err.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
             raise
