@@ -1,0 +1,69 @@
+"""Demo scene: the on-call runbook. `plan` a drain of a node, then `drain` it, through the
+same runbook service the deployed function and `gpuwarden runbook` run."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from sim.core import KubeSim
+from sim.demo import SceneSummary, _line
+
+NODE = "ip-10-0-2-40.us-west-2.compute.internal"
+REASON = "INC-4711: Xid 79 on GPU 3, move the workloads off"
+
+
+def _deps(sim: KubeSim) -> Any:
+    from gpuwarden.adapters.ledger import MemoryLedger
+    from gpuwarden.config import Settings
+    from gpuwarden.domain.policy import DrainPolicy, Policy
+    from gpuwarden.wiring import build_deps
+
+    deps = build_deps(
+        Settings(region="us-west-2", cluster="ml-prod"),
+        caller="oncall@demo",
+        api_client=sim.api_client(),
+        ledger=MemoryLedger(),
+        policy=Policy(cluster="ml-prod", drain=DrainPolicy(voluntary_limit_seconds=120)),
+    )
+    speed = sim.clock.speed or 1.0
+    deps.clock = sim.clock.now
+    deps.window_clock = sim.clock.now
+    deps.sleep = lambda seconds: time.sleep(seconds / speed)
+    return deps
+
+
+def runbook_scene(sim: KubeSim) -> SceneSummary:
+    from gpuwarden.services.runbook import run_runbook
+    from gpuwarden.sources import parse_runbook
+    from gpuwarden.wiring import runbook_deps
+
+    deps = _deps(sim)
+    print(f"\nScene — on-call runbook: plan, then drain {NODE}")
+    print(f"  $ gpuwarden runbook plan --node {NODE.split('.')[0]}…")
+    plan_request = parse_runbook({"action": "plan", "node": NODE, "reason": REASON})
+    plan = run_runbook(plan_request, runbook_deps(deps, plan_request)).to_json()
+    print(f"    {plan['reason']}")
+    for row in plan["plan"]:
+        print(f"    {row['pod']:<44} {row['step']:<6} {row['reason']}")
+    print(f'  $ gpuwarden runbook drain --node {NODE.split(".")[0]}… --reason "{REASON}"')
+    start = sim.clock.now().replace(microsecond=0)
+    drain_request = parse_runbook({"action": "drain", "node": NODE, "reason": REASON})
+    result = run_runbook(drain_request, runbook_deps(deps, drain_request)).to_json()
+    shown: set[tuple[str, str]] = set()
+    for action in result["actions"]:
+        key = (action["type"], str(action.get("pod")))
+        if key in shown and action["type"] == "eviction-blocked":
+            continue
+        shown.add(key)
+        print(_line(action, start))
+    print(f"    {result['outcome']}: {result['reason']}")
+    actions = result["actions"]
+    return SceneSummary(
+        scene="runbook drain",
+        outcome=result["outcome"],
+        nodes=1,
+        checkpointed=sum(1 for a in actions if a["type"] == "evict" and a.get("reason") == "checkpoint acknowledged"),
+        evicted=sum(1 for a in actions if a["type"] in ("evict", "delete")),
+        seconds_left=None,
+    )
