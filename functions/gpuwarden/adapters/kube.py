@@ -32,7 +32,13 @@ _RBAC_PLURALS = {"ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterro
 
 
 class RateLimiter:
-    """A token bucket, like client-go's QPS/burst: keeps a mass interruption polite."""
+    """A token bucket, like client-go's QPS/burst: keeps a mass interruption polite.
+
+    It paces the bulk of a drain (reads, lists, evictions, deletes, Events). The few urgent
+    writes per node — the cordon/taint PATCH, the checkpoint request PATCH and the signal
+    (exec) — skip it: they decide how much of a two-minute notice a training job keeps, and
+    the API server's own priority and fairness still answers 429 (retried) if it must.
+    """
 
     def __init__(self, qps: float, burst: int) -> None:
         self._qps = qps
@@ -123,7 +129,8 @@ class KubeClient:
             body=body,
             auth_settings=["BearerToken"],
         )
-        self._limiter.acquire()
+        if method != "PATCH":
+            self._limiter.acquire()
         self.requests += 1
         try:
             response = self._api.call_api(*request, _request_timeout=self._timeout)
@@ -247,7 +254,6 @@ class KubeClient:
         auth = configuration.auth_settings().get("BearerToken")
         headers = {"authorization": auth["value"]} if auth and auth.get("value") else {}
         query = [("command", list(command)), ("container", container), ("stdout", "true"), ("stderr", "true")]
-        self._limiter.acquire()
         self.requests += 1
         ws = websocket_call(  # type: ignore[no-untyped-call]
             configuration,
