@@ -186,6 +186,10 @@ def settle_round(recorder: Recorder, state: DrainState) -> DrainState:
     if state.kind is not Kind.GPU_IDLE:
         return state
     deps = recorder.deps
+    taken = _taken_over(deps, state)
+    if taken is not None:  # an involuntary notice superseded this reclaim: neither retire nor release
+        recorder.add("superseded", reason=taken)
+        return state.model_copy(update={"done": True, "outcome": "superseded"})
     limit = deps.policy.gpu_idle.drain_limit_seconds
     if state.done:
         if state.outcome in ("drained", "drained-late"):
@@ -203,6 +207,15 @@ def settle_round(recorder: Recorder, state: DrainState) -> DrainState:
     recorder.flush()
     release_node(recorder, state.node, state.event_id, reason)
     return state.model_copy(update={"done": True, "outcome": "blocked"})
+
+
+def _taken_over(deps: Deps, state: DrainState) -> str | None:
+    node = deps.kube.get_node(state.node)
+    holder = node.annotations.get(ann.EVENT_ID) if node is not None else state.event_id
+    if holder == state.event_id:
+        return None
+    kind = node.annotations.get(ann.KIND) if node is not None else None
+    return f"node {state.node} was taken over by {kind} ({holder}): the gpu-idle reclaim stops"
 
 
 def _retire(recorder: Recorder, node_name: str) -> None:
@@ -275,6 +288,8 @@ def _finish(notice: Notice, recorder: Recorder, node: NodeView, state: DrainStat
         reason = f"gpu idle: would reclaim node {node.name}"
     elif state.outcome == "over-cap":
         return _result(notice, recorder, node, "ignored", recorder.actions[-1].get("reason", "over the cap"))
+    elif state.outcome == "superseded":
+        return _result(notice, recorder, node, "ignored", recorder.actions[-1].get("reason", "superseded"))
     elif state.outcome == "blocked":
         reason = f"gpu idle: drain of {node.name} blocked, node uncordoned: " + "; ".join(state.blocked[:3])
     elif state.done:
