@@ -66,3 +66,54 @@ def clean_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GPUWARDEN_", "KUBECONFIG", "DRY_RUN"))}
     env.update(AWS_ENV)
     return env
+
+
+TABLE = "gpuwarden-state"
+
+
+@pytest.fixture(scope="module")
+def moto_server() -> Iterator[str]:
+    """A moto server shared with `gpuwarden` subprocesses (separate Lambda instances), with the state table."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    url = f"http://{host}:{port}"
+    boto3.client("dynamodb", region_name="us-west-2", endpoint_url=url).create_table(
+        TableName=TABLE,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    try:
+        yield url
+    finally:
+        server.stop()
+
+
+def ledger_item(moto_url: str, event_id: str) -> dict[str, Any] | None:
+    import boto3
+
+    client = boto3.client("dynamodb", region_name="us-west-2", endpoint_url=moto_url)
+    item = client.get_item(TableName=TABLE, Key={"pk": {"S": f"event#{event_id}"}, "sk": {"S": "ledger"}}).get("Item")
+    if not item:
+        return None
+    return {k: next(iter(v.values())) for k, v in item.items()}
+
+
+def invoke_env(sim: KubeSim, moto_url: str, **extra: str) -> dict[str, str]:
+    env = clean_env()
+    env.update(
+        KUBECONFIG=str(sim.kubeconfig_path),
+        AWS_ENDPOINT_URL=moto_url,
+        GPUWARDEN_STATE_TABLE=TABLE,
+        GPUWARDEN_CLUSTER="ml-prod",
+        PYTHONDONTWRITEBYTECODE="1",
+        **extra,
+    )
+    return env
