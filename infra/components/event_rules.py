@@ -62,9 +62,13 @@ INSTANCE_STOPPING = RuleSpec(
     {"state": list(STOPPING_STATES)},
 )
 EC2_RULES = (SPOT_INTERRUPTION, REBALANCE, INSTANCE_STOPPING)
-# Later issues: e.g.
-# SCHEDULED_MAINTENANCE = RuleSpec("ScheduledMaintenance", "...", "aws.health", "AWS Health Event",
-#                                  {"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]})
+SCHEDULED_MAINTENANCE = RuleSpec(
+    "ScheduledMaintenance",
+    "AWS Health scheduled changes to EC2 instances (retirement, maintenance)",
+    "aws.health",
+    "AWS Health Event",
+    {"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]},
+)
 
 
 class EventRoutes(Construct):

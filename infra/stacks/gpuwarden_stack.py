@@ -19,6 +19,7 @@ from infra.components.network import FunctionNetwork
 from infra.components.policy_parameter import PolicyParameter
 from infra.components.runbook_documents import RunbookDocuments
 from infra.components.runtime_layer import RuntimeLayer
+from infra.components.schedules import BudgetWindowSchedules
 from infra.components.state_table import StateTable
 from infra.config import Settings
 
@@ -90,7 +91,6 @@ class GpuwardenStack(Stack):
         self._allow_replacement(runbook)
         self.runbook_documents = RunbookDocuments(self, "Runbook", function=runbook.function)
 
-        # Later issues, one line each (plus their rule / schedule):
         # --- GPU-idle reclaim: the fleet alarm, its rules, the function (infra/components/gpu_idle.py)
         self.gpu_idle = GpuIdleReclaim(
             self,
@@ -103,7 +103,22 @@ class GpuwardenStack(Stack):
             drain_env=DRAIN_STATE_MACHINE_ENV,
         )
 
-        #   likewise MAINTENANCE, WINDOWS, RUNBOOK
+        # --- budget windows (Scheduler ticks) and AWS Health scheduled maintenance (infra/components/schedules.py)
+        windows_fn = self.functions.add(functions.WINDOWS)
+        maintenance_fn = self.functions.add(functions.MAINTENANCE)
+        for fn in (windows_fn, maintenance_fn):  # both may drain a node (a plan due, or no window fits)
+            fn.function.add_environment(DRAIN_STATE_MACHINE_ENV, self.drain.state_machine.state_machine_arn)
+            self.drain.state_machine.grant_start_execution(fn.role)
+            self._allow_replacement(fn)
+        self.routes.route(event_rules.SCHEDULED_MAINTENANCE, maintenance_fn.function)
+        self.schedules = BudgetWindowSchedules(
+            self,
+            "Schedules",
+            windows=settings.policy.windows,
+            target=windows_fn,
+            planners=(windows_fn, maintenance_fn),
+            alarms=alarms,
+        )
 
         self.alarms = alarms
         for name, fn in self.functions.by_name.items():

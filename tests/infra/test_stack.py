@@ -184,8 +184,18 @@ def test_ec2_rules_match_exactly_and_deliver_with_retries_and_a_dlq(
     assert synth.template_json["Resources"][dlq_id]["Type"] == "AWS::SQS::Queue"
 
 
-def test_exactly_three_rules(synth: Synth) -> None:
-    synth.template.resource_count_is("AWS::Events::Rule", 3)
+def test_exactly_the_documented_rules(synth: Synth) -> None:
+    detail_types = sorted(
+        r["Properties"]["EventPattern"]["detail-type"][0] for r in synth.resources("AWS::Events::Rule").values()
+    )
+    assert detail_types == [
+        "AWS Health Event",
+        "CloudWatch Alarm Contributor State Change",
+        "CloudWatch Alarm State Change",
+        "EC2 Instance Rebalance Recommendation",
+        "EC2 Instance State-change Notification",
+        "EC2 Spot Instance Interruption Warning",
+    ]
 
 
 # --------------------------------------------------------------------------- drain workflow
@@ -259,7 +269,8 @@ def test_policy_parameter_defaults_to_the_cluster(synth: Synth) -> None:
 
 def test_every_queue_is_encrypted_tls_only_and_alarmed_when_not_empty(synth: Synth) -> None:
     queues = synth.resources("AWS::SQS::Queue")
-    assert len(queues) == 2  # target DLQ + interruption on-failure destination
+    # one on-failure queue per asynchronously invoked function, the EventBridge and the Scheduler target DLQs
+    assert len(queues) == len(synth.resources("AWS::Lambda::EventInvokeConfig")) + 2
     policies = synth.resources("AWS::SQS::QueuePolicy").values()
     alarms = synth.resources("AWS::CloudWatch::Alarm").values()
     for queue_id, queue in queues.items():
