@@ -36,8 +36,8 @@ STAR_RESOURCE_ACTIONS = {
     "ec2:DescribeInstances": "Describe* actions do not support resource-level permissions",
     "autoscaling:DescribeAutoScalingGroups": "Describe* actions do not support resource-level permissions",
     "autoscaling:DescribeAutoScalingInstances": "Describe* actions do not support resource-level permissions",
-}
     "cloudwatch:GetMetricData": "GetMetricData has no resource-level permissions (GPU-idle re-check)",
+}
 
 
 def _as_list(value: Any) -> list[Any]:
