@@ -31,7 +31,7 @@ def gpuwarden_metric(
         dimensions_map={"service": SERVICE},
         statistic=statistic,
         period=PERIOD,
-        label=label or metric.value,
+        label=label,  # None: the metric's name (and an alarm on it stays a plain single-metric alarm)
     )
 
 
