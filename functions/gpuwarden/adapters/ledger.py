@@ -28,6 +28,7 @@ class MemoryLedger:
         with self._lock:
             current = self.entries.setdefault(event_id, {"duplicates": 0})
             current["duplicates"] = int(current.get("duplicates", 0)) + 1
+            current.setdefault("outcome", "duplicate")  # the first delivery died before recording
 
     def get(self, event_id: str) -> dict[str, Any] | None:
         with self._lock:
@@ -72,8 +73,10 @@ class DynamoLedger:
         self._client.update_item(
             TableName=self._table_name,
             Key=self._key(event_id),
-            UpdateExpression="ADD duplicates :one",
-            ExpressionAttributeValues={":one": {"N": "1"}},
+            # the first delivery may have died before recording: the event still ends with an outcome
+            UpdateExpression="ADD duplicates :one SET #o = if_not_exists(#o, :dup)",
+            ExpressionAttributeNames={"#o": "outcome"},
+            ExpressionAttributeValues={":one": {"N": "1"}, ":dup": {"S": "duplicate"}},
         )
 
     def get(self, event_id: str) -> dict[str, Any] | None:
