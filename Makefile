@@ -47,7 +47,7 @@ bench: $(STAMP)
 	$(PY) -m tests.bench.run
 
 deploy: $(STAMP)
-	npx cdk deploy --all
+	npx cdk deploy --all $(CDK_ARGS)
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out layers/runtime/build .mypy_cache .ruff_cache .pytest_cache

@@ -127,6 +127,9 @@ class GpuwardenStack(Stack):
         CfnOutput(self, "DrainStateMachineArn", value=self.drain.state_machine.state_machine_arn)
         CfnOutput(self, "StateTableName", value=self.state.table.table_name)
         CfnOutput(self, "PolicyParameterName", value=self.policy.parameter.parameter_name)
+        CfnOutput(self, "DashboardName", value=self.dashboard.dashboard.dashboard_name)
+        if alarms.topic is not None:
+            CfnOutput(self, "AlarmTopicArn", value=alarms.topic.topic_arn, description="subscribe Slack/e-mail here")
 
     def _allow_replacement(self, fn: functions.GpuwardenFunction) -> None:
         """Resolve instance → node and launch replacements (CONTRACT.md §2), this cluster's only."""
