@@ -20,7 +20,7 @@ from gpuwarden.services.context import Deps
 from gpuwarden.services.dispatch import handle_batch
 from gpuwarden.services.windows import handle_window_tick
 from gpuwarden.sources import parse_notices, parse_window_tick
-from sim.builders import nodepool
+from sim.builders import gpu_node, nodepool
 from tests.integration.conftest import EVENTS, World, load_event
 from tests.integration.scenarios import spot_node
 
@@ -291,3 +291,19 @@ def test_cli_invoke_of_a_window_tick_decides_at_gpuwarden_now(world: World, tmp_
     assert night["outcome"] == "handled"
     assert pool(world, "gpu-training")["spec"]["disruption"]["budgets"] == [{"nodes": "2"}]
     assert "2026-06-01T22:00:30Z" in night["reason"]
+
+
+def test_a_window_over_every_pool_caps_disruptions_across_pools(world: World) -> None:
+    # Given night-cap (max 1, all NodePools) and a drain in progress in gpu-training
+    scenario = spot_node(world.sim, modes=(), inference=2, pdb_min_available="100%")
+    world.sim.create(nodepool("gpu-batch"))
+    world.sim.create(gpu_node("ip-10-0-3-50.us-west-2.compute.internal", "i-0aaaabbbbccccdddd", nodepool="gpu-batch"))
+    deps = at(world, NIGHT_2230, policy(NIGHT))
+    deps.start_drain = lambda state: None
+    handle_batch(parse_notices(rebalance(scenario.instance_id, "rb-a")), deps, drain_locally=False)
+    # When a node of another pool gets a rebalance recommendation
+    other = handle_batch(parse_notices(rebalance("i-0aaaabbbbccccdddd", "rb-c")), deps, drain_locally=False).to_json()
+    # Then the same window refuses it: its cap counts what it covers, not one pool
+    refused = [a for a in other["actions"] if a["type"] == "refused"]
+    assert len(refused) == 1
+    assert "window 'night-cap' allows 1, 1 in progress" in refused[0]["reason"]

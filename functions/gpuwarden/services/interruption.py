@@ -10,11 +10,11 @@ from gpuwarden.domain.decide import NodePlan, plan_interruption
 from gpuwarden.domain.drain import DrainContext, decide_round
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.views import NodeView, PodView
-from gpuwarden.domain.windows import voluntary_allowance
+from gpuwarden.domain.windows import Allowance, voluntary_allowance
 from gpuwarden.services.checkpoint import request_checkpoints
 from gpuwarden.services.context import Deps, Recorder
 from gpuwarden.services.drain import DrainState, drain_step
-from gpuwarden.services.node_ops import find_node, mark_node, voluntary_in_progress
+from gpuwarden.services.node_ops import find_node, mark_node, window_allowance
 from gpuwarden.services.replace import ensure_replacement
 from gpuwarden.services.result import Result
 
@@ -47,9 +47,12 @@ def _result(notice: Notice, recorder: Recorder, node: NodeView | None, **fields:
     return result
 
 
-def _asks_windows(notice: Notice) -> bool:
+def _allowance(notice: Notice, deps: Deps, node: NodeView) -> Allowance:
     """Only a voluntary kind asks the windows (spot interruptions and state changes never wait)."""
-    return notice.kind.voluntary
+    windows, now = deps.policy.windows, deps.window_clock()
+    if notice.kind.voluntary:
+        return window_allowance(deps.kube, windows, now, node)
+    return voluntary_allowance(windows, now, node.nodepool, in_progress=0)
 
 
 def not_ours(notice: Notice, cluster: str) -> str:
@@ -64,8 +67,7 @@ def handle_interruption(notice: Notice, deps: Deps, *, drain_locally: bool = Tru
     pods = [p for p in deps.kube.list_pods_on_node(node.name) if p.node_name == node.name]
     if notice.kind is Kind.INSTANCE_STOPPING:
         return _record_loss(notice, recorder, node, pods)
-    in_progress = voluntary_in_progress(deps.kube, node.nodepool, exclude=node.name) if _asks_windows(notice) else 0
-    allowance = voluntary_allowance(deps.policy.windows, deps.window_clock(), node.nodepool, in_progress)
+    allowance = _allowance(notice, deps, node)
     plan = plan_interruption(notice.kind, node, pods, deps.policy, allowance)
     mark = mark_node(deps.kube, node, notice)
     if mark.held_by is not None:

@@ -26,12 +26,12 @@ from gpuwarden.domain.decide import do_not_disrupt_reason
 from gpuwarden.domain.errors import Conflict
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.views import NodeView
-from gpuwarden.domain.windows import OpenWindow, latest_allowed_window_before, voluntary_allowance
+from gpuwarden.domain.windows import OpenWindow, latest_allowed_window_before
 from gpuwarden.services.checkpoint import request_checkpoints
 from gpuwarden.services.context import Deps, Recorder
 from gpuwarden.services.drain import DrainState, drain_step
 from gpuwarden.services.interruption import drain_to_end, not_ours
-from gpuwarden.services.node_ops import find_node, mark_node, voluntary_in_progress
+from gpuwarden.services.node_ops import find_node, mark_node, window_allowance
 from gpuwarden.services.replace import ensure_replacement
 from gpuwarden.services.result import Result
 
@@ -237,8 +237,7 @@ def _when_due(notice: Notice, recorder: Recorder, node: NodeView, drain_locally:
     """Ask the windows now; wait and ask again while there is time, else drain."""
     deps = recorder.deps
     now = deps.window_clock()
-    in_progress = voluntary_in_progress(deps.kube, node.nodepool, exclude=node.name)
-    allowance = voluntary_allowance(deps.policy.windows, now, node.nodepool, in_progress)
+    allowance = window_allowance(deps.kube, deps.policy.windows, now, node)
     if allowance.allowed is None or allowance.allowed > 0:
         return _execute(notice, recorder, node, drain_locally, f"{why}; {allowance.reason}")
     deadline = notice.deadline or now

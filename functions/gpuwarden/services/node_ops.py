@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.errors import Conflict, KubeError
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.ports import CloudPort, KubePort
 from gpuwarden.domain.views import NodeView, Taint
+from gpuwarden.domain.windows import Allowance, Window, voluntary_allowance
 
 _MAX_CONFLICTS = 8
 _INSTANCE_CACHE: dict[str, str] = {}
@@ -93,22 +95,41 @@ def mark_node(kube: KubePort, node: NodeView, notice: Notice, extra: Mapping[str
     raise KubeError(f"node {node.name}: {_MAX_CONFLICTS} write conflicts in a row", status=409)
 
 
-def voluntary_in_progress(kube: KubePort, nodepool: str | None, *, exclude: str | None = None) -> int:
-    """Voluntary disruptions under way in ``nodepool``: what `voluntary_allowance(in_progress=…)` takes.
+def voluntary_in_progress(
+    kube: KubePort, nodepool: str | None, *, exclude: str | None = None, covered_by: Window | None = None
+) -> int:
+    """Voluntary disruptions under way: what `voluntary_allowance(in_progress=…)` takes.
 
     A node counts while gpuwarden holds it for a voluntary kind (annotation `gpuwarden.io/kind`)
     and it is not drained yet (no `gpuwarden.io/drain-completed`); a node that is gone no longer
-    counts. ``nodepool=None`` counts nodes outside Karpenter. ``exclude``: the node being decided
-    (a re-delivery for it must not count against itself).
+    counts. Counted in ``nodepool`` (None: nodes outside Karpenter), or, with ``covered_by``, in
+    every NodePool that window covers. ``exclude``: the node being decided (a re-delivery for it
+    must not count against itself).
     """
     count = 0
     for node in kube.list_nodes():
-        if node.name == exclude or node.nodepool != nodepool:
+        covered = covered_by.applies_to(node.nodepool) if covered_by is not None else node.nodepool == nodepool
+        if node.name == exclude or not covered:
             continue
         kind = node.annotations.get(ann.KIND)
         if kind in _VOLUNTARY_KINDS and ann.DRAIN_COMPLETED not in node.annotations:
             count += 1
     return count
+
+
+def window_allowance(kube: KubePort, windows: Sequence[Window], now: datetime, node: NodeView) -> Allowance:
+    """What the windows allow a voluntary disruption of ``node`` at ``now`` (CONTRACT §4).
+
+    The most restrictive open window decides; its ``max_disruptions`` counts the voluntary
+    disruptions under way in everything it covers (all NodePools, or its ``nodepools``). Lists
+    nodes only when an open window caps (a freeze, or no window open, needs no count).
+    """
+    first = voluntary_allowance(windows, now, node.nodepool, in_progress=0)
+    if first.window is None or first.allowed == 0:
+        return first
+    deciding = next(w for w in windows if w.name == first.window)
+    in_progress = voluntary_in_progress(kube, node.nodepool, exclude=node.name, covered_by=deciding)
+    return voluntary_allowance(windows, now, node.nodepool, in_progress)
 
 
 _VOLUNTARY_KINDS = frozenset(kind.value for kind in Kind if kind.voluntary)
