@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
@@ -55,9 +57,14 @@ def run_event(raw: object) -> dict[str, Any]:
 @click.version_option(package_name="gpuwarden")
 def main() -> None:
     """gpuwarden: cordon, checkpoint, drain and replace GPU nodes on EKS."""
+    # stdout carries only the result: log lines go to stderr, and EMF metrics (meant for a
+    # Lambda's CloudWatch log stream) are not printed at all outside Lambda.
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     from gpuwarden.observability import logger
 
-    logger.registered_handler.setStream(sys.stderr)  # stdout carries only the JSON result
+    handler = logger.registered_handler
+    if isinstance(handler, logging.StreamHandler):
+        handler.setStream(sys.stderr)
 
 
 @main.command()

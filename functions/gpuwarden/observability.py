@@ -33,6 +33,11 @@ class Metric(StrEnum):
 
 
 def put(metric: Metric, value: float = 1.0, unit: str = "Count") -> None:
+    """One EMF value. With POWERTOOLS_METRICS_DISABLED (the CLI sets it) nothing is buffered:
+    Powertools prints a full buffer (100 values) to stdout on its own, which would mix EMF
+    documents into the CLI's JSON result."""
+    if os.environ.get("POWERTOOLS_METRICS_DISABLED", "").strip().lower() in ("1", "true", "yes"):
+        return
     from aws_lambda_powertools.metrics import MetricUnit
 
     metrics.add_metric(name=metric.value, unit=MetricUnit(unit), value=value)

@@ -133,3 +133,21 @@ def test_invoke_a_file_that_is_not_json_exits_2(sim: KubeSim, moto_endpoint: str
     assert completed.returncode == 2
     assert "not JSON" in completed.stderr
     assert writes(sim) == []
+
+
+def test_stdout_holds_only_the_json_result_even_for_a_big_drain(
+    sim: KubeSim, moto_endpoint: str, tmp_path: Path
+) -> None:
+    # Given a node with 120 plain pods: more metric values than Powertools buffers (100)
+    from sim.builders import pod
+
+    scenario = cluster(sim)
+    for i in range(120):
+        sim.create(pod(f"batch-{i}", scenario.node, namespace="batch", grace=1))
+    path = tmp_path / "spot.json"
+    path.write_text(json.dumps(spot_now(sim)))
+    # When it is invoked
+    completed = invoke(sim, moto_endpoint, str(path))
+    # Then stdout is exactly one JSON document, and every pod was evicted
+    result = assert_handled(completed, scenario)
+    assert sum(1 for a in result["actions"] if a["type"] == "evict") >= 120
