@@ -181,6 +181,7 @@ def spot_scene(sim: KubeSim) -> SceneSummary:
 SCENES: list[Callable[[KubeSim], SceneSummary]] = [spot_scene]
 SCENES.append(__import__("sim.scenes.gpu_idle", fromlist=["gpu_idle_scene"]).gpu_idle_scene)
 SCENES.append(__import__("sim.scenes.runbook", fromlist=["runbook_scene"]).runbook_scene)
+SCENES.append(__import__("sim.scenes.windows", fromlist=["windows_scene"]).windows_scene)
 
 
 def run_demo(speed: float = 10.0) -> int:
