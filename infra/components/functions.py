@@ -89,6 +89,7 @@ class Functions(Construct):
         skip_bundling: bool,
         network: FunctionNetwork | None = None,
         cluster_access: bool = False,
+        policy_version: str = "",
     ) -> None:
         super().__init__(scope, construct_id)
         self.code = function_code(skip=skip_bundling)
@@ -105,6 +106,7 @@ class Functions(Construct):
         self.environment = {
             "GPUWARDEN_STATE_TABLE": table.table_name,
             "GPUWARDEN_POLICY_PARAMETER": policy_parameter.parameter_name,
+            "GPUWARDEN_POLICY_VERSION": policy_version,
             "GPUWARDEN_CLUSTER": cluster,
             "POWERTOOLS_SERVICE_NAME": "gpuwarden",
             "POWERTOOLS_METRICS_NAMESPACE": "Gpuwarden",

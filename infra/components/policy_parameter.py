@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
@@ -9,6 +11,9 @@ from constructs import Construct
 class PolicyParameter(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, policy_json: str) -> None:
         super().__init__(scope, construct_id)
+        #: changes with the document: in the functions' environment, so a deploy that changes the
+        #: policy also replaces warm containers (which keep the policy they loaded at start)
+        self.version = hashlib.sha256(policy_json.encode()).hexdigest()[:16]
         self.parameter = ssm.StringParameter(
             self,
             "Parameter",

@@ -55,6 +55,7 @@ class GpuwardenStack(Stack):
             skip_bundling=skip_bundling,
             network=network,
             cluster_access=settings.cluster_access,
+            policy_version=self.policy.version,
         )
         # --- cluster access: access entries (functions.py) + the RBAC, applied at deploy time
         if settings.cluster_access:

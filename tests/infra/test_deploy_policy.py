@@ -104,3 +104,18 @@ def test_functions_read_the_parameter_through_powertools_with_a_five_minute_cach
         cached = load_policy(settings)
     assert first.cluster == "ml-test"
     assert cached.cluster == "ml-test"  # served from Powertools' cache (max_age=300) within five minutes
+
+
+def _policy_versions(synth: Synth) -> set[str]:
+    return {
+        fn["Properties"]["Environment"]["Variables"]["GPUWARDEN_POLICY_VERSION"]
+        for fn in synth.resources("AWS::Lambda::Function").values()
+        if "GPUWARDEN_POLICY_PARAMETER" in fn["Properties"].get("Environment", {}).get("Variables", {})
+    }
+
+
+def test_a_changed_policy_changes_every_functions_configuration(synth: Synth, synth_with: Any) -> None:
+    # warm containers keep the policy they loaded; a new policy must reach them with the deploy
+    (default,) = _policy_versions(synth)
+    (changed,) = _policy_versions(synth_with({"policy": {"rebalance": {"action": "drain"}}}))
+    assert default != changed
