@@ -50,8 +50,16 @@ def is_marked(node: NodeView, notice: Notice) -> bool:
 
 
 def supersedes(new: Kind, current: str | None) -> bool:
-    """An involuntary notice takes over a node another notice holds; a voluntary one never does."""
-    return current is None or not new.voluntary
+    """An involuntary notice takes over a node a voluntary notice holds; nothing takes over an
+    involuntary one (a late redelivery of an older warning must not take the node back)."""
+    if current is None:
+        return True
+    if new.voluntary:
+        return False
+    try:
+        return Kind(current).voluntary
+    except ValueError:
+        return True
 
 
 @dataclass(frozen=True)
