@@ -2,8 +2,9 @@
 
 gpuwarden's own metrics are in namespace ``Gpuwarden`` with Powertools' default dimension
 ``service`` (POWERTOOLS_SERVICE_NAME); names come from ``gpuwarden.observability.Metric``.
-Per-function and per-queue widgets use SEARCH on the stack name (CloudFormation names every
-function and queue ``<stack>-...``), so a function or queue added later shows up by itself.
+Per-function and per-queue widgets use SEARCH with the stack name as a partial-match term
+(CloudFormation names every function and queue ``<stack>-...``), so a function or queue added
+later shows up by itself.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ class Dashboard(Construct):
                 "Dead-letter queues (messages visible)",
                 [
                     _search(
-                        f'{{AWS/SQS,QueueName}} MetricName="ApproximateNumberOfMessagesVisible" "{stack}"',
+                        f'{{AWS/SQS,QueueName}} MetricName="ApproximateNumberOfMessagesVisible" {stack}',
                         "",
                         "Maximum",
                         Duration.minutes(1),
@@ -111,15 +112,15 @@ class Dashboard(Construct):
         self.dashboard.add_widgets(
             _graph(
                 "Function errors",
-                [_search(f'{{AWS/Lambda,FunctionName}} MetricName="Errors" "{stack}"', "", "Sum")],
+                [_search(f'{{AWS/Lambda,FunctionName}} MetricName="Errors" {stack}', "", "Sum")],
             ),
             _graph(
                 "Function throttles",
-                [_search(f'{{AWS/Lambda,FunctionName}} MetricName="Throttles" "{stack}"', "", "Sum")],
+                [_search(f'{{AWS/Lambda,FunctionName}} MetricName="Throttles" {stack}', "", "Sum")],
             ),
             _graph(
                 "Function duration (p99, ms)",
-                [_search(f'{{AWS/Lambda,FunctionName}} MetricName="Duration" "{stack}"', "", "p99")],
+                [_search(f'{{AWS/Lambda,FunctionName}} MetricName="Duration" {stack}', "", "p99")],
             ),
         )
         self.drains_past_deadline = cloudwatch.Alarm(
