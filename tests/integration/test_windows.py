@@ -307,3 +307,17 @@ def test_a_window_over_every_pool_caps_disruptions_across_pools(world: World) ->
     refused = [a for a in other["actions"] if a["type"] == "refused"]
     assert len(refused) == 1
     assert "window 'night-cap' allows 1, 1 in progress" in refused[0]["reason"]
+
+
+def test_a_nodepool_without_limits_gets_no_empty_limits_object(world: World) -> None:
+    # Given a NodePool with no spec.limits at all, and a window without a GPU cap
+    bare = nodepool("bare")
+    del bare["spec"]["limits"]
+    original = copy.deepcopy(world.sim.create(bare)["spec"])
+    p = policy(NIGHT)
+    # When the window opens and closes
+    handle_window_tick(tick("open", "night-cap"), at(world, NIGHT_2230, p))
+    assert "limits" not in pool(world, "bare")["spec"]
+    handle_window_tick(tick("close", "night-cap"), at(world, MORNING_0630, p))
+    # Then the spec is exactly what it was
+    assert pool(world, "bare")["spec"] == original

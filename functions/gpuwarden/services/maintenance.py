@@ -156,10 +156,11 @@ def _hold(notice: Notice, recorder: Recorder, node: NodeView, found: OpenWindow)
         reason=f"drain in window {found.name!r} from {ann.rfc3339(start)} {found.describe()}",
     )
     recorder.flush()
-    recorder.deps.ledger.record(
-        f"maintenance-plan#{plan_id}",
-        {"node": node.name, "event_id": notice.event_id, "plan": held, "deadline": str(notice.deadline)},
-    )
+    if not recorder.deps.dry_run:
+        recorder.deps.ledger.record(
+            f"maintenance-plan#{plan_id}",
+            {"node": node.name, "event_id": notice.event_id, "plan": held, "deadline": str(notice.deadline)},
+        )
     _schedule(recorder, node, plan_id, start)
     reason = (
         f"planned: drain {node.name} in window {found.name!r} from {ann.rfc3339(start)} {found.describe()}, "

@@ -88,12 +88,18 @@ def _differences(current: PoolFields, target: PoolFields) -> list[tuple[str, Any
     return found
 
 
-def _patch(target: PoolFields, keep: PoolFields | None) -> dict[str, Any]:
-    """A JSON merge patch: lists replace whole, ``null`` removes a field that was absent."""
-    return {
-        "metadata": {"annotations": {ann.SAVED_BUDGETS: keep.as_json() if keep is not None else None}},
-        "spec": {"disruption": {"budgets": target.budgets}, "limits": {GPU_RESOURCE: target.gpu_limit}},
-    }
+def _patch(current: PoolFields, target: PoolFields, keep: PoolFields | None) -> dict[str, Any]:
+    """A JSON merge patch of what differs (lists replace whole; ``null`` removes a field that was
+    absent). A field left alone is not in the patch, so no empty parent object appears."""
+    spec: dict[str, Any] = {}
+    if current.budgets != target.budgets:
+        spec["disruption"] = {"budgets": target.budgets}
+    if current.gpu_limit != target.gpu_limit:
+        spec["limits"] = {GPU_RESOURCE: target.gpu_limit}
+    patch: dict[str, Any] = {"metadata": {"annotations": {ann.SAVED_BUDGETS: keep.as_json() if keep else None}}}
+    if spec:
+        patch["spec"] = spec
+    return patch
 
 
 @dataclass(frozen=True)
@@ -116,7 +122,7 @@ def _plan(
     same_saved = (saved.as_json() if saved else None) == (keep.as_json() if keep else None)
     if not changes and same_saved:
         return [], None, desired.reason
-    return changes, _patch(target, keep), desired.reason
+    return changes, _patch(current, target, keep), desired.reason
 
 
 def reconcile_nodepool(deps: Deps, pool: dict[str, Any], now: datetime) -> list[PoolChange]:
@@ -135,7 +141,9 @@ def reconcile_nodepool(deps: Deps, pool: dict[str, Any], now: datetime) -> list[
             pool = fresh
             continue
         saved = ((written.get("metadata") or {}).get("annotations") or {}).get(ann.SAVED_BUDGETS)
-        deps.ledger.record(f"nodepool#{name}", {"saved_budgets": saved or "", "reason": reason, "at": now.isoformat()})
+        if not deps.dry_run:
+            entry = {"saved_budgets": saved or "", "reason": reason, "at": now.isoformat()}
+            deps.ledger.record(f"nodepool#{name}", entry)
         return changes
     raise KubeError(f"NodePool {name}: {_MAX_CONFLICTS} write conflicts in a row", status=409)
 
