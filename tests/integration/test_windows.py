@@ -321,3 +321,19 @@ def test_a_nodepool_without_limits_gets_no_empty_limits_object(world: World) -> 
     handle_window_tick(tick("close", "night-cap"), at(world, MORNING_0630, p))
     # Then the spec is exactly what it was
     assert pool(world, "bare")["spec"] == original
+
+
+def test_a_write_conflict_is_re_read_and_decided_again(world: World) -> None:
+    # Given someone else's write lands between our read and our resourceVersion-checked patch
+    training_spec, _ = two_pools(world)
+    fault = world.sim.faults.inject(
+        status=409, method="PATCH", path=r"/apis/karpenter.sh/v1/nodepools/gpu-training", count=1
+    )
+    # When the window opens
+    result = handle_window_tick(tick("open", "night-cap"), at(world, NIGHT_2230, policy(GPU_CAP)))
+    # Then the pool was re-read and written once in step, its originals saved
+    assert fault.hits == 1
+    assert result.outcome == "handled"
+    assert pool(world, "gpu-training")["spec"]["disruption"]["budgets"] == [{"nodes": "2"}]
+    handle_window_tick(tick("close", "night-cap"), at(world, MORNING_0630, policy(GPU_CAP)))
+    assert pool(world, "gpu-training")["spec"] == training_spec
