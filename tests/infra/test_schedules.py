@@ -45,7 +45,9 @@ ODD_MONDAYS: dict[str, Any] = {
 
 
 def window(schedule: str, duration: str = "1h", timezone: str = "UTC") -> Window:
-    return Window(name="w", schedule=schedule, timezone=timezone, duration=duration, max_disruptions=1)
+    return Window.model_validate(
+        {"name": "w", "schedule": schedule, "timezone": timezone, "duration": duration, "max_disruptions": 1}
+    )
 
 
 # --------------------------------------------------------------------------- cron translation
