@@ -46,7 +46,7 @@ class AlarmSink(Construct):
             iam.PolicyStatement(
                 sid="CloudWatchAlarmsPublish",
                 principals=[cloudwatch_principal],
-                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                actions=["kms:Decrypt", "kms:GenerateDataKey"],
                 resources=["*"],  # in a key policy, "*" is this key
                 conditions={"StringEquals": {"aws:SourceAccount": account}},
             )

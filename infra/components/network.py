@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Acknowledgment, Fn, Validations
+from aws_cdk import Acknowledgment, Annotations, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from infra.config import Network
 
+#: fromVpcAttributes wants AZs (a token list draws a warning); they are only used to pick subnets
+#: by type, and the subnets here are always given explicitly, so nothing renders this value
+UNUSED_AZ = "unused-subnets-are-explicit"
 VPC_ACCESS_POLICY = (
     "AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
     "AWSLambdaVPCAccessExecutionRole]"
@@ -31,11 +34,13 @@ VPC_ACCESS_REASON = (
 class FunctionNetwork(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, network: Network) -> None:
         super().__init__(scope, construct_id)
-        # AZs are only used to pick subnets by type; the subnets here are given explicitly
-        self.vpc = ec2.Vpc.from_vpc_attributes(self, "Vpc", vpc_id=network.vpc_id, availability_zones=Fn.get_azs())
-        self.subnets = ec2.SubnetSelection(
-            subnets=[ec2.Subnet.from_subnet_id(self, f"Subnet{i}", s) for i, s in enumerate(network.subnet_ids)]
-        )
+        self.vpc = ec2.Vpc.from_vpc_attributes(self, "Vpc", vpc_id=network.vpc_id, availability_zones=[UNUSED_AZ])
+        subnets = [ec2.Subnet.from_subnet_id(self, f"Subnet{i}", s) for i, s in enumerate(network.subnet_ids)]
+        for subnet in subnets:  # only the subnet id goes into the template; no route table is read
+            Annotations.of(subnet).acknowledge_warning(
+                "@aws-cdk/aws-ec2:noSubnetRouteTableId", "gpuwarden only places functions in the subnet"
+            )
+        self.subnets = ec2.SubnetSelection(subnets=subnets)
         self.security_groups: list[ec2.ISecurityGroup]
         if network.security_group_ids:
             self.security_groups = [

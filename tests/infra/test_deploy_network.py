@@ -68,3 +68,14 @@ def test_given_security_groups_are_used_as_they_are(synth_with: Any) -> None:
 def test_incomplete_or_malformed_network_context_fails_the_synth(context: dict[str, Any], message: str) -> None:
     with pytest.raises(SettingsError, match=message):
         build_app(context={"cluster": "ml-test", SKIP_BUNDLING: True, **context})
+
+
+def test_full_deployment_has_no_cdk_warnings_or_errors(synth_with: Any) -> None:
+    from aws_cdk.assertions import Annotations, Match
+
+    from infra.app import STACK_NAME
+
+    synth = synth_with(FULL_CONTEXT)
+    annotations = Annotations.from_stack(synth.app.node.find_child(STACK_NAME))
+    assert annotations.find_error("*", Match.any_value()) == []
+    assert annotations.find_warning("*", Match.any_value()) == []
