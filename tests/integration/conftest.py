@@ -41,6 +41,7 @@ def _aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
     }.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)  # the CLI sets it in-process
     monkeypatch.delenv("AWS_PROFILE", raising=False)
 
 

@@ -135,3 +135,20 @@ def test_malformed_event_raises_invalid_event_for_the_dead_letter_queue(world: W
     # Then nothing was touched and no drain started
     assert [r for r in world.sim.requests if r.method != "GET"] == []
     assert executions(state_machine) == []
+
+
+def test_interruption_handler_counts_the_event_by_kind_and_outcome(
+    world: World, state_machine: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a Spot node
+    cluster(world)
+    # When the warning is delivered
+    interruption_handler.handler(spot_now(world), LambdaContext())
+    # Then an EMF document counts it under Events{kind, outcome, service} (the dashboard's widget)
+    documents = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
+    events = [d for d in documents if "Events" in d]
+    assert len(events) == 1
+    assert events[0]["kind"] == "spot-interruption"
+    assert events[0]["outcome"] == "handled"
+    assert events[0]["service"] == "gpuwarden"
+    assert sorted(events[0]["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0]) == ["kind", "outcome", "service"]

@@ -30,6 +30,8 @@ from gpuwarden.domain.checkpoint import (
 )
 from gpuwarden.domain.views import PodView
 
+CHECKPOINT_TIMED_OUT = "checkpoint timed out"
+
 Step = Literal["signal", "wait", "evict", "delete", "skip"]
 
 
@@ -126,7 +128,7 @@ def _checkpoint_step(pod: PodView, ctx: DrainContext) -> PodStep | None:
     by = requested_by(pod)
     if by is not None and ctx.now < by:
         return PodStep(pod.key, "wait", f"waiting for checkpoint ack until {by.isoformat()}")
-    return PodStep(pod.key, "evict", "checkpoint timed out", grace_for(pod, ctx))
+    return PodStep(pod.key, "evict", CHECKPOINT_TIMED_OUT, grace_for(pod, ctx))
 
 
 def decide_pod(pod: PodView, ctx: DrainContext) -> PodStep:

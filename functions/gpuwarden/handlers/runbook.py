@@ -17,7 +17,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from gpuwarden.domain.errors import InvalidEvent
 from gpuwarden.handlers._runtime import deps
-from gpuwarden.observability import logger, metrics
+from gpuwarden.observability import count_event, logger, metrics
 from gpuwarden.services.runbook import run_runbook
 from gpuwarden.sources import parse_runbook
 from gpuwarden.wiring import runbook_deps
@@ -51,4 +51,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         logger.warning("invalid runbook request", extra={"errors": err.errors})
         return invalid_answer(err)
     request_deps = runbook_deps(replace(deps(), caller=caller_of(context)), request)
-    return run_runbook(request, request_deps, drain_locally=False).to_json()
+    result = run_runbook(request, request_deps, drain_locally=False)
+    count_event(result.kind, result.outcome)
+    return result.to_json()

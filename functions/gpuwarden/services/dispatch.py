@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gpuwarden.domain.notice import Notice
+from gpuwarden.observability import count_event
 from gpuwarden.services.context import Deps
 from gpuwarden.services.gpu_idle import handle_gpu_idle
 from gpuwarden.services.interruption import handle_interruption
@@ -19,21 +20,27 @@ def _interruption(notice: Notice, deps: Deps, drain_locally: bool) -> Result:
     return handle_interruption(notice, deps, drain_locally=drain_locally)
 
 
-#: route (the handler module the deployed rule targets) → use case
-HANDLERS: dict[str, NoticeHandler] = {"interruption": _interruption, "gpu_idle": handle_gpu_idle}
-
-
 def _maintenance(notice: Notice, deps: Deps, drain_locally: bool) -> Result:
     return handle_maintenance(notice, deps, drain_locally=drain_locally)
 
 
-HANDLERS["maintenance"] = _maintenance
+#: route (the handler module the deployed rule targets) → use case
+HANDLERS: dict[str, NoticeHandler] = {
+    "interruption": _interruption,
+    "gpu_idle": handle_gpu_idle,
+    "maintenance": _maintenance,
+}
+
+
+def _counted(result: Result) -> Result:
+    count_event(result.kind, result.outcome)
+    return result
 
 
 def handle_batch(batch: NoticeBatch, deps: Deps, *, drain_locally: bool = True) -> Result:
     if batch.ignored is not None or not batch.notices:
         reason = batch.ignored or "the event names no instance"
-        return Result(outcome="ignored", kind=batch.route, reason=reason)
+        return _counted(Result(outcome="ignored", kind=batch.route, reason=reason))
     handler = HANDLERS.get(batch.route)
     if handler is None:
         first = batch.notices[0]
@@ -43,7 +50,7 @@ def handle_batch(batch: NoticeBatch, deps: Deps, *, drain_locally: bool = True) 
             event_id=first.event_id,
             reason=f"the {batch.route} handler is not part of this version",
         )
-    results = [handler(notice, deps, drain_locally) for notice in batch.notices]
+    results = [_counted(handler(notice, deps, drain_locally)) for notice in batch.notices]
     if len(results) == 1:
         return results[0]
     outcomes = {r.outcome for r in results}

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from gpuwarden.domain import annotations as ann
-from gpuwarden.domain.drain import DrainContext, PodStep, decide_round, on_eviction_blocked
+from gpuwarden.domain.drain import CHECKPOINT_TIMED_OUT, DrainContext, PodStep, decide_round, on_eviction_blocked
 from gpuwarden.domain.notice import Kind
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.observability import Metric, put
@@ -55,6 +55,8 @@ def _evict(recorder: Recorder, node: NodeView, pod: PodView, step: PodStep, ctx:
     outcome = kube.evict_pod(namespace, name, step.grace_seconds)
     if outcome.result == "evicted":
         recorder.add("evict", node, pod=pod.key, reason=step.reason, grace_seconds=step.grace_seconds)
+        if step.reason == CHECKPOINT_TIMED_OUT and not recorder.deps.dry_run:
+            put(Metric.CHECKPOINT_TIMEOUTS)
         return step
     if outcome.result == "gone":
         return PodStep(pod.key, "skip", "gone")
