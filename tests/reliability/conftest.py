@@ -81,7 +81,10 @@ def moto_server() -> Iterator[str]:
     server.start()
     host, port = server.get_host_and_port()
     url = f"http://{host}:{port}"
-    boto3.client("dynamodb", region_name="us-west-2", endpoint_url=url).create_table(
+    dynamodb = boto3.client("dynamodb", region_name="us-west-2", endpoint_url=url)
+    if TABLE in dynamodb.list_tables()["TableNames"]:  # moto's backend is per process: a module before made it
+        dynamodb.delete_table(TableName=TABLE)
+    dynamodb.create_table(
         TableName=TABLE,
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
         AttributeDefinitions=[
