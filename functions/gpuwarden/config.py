@@ -32,6 +32,7 @@ class Settings(BaseModel):
     schedule_group: str | None = None
     windows_function_arn: str | None = None
     scheduler_role_arn: str | None = None
+    scheduler_dead_letter_arn: str | None = None
     kube_qps: float = 50.0
     kube_burst: int = 100
 
@@ -52,6 +53,7 @@ class Settings(BaseModel):
             schedule_group=env.get("GPUWARDEN_SCHEDULE_GROUP") or None,
             windows_function_arn=env.get("GPUWARDEN_WINDOWS_FUNCTION_ARN") or None,
             scheduler_role_arn=env.get("GPUWARDEN_SCHEDULER_ROLE_ARN") or None,
+            scheduler_dead_letter_arn=env.get("GPUWARDEN_SCHEDULER_DLQ_ARN") or None,
             kube_qps=float(env.get("GPUWARDEN_KUBE_QPS", "50")),
             kube_burst=int(env.get("GPUWARDEN_KUBE_BURST", "100")),
         )

@@ -89,7 +89,11 @@ def scheduler_for(settings: Settings) -> SchedulerPort | None:
     from gpuwarden.adapters.scheduler import EventBridgeScheduler
 
     return EventBridgeScheduler(
-        settings.schedule_group, settings.windows_function_arn, settings.scheduler_role_arn, settings.region
+        settings.schedule_group,
+        settings.windows_function_arn,
+        settings.scheduler_role_arn,
+        settings.region,
+        dead_letter_arn=settings.scheduler_dead_letter_arn,
     )
 
 

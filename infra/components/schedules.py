@@ -49,6 +49,7 @@ MAX_EVENT_AGE_SECONDS = 3600
 SCHEDULE_GROUP_ENV = "GPUWARDEN_SCHEDULE_GROUP"
 WINDOWS_FUNCTION_ENV = "GPUWARDEN_WINDOWS_FUNCTION_ARN"
 SCHEDULER_ROLE_ENV = "GPUWARDEN_SCHEDULER_ROLE_ARN"
+SCHEDULER_DLQ_ENV = "GPUWARDEN_SCHEDULER_DLQ_ARN"
 _CONTEXT = {
     "scheduled_time": "<aws.scheduler.scheduled-time>",
     "schedule_arn": "<aws.scheduler.schedule-arn>",
@@ -285,6 +286,7 @@ class BudgetWindowSchedules(Construct):
         )
         fn.function.add_environment(SCHEDULE_GROUP_ENV, self.group.ref)
         fn.function.add_environment(SCHEDULER_ROLE_ENV, self.role.role_arn)
+        fn.function.add_environment(SCHEDULER_DLQ_ENV, self.dead_letters.queue.queue_arn)
         if fn is not target:  # the windows function's own ARN would be a cycle: its handler reads it from the context
             fn.function.add_environment(WINDOWS_FUNCTION_ENV, target.function.function_arn)
         Validations.of(fn.role).acknowledge(

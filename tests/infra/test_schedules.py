@@ -230,6 +230,8 @@ def test_planners_create_schedules_only_in_the_group_and_pass_only_the_scheduler
     assert passing["Resource"]["Fn::GetAtt"][0] in synth.resources("AWS::IAM::Role")
     env = synth.template["Resources"][synth.function_id(handler)]["Properties"]["Environment"]["Variables"]
     assert env["GPUWARDEN_SCHEDULE_GROUP"] == {"Ref": group_id}
+    dlq = env["GPUWARDEN_SCHEDULER_DLQ_ARN"]["Fn::GetAtt"][0]
+    assert synth.template["Resources"][dlq]["Type"] == "AWS::SQS::Queue"
     assert "GPUWARDEN_DRAIN_STATE_MACHINE_ARN" in env
     if handler == MAINTENANCE_HANDLER:
         assert env["GPUWARDEN_WINDOWS_FUNCTION_ARN"] == {"Fn::GetAtt": [synth.function_id(WINDOWS_HANDLER), "Arn"]}

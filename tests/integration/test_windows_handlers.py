@@ -27,6 +27,7 @@ ROLE = "arn:aws:iam::123456789012:role/gpuwarden-scheduler"
 WINDOWS_ARN = "arn:aws:lambda:us-west-2:123456789012:function:gpuwarden-windows"
 NIGHT = {"name": "night-cap", "schedule": "0 22 * * *", "timezone": "UTC", "duration": "8h", "max_disruptions": 1}
 EVENT_ID = "7bf73129-1428-4cd3-a780-95db273d1603"
+DLQ = "arn:aws:sqs:us-west-2:123456789012:gpuwarden-undelivered-ticks"
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ def deployed(world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> I
         "GPUWARDEN_CLUSTER": "ml-prod",
         "GPUWARDEN_SCHEDULE_GROUP": GROUP,
         "GPUWARDEN_SCHEDULER_ROLE_ARN": ROLE,
+        "GPUWARDEN_SCHEDULER_DLQ_ARN": DLQ,
     }.items():
         monkeypatch.setenv(key, value)
     client = boto3.client("scheduler", region_name="us-west-2")
@@ -98,6 +100,8 @@ def test_maintenance_handler_schedules_the_plan_on_the_windows_function(
     plan_id = plan_id_for(f"{EVENT_ID}:{scenario.instance_id}")
     target = deployed.get_schedule(Name=plan_id, GroupName=GROUP)["Target"]
     assert (target["Arn"], target["RoleArn"]) == (WINDOWS_ARN, ROLE)
+    assert target["DeadLetterConfig"] == {"Arn": DLQ}
+    assert target["RetryPolicy"] == {"MaximumRetryAttempts": 5, "MaximumEventAgeInSeconds": 3600}
 
 
 def test_windows_handler_reschedules_a_refused_plan_on_itself(
