@@ -108,6 +108,20 @@ def test_terminated_node_with_pods_is_reported_even_if_an_earlier_drain_complete
     assert "(2 pods lost)" in result["reason"]
 
 
+def test_redelivered_state_change_is_a_duplicate_that_reports_nothing_again(world: World) -> None:
+    # Given an undrained node whose instance was reported terminated, then stopped (another event)
+    spot_node(world.sim, modes=("annotate",), inference=1, pdb_min_available=None)
+    terminated = event(world, "instance-state-change-terminated.json")
+    handle_batch(parse_notices(terminated), world.deps())
+    handle_batch(parse_notices(event(world, "instance-state-change-stopping.json")), world.deps())
+    # When the terminated event is delivered again
+    again = handle_batch(parse_notices(terminated), world.deps()).to_json()
+    # Then it is a duplicate, counted in the ledger, and no third warning is posted
+    assert again["outcome"] == "duplicate", again["reason"]
+    assert world.ledger.entries[terminated["id"]]["duplicates"] == 1
+    assert len([e for e in world.sim.list("Event") if e["reason"] == "NodeLostUndrained"]) == 2
+
+
 def test_event_for_an_instance_outside_the_cluster_is_ignored_with_a_reason(world: World) -> None:
     # Given a cluster that has no node on instance i-0123456789abcdef0
     spot_node(world.sim, modes=(), inference=1, pdb_min_available=None)

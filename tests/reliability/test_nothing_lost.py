@@ -13,8 +13,6 @@ import time
 from collections import Counter
 from typing import Any
 
-import pytest
-
 from gpuwarden.adapters.ledger import MemoryLedger
 from gpuwarden.domain.errors import InvalidEvent
 from gpuwarden.services.dispatch import handle_batch
@@ -78,11 +76,6 @@ def test_a_thousand_mixed_events_all_end_in_the_ledger_or_the_dead_letter_path(a
     reconcile(stopping_known=False)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: a redelivered instance-stopping notice for a known node is recorded as handled again "
-    "(duplicates not counted, NodeLostUndrained posted again); see README Reliability",
-)
 def test_redelivered_instance_stopping_notices_reconcile_too(aws: None) -> None:
     reconcile(stopping_known=True)
 

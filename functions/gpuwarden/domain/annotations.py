@@ -16,6 +16,9 @@ REPLACEMENT = PREFIX + "replacement"
 CORDONED_BY_US = PREFIX + "cordoned"
 DRAIN_STARTED = PREFIX + "drain-started"
 DRAIN_COMPLETED = PREFIX + "drain-completed"
+#: The state-change events (comma-separated, the last few) that reported the instance stopping:
+#: a re-delivery of one of them reports nothing new.
+LOST_EVENT = PREFIX + "lost-event-ids"
 
 # Pod (set by the workload's owner)
 CHECKPOINT = PREFIX + "checkpoint"

@@ -8,6 +8,7 @@ from datetime import datetime
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.decide import NodePlan, plan_interruption
 from gpuwarden.domain.drain import DrainContext, decide_round
+from gpuwarden.domain.errors import Conflict, KubeError
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.domain.windows import Allowance, voluntary_allowance
@@ -19,6 +20,7 @@ from gpuwarden.services.replace import ensure_replacement
 from gpuwarden.services.result import Result
 
 _POOL_SIZE = 16
+_LOST_EVENTS_KEPT = 8
 
 
 def _result(notice: Notice, recorder: Recorder, node: NodeView | None, **fields: object) -> Result:
@@ -171,8 +173,31 @@ def _plan(notice: Notice, deps: Deps, pods: list[PodView]) -> list[dict[str, obj
     return [step.as_dict() for step in decide_round(pods, ctx)]
 
 
+def _first_report(recorder: Recorder, node: NodeView, event_id: str) -> bool:
+    """Mark the node with the state-change event (RV-checked): False when it was reported already."""
+    kube = recorder.deps.kube
+    for _ in range(5):
+        # an instance sends several state changes (stopping, stopped, terminated): remember the last few
+        seen = [e for e in node.annotations.get(ann.LOST_EVENT, "").split(",") if e]
+        if event_id in seen:
+            return False
+        patch = {"metadata": {"annotations": {ann.LOST_EVENT: ",".join([*seen[-(_LOST_EVENTS_KEPT - 1) :], event_id])}}}
+        try:
+            kube.patch_node(node.name, patch, node.resource_version)
+            return True
+        except Conflict:
+            fresh = kube.get_node(node.name)
+            if fresh is None:
+                return True
+            node = fresh
+    raise KubeError(f"node {node.name}: write conflicts in a row while recording its loss", status=409)
+
+
 def _record_loss(notice: Notice, recorder: Recorder, node: NodeView, pods: list[PodView]) -> Result:
     state = notice.detail.get("state", "stopping")
+    if not _first_report(recorder, node, notice.event_id):
+        reason = f"instance {state}: event {notice.event_id} was already recorded on {node.name}"
+        return _result(notice, recorder, node, outcome="duplicate", reason=reason)
     ctx = DrainContext(event_id=notice.event_id, involuntary=True, deadline=notice.deadline, now=recorder.deps.clock())
     left = [s.pod for s in decide_round(pods, ctx) if s.step != "skip"]
     drained = not left  # the pods say it, not an annotation an earlier drain may have left
