@@ -78,7 +78,7 @@ def build_deps(
         dry_run=is_dry,
         caller=caller or getpass.getuser(),
         start_drain=start_drain,
-        scheduler=scheduler_for(settings),
+        scheduler=None if is_dry else scheduler_for(settings),  # a dry run schedules nothing either
     )
 
 
@@ -108,7 +108,7 @@ def dry_run_view(deps: Deps) -> Deps:
     if deps.dry_run:
         return deps
     kube, cloud, http = _dry_run_ports(deps.kube, deps.cloud, deps.http)
-    return replace(deps, kube=kube, cloud=cloud, http=http, dry_run=True)
+    return replace(deps, kube=kube, cloud=cloud, http=http, scheduler=None, dry_run=True)
 
 
 def runbook_deps(deps: Deps, request: RunbookRequest) -> Deps:
