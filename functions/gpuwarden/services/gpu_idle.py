@@ -33,20 +33,17 @@ from gpuwarden.domain.gpu_idle import (
     gpu_idle_holders,
     gpu_refusal,
     held_elsewhere,
-    held_kind,
     min_nodes_refusal,
     nodeclaim_for,
-    pool_of,
     state_refusal,
 )
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.views import NodeView, PodView
-from gpuwarden.domain.windows import voluntary_allowance
 from gpuwarden.observability import logger
 from gpuwarden.services.checkpoint import request_checkpoints
 from gpuwarden.services.context import Deps, Recorder
 from gpuwarden.services.drain import DrainState, drain_step
-from gpuwarden.services.node_ops import find_node, mark_node
+from gpuwarden.services.node_ops import find_node, mark_node, window_allowance
 from gpuwarden.services.result import Outcome, Result
 
 _POOL_SIZE = 16
@@ -98,7 +95,7 @@ def _guardrails(deps: Deps, node: NodeView, pods: list[PodView]) -> str | None:
     nodes = deps.kube.list_nodes()
     refused = cap_precheck(node.name, gpu_idle_holders(nodes), policy.max_nodes_per_evaluation)
     refused = refused or min_nodes_refusal(node, nodes, policy.min_nodes_per_nodepool)
-    refused = refused or _window_refusal(deps, node, nodes)
+    refused = refused or _window_refusal(deps, node)
     if refused is not None:
         return refused
     if node.instance_id is None:
@@ -109,18 +106,9 @@ def _guardrails(deps: Deps, node: NodeView, pods: list[PodView]) -> str | None:
     return busy_refusal(Utilization(tuple(values), policy.evaluation_minutes), policy.threshold_percent)
 
 
-def _window_refusal(deps: Deps, node: NodeView, nodes: list[NodeView]) -> str | None:
+def _window_refusal(deps: Deps, node: NodeView) -> str | None:
     """The windows' allowance, counting the voluntary disruptions under way in what they cover."""
-    windows, now = deps.policy.windows, deps.window_clock()
-    first = voluntary_allowance(windows, now, node.nodepool, in_progress=0)
-    if first.window is None or first.allowed == 0:
-        return window_refusal(first)
-    deciding = next(w for w in windows if w.name == first.window)
-    voluntary = {k.value for k in Kind if k.voluntary}
-    in_progress = sum(
-        1 for n in nodes if n.name != node.name and held_kind(n) in voluntary and deciding.applies_to(pool_of(n))
-    )
-    return window_refusal(voluntary_allowance(windows, now, node.nodepool, in_progress=in_progress))
+    return window_refusal(window_allowance(deps.kube, deps.policy.windows, deps.window_clock(), node))
 
 
 def _take_slot(recorder: Recorder, notice: Notice, node: NodeView) -> tuple[NodeView | None, str | None]:

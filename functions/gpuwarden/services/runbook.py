@@ -28,11 +28,10 @@ from gpuwarden.domain.errors import Conflict, GpuwardenError, KubeError
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.pdb import PdbView, blocking_pdb, pdb_from_json, pdbs_guarding
 from gpuwarden.domain.views import NodeView, PodView
-from gpuwarden.domain.windows import voluntary_allowance
 from gpuwarden.services.checkpoint import request_checkpoints
 from gpuwarden.services.context import Deps, Recorder
 from gpuwarden.services.drain import DrainState, drain_step
-from gpuwarden.services.node_ops import find_node, mark_node
+from gpuwarden.services.node_ops import find_node, mark_node, window_allowance
 from gpuwarden.services.replace import ensure_replacement
 from gpuwarden.services.result import Outcome, Result
 from gpuwarden.sources import RunbookRequest
@@ -163,21 +162,6 @@ def _who(run: _Run) -> str:
     return f"manual {run.request.action}, asked by {run.deps.caller}{why}"
 
 
-def _voluntary_disruption(node: NodeView) -> bool:
-    if not any(t.key == ann.TAINT_KEY for t in node.taints):
-        return False
-    try:
-        return Kind(node.annotations.get(ann.KIND, "")).voluntary
-    except ValueError:
-        return False
-
-
-def _in_progress(deps: Deps, node: NodeView) -> int:
-    """Voluntary disruptions of the node's pool already under way (nodes gpuwarden holds)."""
-    others = (n for n in deps.kube.list_nodes() if n.name != node.name and n.nodepool == node.nodepool)
-    return sum(1 for n in others if _voluntary_disruption(n))
-
-
 def refusal(run: _Run) -> str | None:
     """Why a voluntary disruption must not happen now (do-not-disrupt, a window), or None."""
     if run.request.force:
@@ -188,9 +172,7 @@ def refusal(run: _Run) -> str | None:
     deps = run.deps
     if not deps.policy.windows:
         return None
-    in_progress = _in_progress(deps, run.node)
-    allowance = voluntary_allowance(deps.policy.windows, deps.window_clock(), run.node.nodepool, in_progress)
-    refused = window_refusal(allowance)
+    refused = window_refusal(window_allowance(deps.kube, deps.policy.windows, deps.window_clock(), run.node))
     return refused + _FORCE_HINT if refused else None
 
 
