@@ -37,6 +37,7 @@ def rfc3339(at: datetime) -> str:
     """UTC, second precision, 'Z' suffix: the form kubectl shows and users type."""
     return at.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
+
 # NodePool (budget windows): the budgets and GPU limit the windows replaced, restored exactly at close
 SAVED_BUDGETS = PREFIX + "saved-budgets"
 
