@@ -93,6 +93,7 @@ def reconcile(stopping_known: bool) -> None:
         deps = sim_deps(sim, ledger)
         stream = build_stream(rng, known, rfc3339(sim.clock.now()), stopping_known)
         dead_lettered, deliveries, ignored_before_a_notice = 0, Counter[str](), 0
+        ignored_at_parse = Counter[str]()
         started = time.monotonic()
         for raw in stream:
             try:
@@ -103,18 +104,22 @@ def reconcile(stopping_known: bool) -> None:
             assert isinstance(parsed, NoticeBatch)
             result = handle_batch(parsed, deps).to_json()
             assert result["outcome"] in ("handled", "ignored", "duplicate", "failed"), result
-            if not parsed.notices:
+            if not parsed.notices:  # well-formed, asks nothing of gpuwarden: recorded under its envelope id
+                assert parsed.event_id is not None
                 ignored_before_a_notice += 1
-                deliveries["ignored-at-parse"] += 1
+                ignored_at_parse[parsed.event_id] += 1
                 continue
             for notice in parsed.notices:
                 deliveries[notice.event_id] += 1
         elapsed = time.monotonic() - started
         # every delivery of a notice is in the ledger: once as its record, the rest as duplicates
         recorded = 0
+        for event_id, count in ignored_at_parse.items():
+            entry = ledger.get(event_id)
+            assert entry is not None, event_id
+            assert entry["outcome"] == "ignored", (event_id, entry)
+            assert 1 + int(entry.get("duplicates", 0)) == count, (event_id, entry, count)
         for event_id, count in deliveries.items():
-            if event_id == "ignored-at-parse":
-                continue
             entry = ledger.get(event_id)
             assert entry is not None, event_id
             assert entry.get("outcome") in ("handled", "ignored", "duplicate", "failed"), (event_id, entry)
@@ -128,6 +133,6 @@ def reconcile(stopping_known: bool) -> None:
         assert dead_lettered > 50
         assert elapsed < 60, elapsed
         print(
-            f"\nnothing lost: {TOTAL} events, {len(deliveries) - 1} distinct notices, {dead_lettered} dead-lettered, "
+            f"\nnothing lost: {TOTAL} events, {len(deliveries)} distinct notices, {dead_lettered} dead-lettered, "
             f"{ignored_before_a_notice} ignored before a notice, {elapsed:.1f}s"
         )

@@ -536,3 +536,15 @@ def test_mutated_real_payloads_either_parse_or_raise_invalid_event(raw: object) 
         for notice in parsed.notices:
             assert notice.instance_id or notice.node_name
             assert notice.deadline is None or notice.deadline.tzinfo is not None
+
+
+def test_an_ignored_event_keeps_its_envelope_id_for_the_ledger() -> None:
+    # Given a state change to `running` (well-formed, nothing to do)
+    event = json.loads((EVENTS / "instance-state-change-stopping.json").read_text())
+    event["detail"]["state"] = "running"
+    # When it is parsed
+    batch = parse_notices(event)
+    # Then it is ignored with a reason and still names the event
+    assert batch.notices == ()
+    assert batch.ignored is not None
+    assert batch.event_id == event["id"]

@@ -37,10 +37,22 @@ def _counted(result: Result) -> Result:
     return result
 
 
+def _record_ignored(deps: Deps, event_id: str, route: str, reason: str) -> None:
+    """An event that asks nothing of gpuwarden still ends as a ledger record (nothing lost)."""
+    if deps.dry_run:
+        return
+    if deps.ledger.get(event_id) is not None:
+        deps.ledger.count_duplicate(event_id)
+        return
+    deps.ledger.record(event_id, {"outcome": "ignored", "kind": route, "reason": reason, "caller": deps.caller})
+
+
 def handle_batch(batch: NoticeBatch, deps: Deps, *, drain_locally: bool = True) -> Result:
     if batch.ignored is not None or not batch.notices:
         reason = batch.ignored or "the event names no instance"
-        return _counted(Result(outcome="ignored", kind=batch.route, reason=reason))
+        if batch.event_id is not None:
+            _record_ignored(deps, batch.event_id, batch.route, reason)
+        return _counted(Result(outcome="ignored", kind=batch.route, event_id=batch.event_id, reason=reason))
     handler = HANDLERS.get(batch.route)
     if handler is None:
         first = batch.notices[0]

@@ -43,6 +43,8 @@ class NoticeBatch:
     route: Route
     notices: tuple[Notice, ...]
     ignored: str | None = None
+    #: The envelope's id, so that an ignored event is recorded in the ledger too.
+    event_id: str | None = None
 
 
 INSTANCE_ID_RE = re.compile(r"^i-[0-9a-f]{8}([0-9a-f]{9})?$")

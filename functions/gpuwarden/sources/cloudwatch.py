@@ -141,6 +141,7 @@ class AlarmStateChange(_AlarmEvent):
                 route="gpu_idle",
                 notices=(),
                 ignored=f"alarm {d.alarm_name} has no InstanceId or NodeName dimension",
+                event_id=self.id,
             )
         extra = {
             "alarm_name": d.alarm_name,
@@ -175,6 +176,7 @@ class AlarmContributorStateChange(_AlarmEvent):
                 route="gpu_idle",
                 notices=(),
                 ignored=(f"alarm {d.alarm_name} contributor {contributor.id} has no InstanceId or NodeName attribute"),
+                event_id=self.id,
             )
         extra = {"alarm_name": d.alarm_name, "contributor_id": contributor.id}
         return NoticeBatch(route="gpu_idle", notices=(self._gpu_idle(target, d.state, extra),))

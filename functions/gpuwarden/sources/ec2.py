@@ -79,6 +79,7 @@ class InstanceStateChange(Envelope):
                 route="interruption",
                 notices=(),
                 ignored=f"instance {instance_id} entered state {state!r}: not a loss of the instance",
+                event_id=self.id,
             )
         notice = self.notice(
             Kind.INSTANCE_STOPPING,

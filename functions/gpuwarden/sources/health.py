@@ -89,4 +89,4 @@ class HealthEvent(Envelope):
         return NoticeBatch(route="maintenance", notices=notices)
 
     def _ignored(self, reason: str) -> NoticeBatch:
-        return NoticeBatch(route="maintenance", notices=(), ignored=reason)
+        return NoticeBatch(route="maintenance", notices=(), ignored=reason, event_id=self.id)
