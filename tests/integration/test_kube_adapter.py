@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import time
+from typing import Any
+
+import pytest
 
 from gpuwarden.adapters.kube import KubeClient
+from gpuwarden.domain.errors import NotFound
+from gpuwarden.services.dispatch import handle_batch
+from gpuwarden.sources import parse_notices
 from sim import KubeSim
 from sim.builders import gpu_node
+from sim.clock import rfc3339
+from tests.integration.conftest import World, load_event
+from tests.integration.scenarios import spot_node
 
 
 def test_urgent_patches_skip_the_rate_limit_that_paces_bulk_reads(sim: KubeSim) -> None:
@@ -28,3 +37,34 @@ def test_urgent_patches_skip_the_rate_limit_that_paces_bulk_reads(sim: KubeSim) 
     # Then the patches went out at once and the reads were paced at 2/s
     assert patches < 1.0
     assert reads >= 0.9  # at least two of the three waited for a token
+
+
+def test_exec_into_a_pod_that_is_gone_raises_not_found(sim: KubeSim) -> None:
+    # Given no such pod
+    kube = KubeClient(sim.api_client())
+    # When gpuwarden tries to signal it, Then the adapter says NotFound (a typed error, not the client's)
+    with pytest.raises(NotFound):
+        kube.exec_in_pod("ml", "gone-worker", "trainer", ["kill", "-s", "USR1", "1"], 5.0)
+
+
+def test_a_trainer_that_vanishes_between_the_request_and_the_signal_does_not_fail_the_handling(
+    world: World,
+) -> None:
+    # Given a signal-mode trainer that disappears the moment its checkpoint is requested
+    scenario = spot_node(world.sim, modes=("signal:SIGUSR1",), inference=0, pdb_min_available=None)
+    namespace, name = scenario.trainers["signal"].split("/")
+
+    def vanish(kind: str, event_type: str, obj: dict[str, Any]) -> None:
+        annotations = obj["metadata"].get("annotations") or {}
+        if kind == "Pod" and obj["metadata"]["name"] == name and "gpuwarden.io/checkpoint-requested" in annotations:
+            world.sim.delete_direct("Pod", name, namespace, grace_seconds=0)
+
+    world.sim.on_change(vanish)
+    # When the Spot warning is handled
+    event = load_event("spot-interruption.json", time=rfc3339(world.sim.clock.now()))
+    result = handle_batch(parse_notices(event), world.deps()).to_json()
+    # Then the handling completes (the request or the signal found the pod gone) and the node drains
+    assert result["outcome"] == "handled", result["reason"]
+    assert all("NotFound" in a["result"] for a in result["actions"] if a["type"] == "signal")
+    assert result["drain"]["outcome"] == "drained"
+    assert world.pod(scenario.trainers["signal"]) is None

@@ -245,6 +245,7 @@ class KubeClient:
     def exec_in_pod(
         self, namespace: str, name: str, container: str, command: Sequence[str], timeout: float
     ) -> ExecOutcome:
+        from kubernetes.client.exceptions import ApiException
         from kubernetes.stream.ws_client import websocket_call
 
         # The client's own WebSocket transport, called directly: `kubernetes.stream.stream`
@@ -255,14 +256,21 @@ class KubeClient:
         headers = {"authorization": auth["value"]} if auth and auth.get("value") else {}
         query = [("command", list(command)), ("container", container), ("stdout", "true"), ("stderr", "true")]
         self.requests += 1
-        ws = websocket_call(  # type: ignore[no-untyped-call]
-            configuration,
-            "GET",
-            f"{configuration.host}/api/v1/namespaces/{namespace}/pods/{name}/exec",
-            query_params=query,
-            headers=headers,
-            _preload_content=False,
-        )
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}/exec"
+        try:
+            ws = websocket_call(  # type: ignore[no-untyped-call]
+                configuration,
+                "GET",
+                f"{configuration.host}{path}",
+                query_params=query,
+                headers=headers,
+                _preload_content=False,
+            )
+        except ApiException as err:  # the client wraps every handshake failure as status 0
+            reason = str(err.reason or err)
+            if "Handshake status 404" in reason:
+                raise NotFound(f"exec {namespace}/{name}: pod not found", status=404) from err
+            raise KubeError(f"exec {namespace}/{name}: {reason[:300]}", status=err.status) from err
         try:
             ws.run_forever(timeout=timeout)
             output = (ws.read_stdout() or "") + (ws.read_stderr() or "")
