@@ -34,10 +34,11 @@ _RBAC_PLURALS = {"ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterro
 class RateLimiter:
     """A token bucket, like client-go's QPS/burst: keeps a mass interruption polite.
 
-    It paces the bulk of a drain (reads, lists, evictions, deletes, Events). The few urgent
-    writes per node — the cordon/taint PATCH, the checkpoint request PATCH and the signal
-    (exec) — skip it: they decide how much of a two-minute notice a training job keeps, and
-    the API server's own priority and fairness still answers 429 (retried) if it must.
+    It paces the bulk of a drain (pod lists, evictions, deletes, Events, PDBs). The few urgent
+    calls per node — finding the node (node reads), the cordon/taint PATCH, the checkpoint
+    request PATCH and the signal (exec) — skip it: they decide how much of a two-minute notice
+    a training job keeps, and the API server's own priority and fairness still answers 429
+    (retried) if it must.
     """
 
     def __init__(self, qps: float, burst: int) -> None:
@@ -129,7 +130,7 @@ class KubeClient:
             body=body,
             auth_settings=["BearerToken"],
         )
-        if method != "PATCH":
+        if method != "PATCH" and not path.startswith("/api/v1/nodes"):
             self._limiter.acquire()
         self.requests += 1
         try:

@@ -57,6 +57,10 @@ def _allowance(notice: Notice, deps: Deps, node: NodeView) -> Allowance:
     return voluntary_allowance(windows, now, node.nodepool, in_progress=0)
 
 
+def _pods_on(deps: Deps, node: NodeView) -> list[PodView]:
+    return [p for p in deps.kube.list_pods_on_node(node.name) if p.node_name == node.name]
+
+
 def not_ours(notice: Notice, cluster: str) -> str:
     return f"{notice.target} is not a node of cluster {cluster}"
 
@@ -66,11 +70,12 @@ def handle_interruption(notice: Notice, deps: Deps, *, drain_locally: bool = Tru
     node = find_node(deps.kube, deps.cloud, notice.instance_id, notice.node_name)
     if node is None:
         return _result(notice, recorder, None, outcome="ignored", reason=not_ours(notice, deps.policy.cluster))
-    pods = [p for p in deps.kube.list_pods_on_node(node.name) if p.node_name == node.name]
     if notice.kind is Kind.INSTANCE_STOPPING:
-        return _record_loss(notice, recorder, node, pods)
+        return _record_loss(notice, recorder, node, _pods_on(deps, node))
+    # An involuntary notice cordons before anything else is read: its plan needs no pods.
+    pods = _pods_on(deps, node) if notice.kind.voluntary else None
     allowance = _allowance(notice, deps, node)
-    plan = plan_interruption(notice.kind, node, pods, deps.policy, allowance)
+    plan = plan_interruption(notice.kind, node, pods or [], deps.policy, allowance)
     mark = mark_node(deps.kube, node, notice)
     if mark.held_by is not None:
         reason = f"node {node.name} is already being handled for {mark.held_by}"
@@ -78,6 +83,8 @@ def handle_interruption(notice: Notice, deps: Deps, *, drain_locally: bool = Tru
     node = mark.node
     if mark.changed:
         recorder.add("cordon", node, taint=f"{ann.TAINT_KEY}={notice.kind.value}:NoSchedule", reason=plan.reason)
+    if pods is None:
+        pods = _pods_on(deps, node)
     if plan.refused:
         recorder.add("refused", node, reason=plan.refused)
     state = _run(notice, recorder, node, pods, plan, drain_locally)
