@@ -122,15 +122,24 @@ def _run(
             deliveries.append(pool.submit(ensure_replacement, recorder, node, notice, pods))
         state = None
         if plan.drain and not deps.dry_run:
-            state = _first_rounds(recorder, notice, node, started, deliveries, pool)
+            if deps.start_drain is not None and not drain_locally:
+                # Deployed: the drain workflow starts now and runs beside the deliveries still
+                # under way (an exec or POST checkpoint waits for its answer in this invocation).
+                state = DrainState(
+                    node=node.name,
+                    event_id=notice.event_id,
+                    kind=notice.kind,
+                    deadline=notice.deadline,
+                    started_at=started,
+                )
+                deps.start_drain(state.model_dump(mode="json"))
+            else:
+                state = _first_rounds(recorder, notice, node, started, deliveries, pool)
         wait(deliveries)
         for future in deliveries:
             future.result()
         recorder.flush()
-    if state is None or state.done:
-        return state
-    if deps.start_drain is not None and not drain_locally:
-        deps.start_drain(state.model_dump(mode="json"))
+    if state is None or state.done or (deps.start_drain is not None and not drain_locally):
         return state
     return drain_to_end(recorder, state)
 
