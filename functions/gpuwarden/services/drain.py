@@ -168,14 +168,15 @@ def _finish(recorder: Recorder, state: DrainState, node: NodeView | None, now: d
     seconds_left = (state.deadline - now).total_seconds() if state.deadline else None
     drained_in = (now - state.started_at).total_seconds()
     first = node is not None and node.annotations.get(ann.DRAIN_COMPLETED) is None
-    if node is not None and first and not recorder.deps.dry_run:
-        patch = {"metadata": {"annotations": {ann.DRAIN_COMPLETED: ann.rfc3339(now)}}}
-        recorder.deps.kube.patch_node(node.name, patch, None)
     details: dict[str, Any] = {"reason": why, "seconds": round(drained_in, 3)}
     if seconds_left is not None:
         details["seconds_left"] = round(seconds_left, 3)
-    # The Kubernetes Event goes with the first completion only: a re-delivery changes nothing.
+    # Recorded when the round saw the node empty, before the bookkeeping write below (which
+    # faults may slow down). The Kubernetes Event goes with the first completion only.
     recorder.add("drain-complete", node if first else None, **details)
+    if node is not None and first and not recorder.deps.dry_run:
+        patch = {"metadata": {"annotations": {ann.DRAIN_COMPLETED: ann.rfc3339(now)}}}
+        recorder.deps.kube.patch_node(node.name, patch, None)
     recorder.flush()
     if not recorder.deps.dry_run:
         put(Metric.DRAIN_SECONDS, drained_in, "Seconds")
