@@ -88,12 +88,12 @@ def _next_wait(state: DrainState, steps: list[PodStep], max_backoff: float) -> f
 def drain_step(recorder: Recorder, state: DrainState, pool: ThreadPoolExecutor | None = None) -> DrainState:
     """One round. Returns the next state; `done` when only skipped pods remain (or the node is gone)."""
     deps = recorder.deps
-    now = deps.clock()
     state = state.model_copy(update={"round": state.round + 1})
     node = deps.kube.get_node(state.node)
     if node is None:
-        return _finish(recorder, state, None, now, "node is gone")
+        return _finish(recorder, state, None, deps.clock(), "node is gone")
     pods = [p for p in deps.kube.list_pods_on_node(state.node) if p.node_name == state.node]
+    now = deps.clock()  # the time of the observation the round decides on
     ctx = _context(state, recorder, now)
     steps = decide_round(pods, ctx)
     by_key = {p.key: p for p in pods}
@@ -143,9 +143,9 @@ def _progress(recorder: Recorder, state: DrainState, node: NodeView, steps: list
             "blocked_rounds": state.blocked_rounds + 1 if blocked else 0,
         }
     )
-    recorder.flush()
     if not remaining:
-        return _finish(recorder, state, node, now, "every pod that must go is gone")
+        return _finish(recorder, state, node, now, "every pod that must go is gone")  # flushes the Events
+    recorder.flush()
     if seconds_left is not None and seconds_left < -_PAST_DEADLINE_GRACE:
         recorder.add(
             "drain-blocked",
