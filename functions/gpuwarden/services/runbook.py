@@ -31,7 +31,7 @@ from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.checkpoint import request_checkpoints
 from gpuwarden.services.context import Deps, Recorder
 from gpuwarden.services.drain import DrainState, drain_step
-from gpuwarden.services.node_ops import find_node, mark_node, window_allowance
+from gpuwarden.services.node_ops import MarkResult, find_node, mark_node, window_allowance
 from gpuwarden.services.replace import ensure_replacement
 from gpuwarden.services.result import Outcome, Result
 from gpuwarden.sources import RunbookRequest
@@ -315,7 +315,8 @@ def _status(run: _Run, plan: list[dict[str, Any]]) -> _Answer:
 # --------------------------------------------------------------------------- cordon / uncordon
 
 
-def _cordon(run: _Run, plan: list[dict[str, Any]]) -> _Answer:
+def _take_node(run: _Run) -> MarkResult | _Answer:
+    """Cordon + taint for a manual action, after the windows and do-not-disrupt allow it."""
     refused = refusal(run)
     if refused is not None:
         return _refuse(run, refused)
@@ -324,6 +325,13 @@ def _cordon(run: _Run, plan: list[dict[str, Any]]) -> _Answer:
         return _Answer("ignored", f"{run.node.name} is already being handled for {mark.held_by}")
     if mark.changed:
         run.recorder.add("cordon", mark.node, taint=f"{ann.TAINT_KEY}=manual:NoSchedule", reason=_who(run))
+    return mark
+
+
+def _cordon(run: _Run, plan: list[dict[str, Any]]) -> _Answer:
+    mark = _take_node(run)
+    if isinstance(mark, _Answer):
+        return mark
     run.recorder.flush()
     if mark.changed:
         return _done(run, True, f"cordoned and tainted {run.node.name} ({_who(run)})")
@@ -485,14 +493,9 @@ def _mark_drain_started(run: _Run, node: NodeView) -> NodeView:
 
 
 def _drain(run: _Run, plan: list[dict[str, Any]]) -> _Answer:
-    refused = refusal(run)
-    if refused is not None:
-        return _refuse(run, refused)
-    mark = mark_node(run.deps.kube, run.node, run.notice)
-    if mark.held_by is not None:
-        return _Answer("ignored", f"{run.node.name} is already being handled for {mark.held_by}")
-    if mark.changed:
-        run.recorder.add("cordon", mark.node, taint=f"{ann.TAINT_KEY}=manual:NoSchedule", reason=_who(run))
+    mark = _take_node(run)
+    if isinstance(mark, _Answer):
+        return mark
     node = _mark_drain_started(run, mark.node)
     if run.deps.dry_run:
         with ThreadPoolExecutor(max_workers=_POOL_SIZE) as pool:
