@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -71,12 +72,39 @@ def clean_env() -> dict[str, str]:
 TABLE = "gpuwarden-state"
 
 
+_WRITE_LOCK = threading.Lock()
+
+
+def _atomic_dynamodb_writes() -> None:
+    """Make the emulator's item writes atomic, as DynamoDB's are (one item, one writer at a time).
+
+    moto 5's `update_item` reads the item, creates it if missing, and applies the expression in
+    place with no lock: under concurrent requests from separate processes an `ADD` can be lost
+    (seen once in 100 concurrent duplicate deliveries). The witness must behave like the real
+    service, so its writes are serialized here (moto's server runs in this process).
+    """
+    from moto.dynamodb.models import DynamoDBBackend
+
+    for name in ("update_item", "put_item", "delete_item"):
+        original = getattr(DynamoDBBackend, name)
+        if getattr(original, "_gpuwarden_atomic", False):
+            continue
+
+        def locked(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            with _WRITE_LOCK:
+                return _original(self, *args, **kwargs)
+
+        locked._gpuwarden_atomic = True  # type: ignore[attr-defined]
+        setattr(DynamoDBBackend, name, locked)
+
+
 @pytest.fixture(scope="module")
 def moto_server() -> Iterator[str]:
     """A moto server shared with `gpuwarden` subprocesses (separate Lambda instances), with the state table."""
     import boto3
     from moto.server import ThreadedMotoServer
 
+    _atomic_dynamodb_writes()
     server = ThreadedMotoServer(port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
