@@ -23,6 +23,7 @@ from sim.clock import rfc3339
 from sim.controllers import ReplicaSetReplacer
 from sim.core import KubeSim
 from sim.store import Obj
+from sim.wiring import sim_deps
 from sim.workloads import Workloads
 
 EVENTS = Path(__file__).resolve().parents[1] / "events"
@@ -100,23 +101,7 @@ def simulated_aws() -> Iterator[None]:
 
 
 def _deps(sim: KubeSim) -> Any:
-    from gpuwarden.adapters.ledger import MemoryLedger
-    from gpuwarden.config import Settings
-    from gpuwarden.domain.policy import Policy
-    from gpuwarden.wiring import build_deps
-
-    deps = build_deps(
-        Settings(region="us-west-2", cluster="ml-prod"),
-        caller="demo",
-        api_client=sim.api_client(),
-        ledger=MemoryLedger(),
-        policy=Policy(cluster="ml-prod"),
-    )
-    speed = sim.clock.speed or 1.0
-    deps.clock = sim.clock.now
-    deps.window_clock = sim.clock.now
-    deps.sleep = lambda seconds: time.sleep(seconds / speed)
-    return deps
+    return sim_deps(sim, caller="demo")
 
 
 _LABELS = {

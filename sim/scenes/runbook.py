@@ -3,34 +3,21 @@ same runbook service the deployed function and `gpuwarden runbook` run."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from sim.core import KubeSim
 from sim.demo import SceneSummary, _line
+from sim.wiring import sim_deps
 
 NODE = "ip-10-0-2-40.us-west-2.compute.internal"
 REASON = "INC-4711: Xid 79 on GPU 3, move the workloads off"
 
 
 def _deps(sim: KubeSim) -> Any:
-    from gpuwarden.adapters.ledger import MemoryLedger
-    from gpuwarden.config import Settings
     from gpuwarden.domain.policy import DrainPolicy, Policy
-    from gpuwarden.wiring import build_deps
 
-    deps = build_deps(
-        Settings(region="us-west-2", cluster="ml-prod"),
-        caller="oncall@demo",
-        api_client=sim.api_client(),
-        ledger=MemoryLedger(),
-        policy=Policy(cluster="ml-prod", drain=DrainPolicy(voluntary_limit_seconds=120)),
-    )
-    speed = sim.clock.speed or 1.0
-    deps.clock = sim.clock.now
-    deps.window_clock = sim.clock.now
-    deps.sleep = lambda seconds: time.sleep(seconds / speed)
-    return deps
+    policy = Policy(cluster="ml-prod", drain=DrainPolicy(voluntary_limit_seconds=120))
+    return sim_deps(sim, caller="oncall@demo", policy=policy)
 
 
 def runbook_scene(sim: KubeSim) -> SceneSummary:

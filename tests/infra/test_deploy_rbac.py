@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlencode
@@ -18,15 +17,13 @@ from urllib.parse import parse_qs, urlencode
 import pytest
 
 from gpuwarden.adapters import kube as kube_adapter
-from gpuwarden.adapters.ledger import MemoryLedger
-from gpuwarden.config import Settings
 from gpuwarden.domain.policy import Policy
 from gpuwarden.services import rbac
 from gpuwarden.services.dispatch import handle_batch
 from gpuwarden.sources import parse_notices
-from gpuwarden.wiring import build_deps
 from sim import KubeSim
 from sim.clock import rfc3339
+from sim.wiring import sim_deps
 from sim.workloads import Workloads
 from tests.integration.conftest import load_event
 from tests.integration.scenarios import checkpoint_server, spot_node
@@ -196,16 +193,7 @@ def test_a_spot_interruption_makes_only_requests_the_cluster_role_allows(sim: Ku
     # Given a Spot node with trainers in every checkpoint mode, a PDB, a DaemonSet and a mirror pod
     Workloads(sim, delay=1.0).install()
     policy = Policy(cluster="ml-prod")
-    deps = build_deps(
-        Settings(region="us-west-2", cluster="ml-prod"),
-        caller="test",
-        api_client=sim.api_client(),
-        ledger=MemoryLedger(),
-        policy=policy,
-    )
-    deps.clock = sim.clock.now
-    deps.window_clock = sim.clock.now
-    deps.sleep = lambda seconds: time.sleep(seconds / 20.0)
+    deps = sim_deps(sim, caller="test", policy=policy)
     with checkpoint_server() as endpoint:
         spot_node(sim, http_port=endpoint.port)
         sim.clear_requests()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,11 +12,10 @@ from typing import Any
 import pytest
 
 from gpuwarden.adapters.ledger import MemoryLedger
-from gpuwarden.config import Settings
 from gpuwarden.domain.policy import Policy
 from gpuwarden.services.context import Deps
-from gpuwarden.wiring import build_deps
 from sim import KubeSim
+from sim.wiring import sim_deps
 from sim.workloads import Workloads
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
@@ -66,19 +64,7 @@ class World:
     ledger: MemoryLedger
 
     def deps(self, policy: Policy | None = None, dry_run: bool = False) -> Deps:
-        deps = build_deps(
-            Settings(region="us-west-2", cluster="ml-prod"),
-            dry_run=dry_run,
-            caller="test",
-            api_client=self.sim.api_client(),
-            ledger=self.ledger,
-            policy=policy or Policy(cluster="ml-prod"),
-        )
-        speed = self.sim.clock.speed or 1.0
-        deps.clock = self.sim.clock.now
-        deps.window_clock = self.sim.clock.now
-        deps.sleep = lambda seconds: time.sleep(seconds / speed)
-        return deps
+        return sim_deps(self.sim, caller="test", policy=policy, ledger=self.ledger, dry_run=dry_run)
 
     def pod(self, key: str) -> dict[str, Any] | None:
         namespace, name = key.split("/")

@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from gpuwarden.adapters.ledger import MemoryLedger
-from gpuwarden.config import Settings
 from gpuwarden.domain.policy import Policy
 from gpuwarden.services.context import Deps
-from gpuwarden.wiring import build_deps
-from sim import KubeSim
+from sim import KubeSim, wiring
 
 AWS_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -48,18 +44,7 @@ def aws() -> Iterator[None]:
 
 def sim_deps(sim: KubeSim, ledger: Any = None, policy: Policy | None = None) -> Deps:
     """The real adapters on the simulator, with its clock (as tests/integration's World does)."""
-    deps = build_deps(
-        Settings(region="us-west-2", cluster="ml-prod"),
-        caller="reliability",
-        api_client=sim.api_client(),
-        ledger=ledger if ledger is not None else MemoryLedger(),
-        policy=policy or Policy(cluster="ml-prod"),
-    )
-    speed = sim.clock.speed or 1.0
-    deps.clock = sim.clock.now
-    deps.window_clock = sim.clock.now
-    deps.sleep = lambda seconds: time.sleep(seconds / speed)
-    return deps
+    return wiring.sim_deps(sim, caller="reliability", policy=policy, ledger=ledger)
 
 
 def clean_env() -> dict[str, str]:

@@ -1,0 +1,40 @@
+"""gpuwarden's real dependencies pointed at a simulator: the demo's, the tests' and the benchmarks'.
+
+The same adapters and Kubernetes client as deployed, over HTTP to the simulator; the services'
+clocks are the simulator's, and their sleeps shrink with its speed, so a sped-up cluster and
+gpuwarden's deadlines stay on one time line.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from sim.core import KubeSim
+
+if TYPE_CHECKING:
+    from gpuwarden.domain.policy import Policy
+    from gpuwarden.services.context import Deps
+
+
+def sim_deps(
+    sim: KubeSim, *, caller: str, policy: Policy | None = None, ledger: Any = None, dry_run: bool = False
+) -> Deps:
+    from gpuwarden.adapters.ledger import MemoryLedger
+    from gpuwarden.config import Settings
+    from gpuwarden.domain.policy import Policy
+    from gpuwarden.wiring import build_deps
+
+    deps = build_deps(
+        Settings(region="us-west-2", cluster="ml-prod"),
+        dry_run=dry_run,
+        caller=caller,
+        api_client=sim.api_client(),
+        ledger=ledger if ledger is not None else MemoryLedger(),
+        policy=policy or Policy(cluster="ml-prod"),
+    )
+    speed = sim.clock.speed or 1.0
+    deps.clock = sim.clock.now
+    deps.window_clock = sim.clock.now
+    deps.sleep = lambda seconds: time.sleep(seconds / speed)
+    return deps
