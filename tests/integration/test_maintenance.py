@@ -104,6 +104,11 @@ def test_redelivery_finds_the_plan_and_does_not_schedule_twice(world: World, sch
     assert again["outcome"] == "duplicate"
     assert "already planned" in again["reason"]
     assert len(schedules.list_schedules(GroupName=GROUP)["Schedules"]) == 1
+    # the ledger keeps the first outcome and counts the re-delivery
+    entry = world.ledger.get(first["event_id"])
+    assert entry is not None
+    assert entry["outcome"] == "handled"
+    assert entry["duplicates"] == 1
 
 
 def test_due_plan_cordons_taints_checkpoints_and_drains(world: World, schedules: Any) -> None:

@@ -44,7 +44,7 @@ from gpuwarden.services.checkpoint import request_checkpoints
 from gpuwarden.services.context import Deps, Recorder
 from gpuwarden.services.drain import DrainState, drain_step
 from gpuwarden.services.node_ops import find_node, mark_node, window_allowance
-from gpuwarden.services.result import Outcome, Result
+from gpuwarden.services.result import Outcome, Result, notice_result
 
 _POOL_SIZE = 16
 _MAX_CONFLICTS = 8
@@ -266,7 +266,7 @@ def _skip(notice: Notice, recorder: Recorder, node: NodeView | None, reason: str
         recorder.flush()
     else:
         logger.info("gpu-idle ignored", extra={"event_id": notice.event_id, "reason": reason})
-    return _result(notice, recorder, node, "ignored", reason)
+    return notice_result(notice, recorder, node, outcome="ignored", reason=reason)
 
 
 def _finish(notice: Notice, recorder: Recorder, node: NodeView, state: DrainState | None, resumed: bool) -> Result:
@@ -275,9 +275,13 @@ def _finish(notice: Notice, recorder: Recorder, node: NodeView, state: DrainStat
     if state is None:
         reason = f"gpu idle: would reclaim node {node.name}"
     elif state.outcome == "over-cap":
-        return _result(notice, recorder, node, "ignored", recorder.actions[-1].get("reason", "over the cap"))
+        return notice_result(
+            notice, recorder, node, outcome="ignored", reason=recorder.actions[-1].get("reason", "over the cap")
+        )
     elif state.outcome == "superseded":
-        return _result(notice, recorder, node, "ignored", recorder.actions[-1].get("reason", "superseded"))
+        return notice_result(
+            notice, recorder, node, outcome="ignored", reason=recorder.actions[-1].get("reason", "superseded")
+        )
     elif state.outcome == "blocked":
         reason = f"gpu idle: drain of {node.name} blocked, node uncordoned: " + "; ".join(state.blocked[:3])
     elif state.done:
@@ -288,26 +292,4 @@ def _finish(notice: Notice, recorder: Recorder, node: NodeView, state: DrainStat
     if resumed and not deps.dry_run:
         reason = f"event {notice.event_id} was already applied to {node.name}; resumed: {reason}"
     drain = state.model_dump(mode="json") if state else None
-    return _result(notice, recorder, node, outcome, reason, drain=drain)
-
-
-def _result(
-    notice: Notice, recorder: Recorder, node: NodeView | None, outcome: Outcome, reason: str, **fields: Any
-) -> Result:
-    result = Result(
-        outcome=outcome,
-        kind=notice.kind.value,
-        node=node.name if node else notice.node_name,
-        instance_id=notice.instance_id or (node.instance_id if node else None),
-        event_id=notice.event_id,
-        reason=reason,
-        actions=recorder.actions,
-        **fields,
-    )
-    ledger = recorder.deps.ledger
-    if outcome == "duplicate":
-        ledger.count_duplicate(notice.event_id)
-    else:
-        entry = {"outcome": outcome, "kind": result.kind, "node": result.node or "", "reason": reason}
-        ledger.record(notice.event_id, entry | {"caller": recorder.deps.caller})
-    return result
+    return notice_result(notice, recorder, node, outcome=outcome, reason=reason, drain=drain)

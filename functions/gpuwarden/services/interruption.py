@@ -17,36 +17,10 @@ from gpuwarden.services.context import Deps, Recorder
 from gpuwarden.services.drain import DrainState, drain_step
 from gpuwarden.services.node_ops import find_node, mark_node, window_allowance
 from gpuwarden.services.replace import ensure_replacement
-from gpuwarden.services.result import Result
+from gpuwarden.services.result import Result, notice_result
 
 _POOL_SIZE = 16
 _LOST_EVENTS_KEPT = 8
-
-
-def _result(notice: Notice, recorder: Recorder, node: NodeView | None, **fields: object) -> Result:
-    result = Result(
-        kind=notice.kind.value,
-        node=node.name if node else notice.node_name,
-        instance_id=notice.instance_id or (node.instance_id if node else None),
-        event_id=notice.event_id,
-        deadline=notice.deadline,
-        actions=recorder.actions,
-        **fields,  # type: ignore[arg-type]
-    )
-    if result.outcome == "duplicate":
-        recorder.deps.ledger.count_duplicate(notice.event_id)
-    else:
-        recorder.deps.ledger.record(
-            notice.event_id,
-            {
-                "outcome": result.outcome,
-                "kind": result.kind,
-                "node": result.node or "",
-                "reason": result.reason,
-                "caller": recorder.deps.caller,
-            },
-        )
-    return result
 
 
 def _allowance(notice: Notice, deps: Deps, node: NodeView) -> Allowance:
@@ -69,7 +43,7 @@ def handle_interruption(notice: Notice, deps: Deps, *, drain_locally: bool = Tru
     recorder = Recorder(deps, notice.event_id)
     node = find_node(deps.kube, deps.cloud, notice.instance_id, notice.node_name)
     if node is None:
-        return _result(notice, recorder, None, outcome="ignored", reason=not_ours(notice, deps.policy.cluster))
+        return notice_result(notice, recorder, None, outcome="ignored", reason=not_ours(notice, deps.policy.cluster))
     if notice.kind is Kind.INSTANCE_STOPPING:
         return _record_loss(notice, recorder, node, _pods_on(deps, node))
     # An involuntary notice cordons before anything else is read: its plan needs no pods.
@@ -79,7 +53,7 @@ def handle_interruption(notice: Notice, deps: Deps, *, drain_locally: bool = Tru
     mark = mark_node(deps.kube, node, notice)
     if mark.held_by is not None:
         reason = f"node {node.name} is already being handled for {mark.held_by}"
-        return _result(notice, recorder, node, outcome="ignored", reason=reason)
+        return notice_result(notice, recorder, node, outcome="ignored", reason=reason)
     node = mark.node
     if mark.changed:
         recorder.add("cordon", node, taint=f"{ann.TAINT_KEY}={notice.kind.value}:NoSchedule", reason=plan.reason)
@@ -92,7 +66,7 @@ def handle_interruption(notice: Notice, deps: Deps, *, drain_locally: bool = Tru
     reason = plan.reason if not plan.refused else f"{plan.reason}; drain refused: {plan.refused}"
     if outcome == "duplicate":
         reason = f"event {notice.event_id} was already applied to {node.name}; resumed what was left"
-    return _result(
+    return notice_result(
         notice,
         recorder,
         node,
@@ -213,7 +187,7 @@ def _record_loss(notice: Notice, recorder: Recorder, node: NodeView, pods: list[
     state = notice.detail.get("state", "stopping")
     if not _first_report(recorder, node, notice.event_id):
         reason = f"instance {state}: event {notice.event_id} was already recorded on {node.name}"
-        return _result(notice, recorder, node, outcome="duplicate", reason=reason)
+        return notice_result(notice, recorder, node, outcome="duplicate", reason=reason)
     ctx = DrainContext(event_id=notice.event_id, involuntary=True, deadline=notice.deadline, now=recorder.deps.clock())
     left = [s.pod for s in decide_round(pods, ctx) if s.step != "skip"]
     drained = not left  # the pods say it, not an annotation an earlier drain may have left
@@ -226,4 +200,4 @@ def _record_loss(notice: Notice, recorder: Recorder, node: NodeView, pods: list[
         recorder.flush()
         reason = f"instance {state} before node {node.name} was drained ({len(left)} pods lost)"
     outcome = "dry-run" if recorder.deps.dry_run else "handled"
-    return _result(notice, recorder, node, outcome=outcome, reason=reason)
+    return notice_result(notice, recorder, node, outcome=outcome, reason=reason)

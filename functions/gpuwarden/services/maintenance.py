@@ -33,7 +33,7 @@ from gpuwarden.services.drain import DrainState, drain_step
 from gpuwarden.services.interruption import drain_to_end, not_ours
 from gpuwarden.services.node_ops import find_node, mark_node, window_allowance
 from gpuwarden.services.replace import ensure_replacement
-from gpuwarden.services.result import Result
+from gpuwarden.services.result import Result, notice_result
 
 KIND = Kind.SCHEDULED_MAINTENANCE.value
 #: How long a refused, due plan waits before it asks the windows again.
@@ -64,21 +64,6 @@ def drain_estimate(deps: Deps) -> timedelta:
     return timedelta(seconds=deps.policy.drain.voluntary_limit_seconds)
 
 
-def _result(notice: Notice, recorder: Recorder, node: NodeView | None, **fields: object) -> Result:
-    result = Result(
-        kind=KIND,
-        node=node.name if node else notice.node_name,
-        instance_id=notice.instance_id or (node.instance_id if node else None),
-        event_id=notice.event_id,
-        deadline=notice.deadline,
-        actions=recorder.actions,
-        **fields,  # type: ignore[arg-type]
-    )
-    entry = {"outcome": result.outcome, "kind": KIND, "node": result.node or "", "reason": result.reason}
-    recorder.deps.ledger.record(notice.event_id, entry | {"caller": recorder.deps.caller})
-    return result
-
-
 # --------------------------------------------------------------------------- the notice
 
 
@@ -87,14 +72,14 @@ def handle_maintenance(notice: Notice, deps: Deps, *, drain_locally: bool = True
     recorder = Recorder(deps, notice.event_id)
     node = find_node(deps.kube, deps.cloud, notice.instance_id, notice.node_name)
     if node is None:
-        return _result(notice, recorder, None, outcome="ignored", reason=not_ours(notice, deps.policy.cluster))
+        return notice_result(notice, recorder, None, outcome="ignored", reason=not_ours(notice, deps.policy.cluster))
     if node.annotations.get(ann.EVENT_ID) == notice.event_id:
         return _execute(notice, recorder, node, drain_locally, "the drain had begun: resumed")
     held = node.annotations.get(ann.MAINTENANCE_PLAN)
     if node.annotations.get(ann.MAINTENANCE_PLAN_ID) == plan_id_for(notice.event_id) and held:
         _schedule(recorder, node, plan_id_for(notice.event_id), _held_start(held))  # idempotent by name
         reason = f"already planned: drain {node.name} in {_describe_held(held)}"
-        return _result(notice, recorder, node, outcome="duplicate", reason=reason)
+        return notice_result(notice, recorder, node, outcome="duplicate", reason=reason)
     return _plan_or_drain(notice, recorder, node, drain_locally)
 
 
@@ -145,7 +130,9 @@ def _hold(notice: Notice, recorder: Recorder, node: NodeView, found: OpenWindow)
     held = f"{found.name}@{ann.rfc3339(start)}"
     node, fresh = _annotate_plan(recorder, node, notice, plan_id, held)
     if not fresh:
-        return _result(notice, recorder, node, outcome="duplicate", reason=f"already planned: {_describe_held(held)}")
+        return notice_result(
+            notice, recorder, node, outcome="duplicate", reason=f"already planned: {_describe_held(held)}"
+        )
     recorder.add(
         "maintenance-planned",
         node,
@@ -166,7 +153,9 @@ def _hold(notice: Notice, recorder: Recorder, node: NodeView, found: OpenWindow)
         f"planned: drain {node.name} in window {found.name!r} from {ann.rfc3339(start)} {found.describe()}, "
         f"before the maintenance starts at {ann.rfc3339(notice.deadline or start)}"
     )
-    return _result(notice, recorder, node, outcome="dry-run" if recorder.deps.dry_run else "handled", reason=reason)
+    return notice_result(
+        notice, recorder, node, outcome="dry-run" if recorder.deps.dry_run else "handled", reason=reason
+    )
 
 
 def _annotate_plan(
@@ -251,7 +240,7 @@ def _when_due(notice: Notice, recorder: Recorder, node: NodeView, drain_locally:
     recorder.flush()
     _schedule(recorder, node, plan_id, retry, name=f"{plan_id}-{retry.strftime('%Y%m%d%H%M')}")
     reason = f"{why}; refused: {allowance.reason}; asking again at {ann.rfc3339(retry)}"
-    return _result(notice, recorder, node, outcome="ignored", reason=reason)
+    return notice_result(notice, recorder, node, outcome="ignored", reason=reason)
 
 
 def _execute(notice: Notice, recorder: Recorder, node: NodeView, drain_locally: bool, why: str) -> Result:
@@ -262,17 +251,17 @@ def _execute(notice: Notice, recorder: Recorder, node: NodeView, drain_locally: 
     if refused is not None:
         recorder.add("refused", node, reason=refused)
         recorder.flush()
-        return _result(notice, recorder, node, outcome="ignored", reason=f"{why}; refused: {refused}")
+        return notice_result(notice, recorder, node, outcome="ignored", reason=f"{why}; refused: {refused}")
     mark = mark_node(deps.kube, node, notice)
     if mark.held_by is not None:
         reason = f"node {node.name} is already being handled for {mark.held_by}"
-        return _result(notice, recorder, node, outcome="ignored", reason=reason)
+        return notice_result(notice, recorder, node, outcome="ignored", reason=reason)
     node = mark.node
     if mark.changed:
         recorder.add("cordon", node, taint=f"{ann.TAINT_KEY}={KIND}:NoSchedule", reason=why)
     state = _drain(recorder, notice, node, drain_locally)
     outcome = "dry-run" if deps.dry_run else "handled" if mark.changed else "duplicate"
-    return _result(
+    return notice_result(
         notice,
         recorder,
         node,

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    from gpuwarden.domain.notice import Notice
+    from gpuwarden.domain.views import NodeView
+    from gpuwarden.services.context import Recorder
 
 Outcome = Literal["handled", "ignored", "duplicate", "dry-run", "failed"]
 
@@ -31,3 +36,24 @@ class Result(BaseModel):
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=True)
+
+
+def notice_result(notice: Notice, recorder: Recorder, node: NodeView | None, **fields: Any) -> Result:
+    """The answer to one notice, written to the ledger: a duplicate is counted on the event's
+    record, any other outcome is recorded with who asked."""
+    result = Result(
+        kind=notice.kind.value,
+        node=node.name if node else notice.node_name,
+        instance_id=notice.instance_id or (node.instance_id if node else None),
+        event_id=notice.event_id,
+        deadline=notice.deadline,
+        actions=recorder.actions,
+        **fields,
+    )
+    ledger = recorder.deps.ledger
+    if result.outcome == "duplicate":
+        ledger.count_duplicate(notice.event_id)
+    else:
+        entry = {"outcome": result.outcome, "kind": result.kind, "node": result.node or "", "reason": result.reason}
+        ledger.record(notice.event_id, entry | {"caller": recorder.deps.caller})
+    return result
