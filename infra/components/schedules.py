@@ -38,7 +38,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_scheduler as scheduler
 from constructs import Construct
 
-from gpuwarden.domain.windows import CronSchedule, Window
+from gpuwarden.domain.schedule import CronSchedule, Window
 from infra.components.alarms import AlarmSink
 from infra.components.functions import GpuwardenFunction
 from infra.components.queues import DeadLetterQueue

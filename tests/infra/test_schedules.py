@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gpuwarden.domain.windows import Window
+from gpuwarden.domain.schedule import Window
 from gpuwarden.sources import parse_window_tick
 from infra.app import STACK_NAME, build_app
 from infra.components.schedules import close_expression, open_expressions, schedule_name

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from gpuwarden.domain.windows import (
+from gpuwarden.domain.schedule import (
     CronError,
     CronSchedule,
     Window,

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from gpuwarden.domain.notice import Kind
 from gpuwarden.domain.policy import Policy
+from gpuwarden.domain.schedule import Allowance
 from gpuwarden.domain.views import NodeView, PodView
-from gpuwarden.domain.windows import Allowance
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpuwarden.domain.windows import Windows
+from gpuwarden.domain.schedule import Windows
 
 
 class _Frozen(BaseModel):
