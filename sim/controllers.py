@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 Obj = dict[str, Any]
 
 
-def _tolerates(pod: Obj, taint: Obj) -> bool:
+def tolerates(pod: Obj, taint: Obj) -> bool:
     for tol in (pod.get("spec") or {}).get("tolerations") or []:
         if tol.get("effect") not in (None, "", taint.get("effect")):
             continue
@@ -35,7 +35,7 @@ def schedulable(node: Obj, pod: Obj) -> bool:
     if (node.get("spec") or {}).get("unschedulable") or node["metadata"].get("deletionTimestamp"):
         return False
     taints = (node.get("spec") or {}).get("taints") or []
-    return all(t.get("effect") == "PreferNoSchedule" or _tolerates(pod, t) for t in taints)
+    return all(t.get("effect") == "PreferNoSchedule" or tolerates(pod, t) for t in taints)
 
 
 class ReplicaSetReplacer:
