@@ -16,6 +16,7 @@ from typing import Any
 
 from sim import errors
 from sim.api import MERGE_PATCH, Api
+from sim.authz import Authorizer
 from sim.clock import SimClock
 from sim.exec_ws import ExecHandler, ExecRecord, default_exec_handler
 from sim.faults import FaultInjector
@@ -191,6 +192,11 @@ class KubeSim:
         self.store.add_listener(callback)
 
     # ------------------------------------------------------------ observation
+
+    @property
+    def authorizer(self) -> Authorizer:
+        """Who may do what: everything unless a test says otherwise (``deny``, ``restrict_to``)."""
+        return self.api.authorizer
 
     @property
     def requests(self) -> builtins.list[RequestRecord]:

@@ -184,6 +184,9 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("events.k8s.io", "v1", "events", "Event", True, ("ev",), field_selectors=_NEW_EVENT_FIELDS),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True),
     ResourceType(
+        "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False, verbs=("create",)
+    ),
+    ResourceType(
         "karpenter.sh",
         "v1",
         "nodepools",

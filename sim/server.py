@@ -18,6 +18,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from sim import errors
 from sim.api import Api, parse_json
+from sim.authz import request_attributes
 from sim.clock import SimClock
 from sim.exec_ws import (
     ExecHandler,
@@ -352,6 +353,9 @@ class SimHandler(BaseHTTPRequestHandler):
         def q(key: str) -> str | None:
             return query.get(key, [None])[-1]
 
+        api.authorizer.check(
+            request_attributes(method, rt.group, rt.plural, sub, ns, name, q("watch") in ("true", "1"))
+        )
         if sub == "exec":
             if method not in ("GET", "POST"):
                 raise errors.method_not_allowed()
