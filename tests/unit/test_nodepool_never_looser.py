@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import math
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 from typing import Any
 
@@ -31,6 +31,7 @@ from sim.patch import merge_patch
 
 POOL = "gpu-training"
 NOW = datetime(2026, 6, 1, 22, 30, tzinfo=UTC)
+HOUR = timedelta(hours=1)
 REASONS = ("Underutilized", "Empty", "Drifted")
 #: How many pools (each with a sequence of window sets) the main property is checked on.
 EXAMPLES = 500
@@ -91,7 +92,7 @@ window = st.builds(
     lambda i, max_disruptions, gpu_limit, covers: Window(
         name=f"w{i}",
         schedule="* * * * *",  # fires every minute: open whenever asked
-        duration="1h",
+        duration=HOUR,
         max_disruptions=max_disruptions,
         gpu_limit=gpu_limit,
         nodepools=None if covers else ["another-pool"],
@@ -160,7 +161,8 @@ def assert_at_least_as_restrictive(original: dict[str, Any], written: dict[str, 
         assert written["spec"].get("limits") == original["spec"].get("limits")
     if was is not None:
         own_limit, new_limit = parse_quantity(was), parse_quantity(gpu)
-        assert own_limit is not None and new_limit is not None
+        assert own_limit is not None
+        assert new_limit is not None
         assert new_limit <= own_limit
     # nothing else changes
     assert without_managed(written) == without_managed(original)
@@ -200,7 +202,7 @@ def test_windows_never_loosen_a_nodepool_and_the_restore_is_exact(
 
 
 def desired(max_disruptions: int, gpu_limit: int | None = None) -> Any:
-    w = Window(name="w", schedule="* * * * *", duration="1h", max_disruptions=max_disruptions, gpu_limit=gpu_limit)
+    w = Window(name="w", schedule="* * * * *", duration=HOUR, max_disruptions=max_disruptions, gpu_limit=gpu_limit)
     return desired_nodepool_state([w], NOW, POOL)
 
 
@@ -247,7 +249,7 @@ def test_a_pool_with_fifty_budgets_keeps_its_own_and_says_so() -> None:
 def test_restoring_a_pool_that_had_no_limits_removes_the_limits_object() -> None:
     # Given a pool without spec.limits under a GPU-capped window
     pool: dict[str, Any] = {"metadata": {"name": POOL}, "spec": {"disruption": {"budgets": [{"nodes": "1"}]}}}
-    w = Window(name="cap", schedule="* * * * *", duration="1h", max_disruptions=1, gpu_limit=8)
+    w = Window(name="cap", schedule="* * * * *", duration=HOUR, max_disruptions=1, gpu_limit=8)
     capped = reconcile(copy.deepcopy(pool), [w])
     assert capped["spec"]["limits"] == {GPU_RESOURCE: "8"}
     # When the window closes, Then spec.limits is gone again (not an empty object)
