@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from sim import errors
+from sim import errors, karpenter_crds
 from sim.authz import Authorizer
 from sim.disruption import Disruption
 from sim.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
@@ -71,7 +71,9 @@ def _validate_quantities(rtype: ResourceType, obj: Obj) -> None:
         raise errors.invalid(rtype.kind, name, rtype.group, bad)
 
 
-def _validate(rtype: ResourceType, obj: Obj) -> None:
+def _validate(rtype: ResourceType, obj: Obj, old: Obj | None = None) -> None:
+    """Admission of the object as it will be stored (``old``: the stored one, on update)."""
+    karpenter_crds.admit(rtype.kind, rtype.group, obj, old)
     _validate_quantities(rtype, obj)
     name = str((obj.get("metadata") or {}).get("name") or "")
     if rtype.kind == "Pod" and rtype.group == "":
@@ -213,8 +215,12 @@ class Api:
     ) -> Obj:
         if not isinstance(obj, dict):
             raise errors.bad_request("the body of the request was in an unknown format")
-        _validate(rtype, obj)
-        return self._decorate(rtype, self.store.replace(rtype, namespace, name, obj, subresource))
+
+        def change(cur: Obj) -> Obj:
+            _validate(rtype, obj, cur)
+            return obj
+
+        return self._decorate(rtype, self.store.mutate(rtype, namespace, name, change, subresource))
 
     def patch(
         self,
@@ -234,7 +240,7 @@ class Api:
                 raise errors.ApiError(422, str(exc), "Invalid") from exc
             if not isinstance(result, dict):
                 raise errors.ApiError(422, "the patched object is not an object", "Invalid")
-            _validate(rtype, result)
+            _validate(rtype, result, cur)
             return result
 
         return self._decorate(rtype, self.store.mutate(rtype, namespace, name, change, subresource))
