@@ -279,6 +279,23 @@ def runbook(
 
 
 @main.command()
+@click.option("--json", "as_json", is_flag=True, help="JSON output (the default when stdout is not a terminal).")
+def doctor(as_json: bool) -> None:
+    """Check the cluster (KUBECONFIG), the policy and the AWS account against what gpuwarden
+    needs and what would fight it (Karpenter's interruption queue, aws-node-termination-handler,
+    short NodePool terminationGracePeriods, ...). Reads only. Exit 1 when a finding is an error."""
+    from gpuwarden.services.doctor import render_table
+    from gpuwarden.wiring import doctor_report
+
+    report = doctor_report()
+    if as_json or not sys.stdout.isatty():
+        click.echo(json.dumps(report.to_json(), indent=2))
+    else:
+        click.echo(render_table(report))
+    sys.exit(EXIT_FAILED if report.errors else EXIT_OK)
+
+
+@main.command()
 @click.option("--speed", default=10.0, show_default=True, help="How much faster the simulated kubelet's clock runs.")
 def demo(speed: float) -> None:
     """Replay sample events through the real handlers on a simulated GPU cluster and AWS."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import getpass
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from gpuwarden.config import Settings, load_policy
@@ -15,6 +15,7 @@ from gpuwarden.domain.ports import CloudPort, HttpPort, KubePort, LedgerPort, Sc
 from gpuwarden.services.context import Deps, utcnow
 
 if TYPE_CHECKING:
+    from gpuwarden.services.doctor import DoctorReport
     from gpuwarden.sources import RunbookRequest
 
 
@@ -116,3 +117,28 @@ def runbook_deps(deps: Deps, request: RunbookRequest) -> Deps:
     from gpuwarden.services.runbook import READ_ONLY_ACTIONS
 
     return dry_run_view(deps) if request.dry_run or request.action in READ_ONLY_ACTIONS else deps
+
+
+def doctor_report() -> DoctorReport:
+    """`gpuwarden doctor` as the CLI runs it: KUBECONFIG (or the policy's EKS cluster),
+    GPUWARDEN_POLICY_FILE/PARAMETER, the AWS chain. Every failure becomes a finding."""
+    from gpuwarden.adapters.cluster_reads import cluster_has_gpu_metric, reads_on
+    from gpuwarden.services.doctor import DoctorReads, diagnose
+
+    settings = Settings.from_env()
+    policy: Policy | None = None
+    policy_error: str | None = None
+    try:
+        policy = load_policy(settings)
+    except GpuwardenError as err:
+        policy_error = str(err)
+    effective = policy or Policy(cluster=settings.cluster or "default")
+    where = f"KUBECONFIG {settings.kubeconfig}" if settings.kubeconfig else f"EKS cluster {effective.cluster}"
+    try:
+        reads: DoctorReads | str = reads_on(lambda: kube_api_client(settings, effective), where)
+    except GpuwardenError as err:
+        reads = str(err)
+    now = settings.now or datetime.now(UTC)
+    return diagnose(
+        reads, policy, policy_error, lambda c: cluster_has_gpu_metric(settings.region, c), now, effective.cluster
+    )

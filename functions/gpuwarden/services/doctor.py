@@ -1,0 +1,124 @@
+"""`gpuwarden doctor`: the cluster, the policy and the AWS account against what gpuwarden needs
+and against what would fight it. One finding per check; it reads, it never writes.
+
+A failure to reach the cluster or AWS is a finding, never an exception: the report is always
+complete, in the contract's order, and the exit code says whether anything is an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from gpuwarden.domain.errors import GpuwardenError
+from gpuwarden.domain.policy import Policy
+from gpuwarden.services.doctor_checks import (
+    ClusterFacts,
+    DoctorReads,
+    Finding,
+    Severity,
+    check_checkpoint_annotations,
+    check_cluster_access,
+    check_gpu_metrics,
+    check_interruption_queue,
+    check_policy,
+    check_static_gpu_limit,
+    check_termination_grace,
+    check_termination_handler,
+    read_facts,
+)
+
+__all__ = ["CLUSTER_CHECKS", "DoctorReads", "DoctorReport", "Finding", "Severity", "diagnose", "render_table"]
+
+#: The checks that need the cluster, in the order they are reported.
+CLUSTER_CHECKS = (
+    "cluster-access",
+    "karpenter-interruption-queue",
+    "node-termination-handler",
+    "nodepool-termination-grace",
+    "checkpoint-annotations",
+    "static-nodepool-gpu-limit",
+)
+
+
+@dataclass(frozen=True)
+class DoctorReport:
+    findings: list[Finding]
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for f in self.findings if f.severity is Severity.ERROR)
+
+    @property
+    def warnings(self) -> int:
+        return sum(1 for f in self.findings if f.severity is Severity.WARN)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"findings": [f.to_json() for f in self.findings], "errors": self.errors, "warnings": self.warnings}
+
+
+def _unreachable(why: str) -> list[Finding]:
+    first = Finding(
+        "cluster-access",
+        Severity.ERROR,
+        f"cannot read the cluster: {why}",
+        "check KUBECONFIG (or the policy's cluster, region and AWS credentials for EKS) and the network path",
+    )
+    rest = [
+        Finding(name, Severity.WARN, "not checked: the cluster could not be read", "fix cluster-access first")
+        for name in CLUSTER_CHECKS[1:]
+    ]
+    return [first, *rest]
+
+
+def _cluster_findings(reads: DoctorReads, policy: Policy) -> list[Finding]:
+    try:
+        facts: ClusterFacts = read_facts(reads)
+        access = check_cluster_access(reads, policy)
+    except GpuwardenError as err:
+        return _unreachable(f"{reads.server}: {err}")
+    return [
+        access,
+        check_interruption_queue(facts),
+        check_termination_handler(facts),
+        check_termination_grace(facts, policy),
+        check_checkpoint_annotations(facts, policy),
+        check_static_gpu_limit(facts, policy),
+    ]
+
+
+def diagnose(
+    reads: DoctorReads | str,
+    policy: Policy | None,
+    policy_error: str | None,
+    has_gpu_metric: Callable[[str], bool],
+    now: datetime,
+    cluster: str = "default",
+) -> DoctorReport:
+    """Every check. ``reads`` is the cluster, or why it could not be reached; ``policy`` is None
+    when it does not validate (``policy_error`` says why; the cluster checks then use the defaults)."""
+    effective = policy or Policy(cluster=cluster)
+    cluster_part = _unreachable(reads) if isinstance(reads, str) else _cluster_findings(reads, effective)
+    findings = [
+        *cluster_part,
+        check_gpu_metrics(effective, has_gpu_metric),
+        check_policy(policy, policy_error, now),
+    ]
+    return DoctorReport(findings)
+
+
+_MARK = {Severity.OK: "ok", Severity.WARN: "WARN", Severity.ERROR: "ERROR"}
+
+
+def render_table(report: DoctorReport) -> str:
+    """CHECK / SEVERITY / MESSAGE, with the fix under each finding that has one to do."""
+    width = max(len(f.check) for f in report.findings)
+    lines = [f"{'CHECK':<{width}}  {'SEVERITY':<8}  MESSAGE"]
+    for f in report.findings:
+        lines.append(f"{f.check:<{width}}  {_MARK[f.severity]:<8}  {f.message}")
+        if f.severity is not Severity.OK and f.fix:
+            lines.append(f"{'':<{width}}  {'':<8}  fix: {f.fix}")
+    lines.append(f"\n{report.errors} error(s), {report.warnings} warning(s)")
+    return "\n".join(lines)
