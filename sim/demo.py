@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,7 +21,7 @@ from sim.builders import daemonset_pod, gpu_node, inference_pod, job, mirror_pod
 from sim.clock import rfc3339
 from sim.controllers import ReplicaSetReplacer
 from sim.core import KubeSim
-from sim.store import Obj
+from sim.karpenter import Karpenter
 from sim.wiring import sim_deps
 from sim.workloads import Workloads
 
@@ -39,30 +38,6 @@ class SceneSummary:
     checkpointed: int
     evicted: int
     seconds_left: float | None
-
-
-class Karpenter:
-    """Turns a new NodeClaim into a Ready node after `launch_seconds` of sim time."""
-
-    def __init__(self, sim: KubeSim, launch_seconds: float = 45.0) -> None:
-        self.sim = sim
-        self.launch_seconds = launch_seconds
-        self.launched: list[str] = []
-        sim.on_change(self._on_change)
-
-    def _on_change(self, kind: str, event_type: str, obj: Obj) -> None:
-        if kind != "NodeClaim" or event_type != "ADDED" or (obj.get("status") or {}).get("nodeName"):
-            return
-        name = obj["metadata"]["name"]
-        timer = threading.Timer(self.launch_seconds / (self.sim.clock.speed or 1.0), self._launch, (name,))
-        timer.daemon = True
-        timer.start()
-
-    def _launch(self, claim: str) -> None:
-        node_name = f"ip-10-0-9-{len(self.launched) + 10}.us-west-2.compute.internal"
-        self.sim.create(gpu_node(node_name, f"i-0{abs(hash(claim)) % 10**16:016x}", zone="us-west-2b"))
-        self.sim.patch_direct("NodeClaim", claim, {"status": {"nodeName": node_name}})
-        self.launched.append(node_name)
 
 
 def build_cluster(sim: KubeSim) -> None:
@@ -167,6 +142,7 @@ SCENES: list[Callable[[KubeSim], SceneSummary]] = [spot_scene]
 SCENES.append(__import__("sim.scenes.gpu_idle", fromlist=["gpu_idle_scene"]).gpu_idle_scene)
 SCENES.append(__import__("sim.scenes.runbook", fromlist=["runbook_scene"]).runbook_scene)
 SCENES.append(__import__("sim.scenes.windows", fromlist=["windows_scene"]).windows_scene)
+SCENES.append(__import__("sim.scenes.karpenter", fromlist=["karpenter_scene"]).karpenter_scene)
 
 
 def run_demo(speed: float = 10.0) -> int:
@@ -182,10 +158,11 @@ def run_demo(speed: float = 10.0) -> int:
     with simulated_aws(), KubeSim(clock_speed=speed) as sim:
         build_cluster(sim)
         Workloads(sim, delay=6.0).install()
-        Karpenter(sim)
+        karpenter = Karpenter(sim, interruption_queue=False).start()  # the queue-on scene turns it on
         ReplicaSetReplacer(sim)
         for scene in SCENES:
             summaries.append(scene(sim))
+        karpenter.stop()
     print("\nSummary")
     print(f"  {'scene':<20} {'outcome':<9} {'nodes':>5} {'ckpt':>5} {'evicted':>7} {'left of notice':>15}")
     for s in summaries:

@@ -46,6 +46,7 @@ import http.client
 import json
 import re
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -304,6 +305,8 @@ def _pod_path(ns: str, name: str) -> str:
 
 # --------------------------------------------------------------------------- the controllers
 
+_RUNNING: weakref.WeakKeyDictionary[KubeSim, Karpenter] = weakref.WeakKeyDictionary()
+
 
 @dataclass
 class Karpenter:
@@ -334,8 +337,14 @@ class Karpenter:
 
     # ------------------------------------------------------------------ lifecycle
 
+    @staticmethod
+    def running_on(sim: KubeSim) -> Karpenter | None:
+        """The started Karpenter of ``sim`` (the demo's scenes share one)."""
+        return _RUNNING.get(sim)
+
     def start(self) -> Karpenter:
         """React to every write (and to due timers) in a background thread until :meth:`stop`."""
+        _RUNNING[self.sim] = self
         if self._thread is None:
             self.sim.on_change(lambda *_: self._wake.set())
             self._stop.clear()
@@ -344,6 +353,8 @@ class Karpenter:
         return self
 
     def stop(self) -> None:
+        if _RUNNING.get(self.sim) is self:
+            del _RUNNING[self.sim]
         thread, self._thread = self._thread, None
         if thread is not None:
             self._stop.set()

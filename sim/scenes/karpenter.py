@@ -1,0 +1,136 @@
+"""Demo scene: the same Spot warning with Karpenter's interruption queue on, then `gpuwarden doctor`.
+
+Karpenter (sim/karpenter.py, modelled on its source) gets the warning from its SQS queue a few
+hundred milliseconds after gpuwarden: it deletes the NodeClaim, taints and drains the node and
+launches its own replacement. gpuwarden marks the training pod do-not-disrupt before asking it
+to checkpoint, so Karpenter's drain passes it over; gpuwarden evicts it after the
+acknowledgement, launches no second replacement, and Karpenter finishes the node.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from sim.builders import daemonset_pod, gpu_node, inference_pod, job, nodeclaim_for, nodepool, training_pod
+from sim.clock import rfc3339
+from sim.karpenter import Karpenter, KarpenterAction, MessageKind, karpenter_deployment
+
+if TYPE_CHECKING:
+    from sim.core import KubeSim
+    from sim.demo import SceneSummary
+
+POOL = "gpu-spot"
+NODE = "ip-10-0-7-70.us-west-2.compute.internal"
+INSTANCE = "i-0c0ffee0dec0de707"
+KARPENTER_BEHIND_SECONDS = 0.3  # real seconds between gpuwarden's delivery and Karpenter's SQS receive
+_SHOWN = ("nodeclaim-deleted", "tainted", "evicted", "force-deleted", "nodeclaim-created", "launched", "node-finalized")
+_LABELS = {
+    "nodeclaim-deleted": "K: NodeClaim deleted",
+    "tainted": "K: disrupted",
+    "evicted": "K: evicted",
+    "force-deleted": "K: force-deleted",
+    "nodeclaim-created": "K: replacement",
+    "launched": "K: launched",
+    "node-finalized": "K: node gone",
+}
+
+
+def _build(sim: KubeSim) -> str:
+    pool = nodepool(POOL, instance_types=("p5.48xlarge", "p4d.24xlarge"))
+    pool["spec"]["template"]["spec"]["terminationGracePeriod"] = "10m"
+    sim.create(pool)
+    node = sim.create(gpu_node(NODE, INSTANCE, zone="us-west-2a", instance_type="p5.48xlarge", nodepool=POOL))
+    claim = nodeclaim_for(node)
+    claim["spec"]["terminationGracePeriod"] = "10m"
+    name = str(sim.create(claim)["metadata"]["name"])
+    sim.create(daemonset_pod(node, name="nvidia-device-plugin-k7"))
+    owner = sim.create(job("llama-pretrain", "ml"))
+    sim.create(training_pod("llama-pretrain-worker", node, gpus=8, checkpoint="annotate", owner=owner, grace=30))
+    sim.create(inference_pod("embedder-0", node, labels={"app": "embedder"}, gpus=0, grace=10))
+    sim.create(karpenter_deployment(queue="ml-prod-interruptions"))
+    return name
+
+
+def _karpenter_line(action: KarpenterAction, start: datetime) -> str:
+    offset = (action.at - start).total_seconds()
+    return f"  +{offset:6.2f}s  {_LABELS[action.type]:<22} {action.target:<34} {action.detail[:60]}"
+
+
+def karpenter_scene(sim: KubeSim) -> SceneSummary:
+    from gpuwarden.services.dispatch import handle_batch
+    from gpuwarden.sources import parse_notices
+    from sim.demo import EVENTS, SceneSummary, _deps, _line
+
+    karpenter = Karpenter.running_on(sim) or Karpenter(sim).start()
+    claim = _build(sim)
+    print(f"\nScene — Karpenter's interruption queue is on; first, on-call asks the doctor about {POOL}")
+    _doctor(sim)
+    karpenter.interruption_queue = True
+    seen = len(karpenter.actions)
+    event = json.loads((EVENTS / "spot-interruption.json").read_text())
+    event["time"] = rfc3339(sim.clock.now())
+    event["detail"]["instance-id"] = INSTANCE
+    event["resources"] = [f"arn:aws:ec2:us-west-2:123456789012:instance/{INSTANCE}"]
+    start = sim.clock.now().replace(microsecond=0)
+    print(f"\n  The same Spot warning for {NODE}, to gpuwarden and to Karpenter")
+    print(
+        f"  +  0.00s  {'notice':<13} gpuwarden and Karpenter's queue ({KARPENTER_BEHIND_SECONDS * 1000:.0f} ms later)"
+    )
+    timer = threading.Timer(
+        KARPENTER_BEHIND_SECONDS, karpenter.deliver_interruption, (INSTANCE, MessageKind.SPOT_INTERRUPTED)
+    )
+    timer.start()
+    result = handle_batch(parse_notices(event), _deps(sim)).to_json()
+    timer.join()
+    sim.wait_until(lambda: sim.get("Node", NODE) is None, timeout=30)
+    lines: list[tuple[datetime, str]] = []
+    for action in result["actions"]:
+        if action["type"] not in ("eviction-blocked", "checkpoint-delivered"):
+            from dateutil.parser import isoparse
+
+            lines.append((isoparse(action["at"]), _line(action, start)))
+    ours = {NODE, claim, "ml/llama-pretrain-worker", "serving/embedder-0"}
+    for action in karpenter.actions[seen:]:
+        related = action.target in ours or any(name in action.detail for name in ours)
+        if action.type in _SHOWN and (related or action.type == "launched"):
+            lines.append((action.at, _karpenter_line(action, start)))
+    for _, line in sorted(lines, key=lambda item: item[0]):
+        print(line)
+    print(f"  {result['outcome']}: {result['reason']}")
+    replacements = karpenter.created_nodeclaims()
+    print(f"  replacement capacity: {', '.join(replacements) or 'none'} (Karpenter's); gpuwarden's: {_ours(result)}")
+    karpenter.interruption_queue = False
+    actions = result["actions"]
+    return SceneSummary(
+        scene="spot + Karpenter",
+        outcome=result["outcome"],
+        nodes=1,
+        checkpointed=sum(1 for a in actions if a["type"] == "evict" and a.get("reason") == "checkpoint acknowledged"),
+        evicted=sum(1 for a in actions if a["type"] in ("evict", "delete")),
+        seconds_left=result.get("seconds_left"),
+    )
+
+
+def _ours(result: dict[str, Any]) -> str:
+    launched = [a for a in result["actions"] if a["type"] == "replacement"]
+    skipped = [a for a in result["actions"] if a["type"] == "replacement-skipped"]
+    if launched:
+        return str(launched[0].get("target"))
+    return f"none ({skipped[0].get('reason')})" if skipped else "none"
+
+
+def _doctor(sim: KubeSim) -> None:
+    from gpuwarden.adapters.cluster_reads import ClusterReads, cluster_has_gpu_metric
+    from gpuwarden.domain.policy import Policy
+    from gpuwarden.services.doctor import diagnose, render_table
+
+    print("  $ gpuwarden doctor        (on the demo cluster)")
+    policy = Policy(cluster="ml-prod")
+    report = diagnose(
+        ClusterReads(sim.api_client()), policy, None, lambda c: cluster_has_gpu_metric("us-west-2", c), sim.clock.now()
+    )
+    for line in render_table(report).splitlines():
+        print(f"    {line}")
