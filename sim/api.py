@@ -13,6 +13,7 @@ from sim import errors, karpenter_crds
 from sim.authz import Authorizer
 from sim.disruption import Disruption
 from sim.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
+from sim.priority import admit_pod
 from sim.registry import Registry, ResourceType
 from sim.selectors import field_matcher, matches, parse_field_selector, parse_label_selector
 from sim.store import Obj, Store
@@ -134,6 +135,7 @@ class Api:
         self.disruption = Disruption(store, registry)
         self.authorizer = Authorizer()
         self._namespaces = registry.by_kind("namespaces")
+        self._priority_classes = registry.by_kind("priorityclasses")
 
     # -------------------------------------------------------------- helpers
 
@@ -202,6 +204,8 @@ class Api:
             )
         if rtype.kind == "Pod" and rtype.group == "":
             _pod_defaults(obj, strict)
+            classes, _ = self.store.list(self._priority_classes)
+            admit_pod(obj, classes)
         _validate(rtype, obj)
         ns = namespace or (obj.get("metadata") or {}).get("namespace") or "default"
         if strict:

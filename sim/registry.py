@@ -183,6 +183,7 @@ RESOURCES: tuple[ResourceType, ...] = (
     ),
     ResourceType("events.k8s.io", "v1", "events", "Event", True, ("ev",), field_selectors=_NEW_EVENT_FIELDS),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True),
+    ResourceType("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, ("pc",)),
     ResourceType(
         "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False, verbs=("create",)
     ),

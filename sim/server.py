@@ -95,6 +95,12 @@ class RequestRecord:
     user_agent: str
     content_type: str = ""
     fault: bool = False
+    body: bytes = b""  # as sent (write requests); `payload` reads it
+
+    @property
+    def payload(self) -> Any:
+        """The request body as JSON (None when there was none)."""
+        return json.loads(self.body) if self.body else None
 
 
 @dataclass
@@ -239,9 +245,10 @@ class SimHandler(BaseHTTPRequestHandler):
             query,
         )
         self._faulted = False
+        self._body = b""
         status = 500
         try:
-            body = self._read_body()
+            body = self._body = self._read_body()
             fault = state.faults.match(RequestInfo(self.command, path, query, body))
             if fault is not None:
                 self._faulted = True
@@ -279,6 +286,7 @@ class SimHandler(BaseHTTPRequestHandler):
             user_agent=self.headers.get("User-Agent", ""),
             content_type=self.headers.get("Content-Type", ""),
             fault=self._faulted,
+            body=self._body,
         )
         with self.server.state.lock:
             self.server.state.requests.append(record)

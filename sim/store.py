@@ -355,29 +355,29 @@ class Store:
         if grace_seconds is None:
             value = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
             grace_seconds = DEFAULT_GRACE if value is None else int(value)
-        return max(0, int(grace_seconds))
+        return 1 if int(grace_seconds) < 0 else int(grace_seconds)  # "negative values are treated as 1s"
 
     @staticmethod
     def _check_preconditions(rtype: ResourceType, current: Obj, pre: Obj) -> None:
+        """DeleteOptions preconditions, as the API server's `rest.BeforeDelete` checks them (for a
+        DELETE and for an eviction's delete alike): 409 Conflict naming the resource by its Kind."""
         meta = current["metadata"]
         name = meta["name"]
         if pre.get("uid") and pre["uid"] != meta["uid"]:
-            raise errors.ApiError(
-                409,
-                f'Operation cannot be fulfilled on {rtype.qualified} "{name}": Precondition failed: '
-                f"UID in precondition: {pre['uid']}, UID in object meta: {meta['uid']}",
-                "Conflict",
-                {"name": name, "kind": rtype.plural},
+            why = (
+                f"the UID in the precondition ({pre['uid']}) does not match the UID in record ({meta['uid']}). "
+                "The object might have been deleted and then recreated"
             )
-        if pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
-            raise errors.ApiError(
-                409,
-                f'Operation cannot be fulfilled on {rtype.qualified} "{name}": Precondition failed: '
-                f"ResourceVersion in precondition: {pre['resourceVersion']}, "
-                f"ResourceVersion in object meta: {meta['resourceVersion']}",
-                "Conflict",
-                {"name": name, "kind": rtype.plural},
+        elif pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
+            why = (
+                f"the ResourceVersion in the precondition ({pre['resourceVersion']}) does not match the "
+                f"ResourceVersion in record ({meta['resourceVersion']}). The object might have been modified"
             )
+        else:
+            return
+        resource = f"{rtype.kind}.{rtype.group}" if rtype.group else rtype.kind
+        details = {"name": name, "kind": rtype.kind, **({"group": rtype.group} if rtype.group else {})}
+        raise errors.ApiError(409, f'Operation cannot be fulfilled on {resource} "{name}": {why}', "Conflict", details)
 
     def _remove_locked(self, rtype: ResourceType, key: ObjKey) -> Obj:
         obj = self._bucket(rtype).pop((key[1], key[2]))

@@ -9,12 +9,15 @@ from hypothesis import strategies as st
 
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.drain import (
+    MIN_GRACE_SECONDS,
     STOP_MARGIN_SECONDS,
     DrainContext,
     decide_pod,
     decide_round,
     drain_finished,
     grace_for,
+    hold_until,
+    leave_order,
     must_delete,
     on_eviction_blocked,
 )
@@ -156,6 +159,50 @@ def test_voluntary_blocked_pod_is_never_deleted() -> None:
     assert not must_delete(p, voluntary(NOW + timedelta(days=1)))
 
 
+def test_blocked_pod_past_the_deadline_is_deleted_with_one_second_not_zero() -> None:
+    # Given a pod whose eviction a PDB still refuses when the deadline has passed
+    step = on_eviction_blocked(pod(grace=30), spot(left=-5), "PDB inference")
+    # Then it is deleted with a grace of 1 s: 0 would remove it before its containers stop
+    assert (step.step, step.grace_seconds) == ("delete", MIN_GRACE_SECONDS)
+
+
+def test_higher_priority_pod_waits_while_a_lower_priority_pod_checkpoints() -> None:
+    # Given a low-priority trainer waiting for its checkpoint and a high-priority server
+    trainer = pod("trainer", priority=0, annotations=asked(NOW + timedelta(seconds=30)))
+    server = pod("server", priority=1000)
+    # When a voluntary round is decided
+    steps = {s.pod: s for s in decide_round([server, trainer], voluntary())}
+    # Then the server is held behind the trainer's priority, and says so
+    assert steps["ml/trainer"].step == "wait"
+    assert (steps["ml/server"].step, steps["ml/server"].held_for) == ("wait", 0)
+    assert "lower priority (0)" in steps["ml/server"].reason
+    # and once the trainer acknowledged, both are asked to leave in the same round
+    acked = pod("trainer", priority=0, annotations=asked(NOW, **{ann.CHECKPOINT_DONE: ann.rfc3339(NOW)}))
+    assert {s.step for s in decide_round([server, acked], voluntary())} == {"evict"}
+
+
+def test_a_held_pod_goes_at_deadline_minus_its_grace_with_its_whole_grace() -> None:
+    # Given a Spot drain: a low-priority trainer with a long checkpoint, a high-priority server (30 s grace)
+    trainer = pod("trainer", priority=0, annotations=asked(NOW + timedelta(seconds=110)))
+    server = pod("server", priority=1000, grace=30)
+    ctx = spot(left=120)
+    release = hold_until(server, ctx)
+    assert release == NOW + timedelta(seconds=120 - 30 - STOP_MARGIN_SECONDS)
+    # When the hold ends, the server is evicted with its own grace although the trainer still waits
+    assert release is not None
+    late = spot(now=release, left=120)
+    steps = {s.pod: s for s in decide_round([server, trainer], late)}
+    assert (steps["ml/server"].step, steps["ml/server"].grace_seconds) == ("evict", None)
+    assert steps["ml/trainer"].step == "wait"
+
+
+def test_leave_order_sends_lowest_priority_first_in_waves() -> None:
+    pods = [pod("b", priority=10), pod("a", priority=-5), pod("c", priority=10), pod("d", priority=0)]
+    steps = decide_round(pods, voluntary())
+    waves = leave_order(steps, {p.key: p for p in pods})
+    assert [[s.pod for s in wave] for wave in waves] == [["ml/a"], ["ml/d"], ["ml/b", "ml/c"]]
+
+
 # ------------------------------------------------------------------------------ properties
 
 pods = st.builds(
@@ -181,7 +228,8 @@ def test_no_involuntary_delete_before_deadline_minus_grace(p: PodView, now_offse
     if step.step == "delete":
         assert now >= ctx.deadline - timedelta(seconds=p.grace_seconds)  # type: ignore[operator]
         assert step.grace_seconds is not None
-        assert 0 <= step.grace_seconds <= p.grace_seconds
+        # never 0 (that removes the pod before its containers stop), never more than the pod's own
+        assert MIN_GRACE_SECONDS <= step.grace_seconds <= max(MIN_GRACE_SECONDS, p.grace_seconds)
     else:
         assert now < ctx.deadline - timedelta(seconds=p.grace_seconds)  # type: ignore[operator]
 
@@ -213,4 +261,30 @@ def test_involuntary_grace_never_outlasts_the_deadline(p: PodView, now_offset: i
     deadline = NOW + timedelta(seconds=left)
     step = decide_pod(p, DrainContext(EVENT, True, deadline, now))
     if step.step in ("evict", "delete") and step.grace_seconds is not None:
-        assert now + timedelta(seconds=step.grace_seconds) <= max(now, deadline)
+        assert step.grace_seconds >= MIN_GRACE_SECONDS
+        assert now + timedelta(seconds=step.grace_seconds) <= max(now + timedelta(seconds=MIN_GRACE_SECONDS), deadline)
+
+
+prioritised = st.builds(
+    pod,
+    name=st.sampled_from(["a", "b", "c", "d", "e"]),
+    priority=st.integers(-10, 10),
+    annotations=st.sampled_from([{}, {ann.CHECKPOINT: "annotate"}, asked(NOW + timedelta(seconds=30))]),
+    deletion_timestamp=st.one_of(st.none(), st.just(NOW + timedelta(seconds=5))),
+)
+
+
+@given(ps=st.lists(prioritised, max_size=6, unique_by=lambda p: p.name), involuntary=st.booleans())
+def test_no_pod_is_asked_to_leave_before_a_lower_priority_pod_that_still_stays(
+    ps: list[PodView], involuntary: bool
+) -> None:
+    # For any pods well before any deadline: a pod asked to leave this round has no lower-priority
+    # pod that is not asked yet (still to be signalled or waiting for its checkpoint)
+    ctx = DrainContext(EVENT, involuntary, NOW + timedelta(seconds=600) if involuntary else None, NOW)
+    steps = decide_round(ps, ctx)
+    by_key = {p.key: p for p in ps}
+    leaving = [by_key[s.pod] for s in steps if s.step in ("evict", "delete") and not by_key[s.pod].terminating]
+    staying = [by_key[s.pod] for s in steps if s.step == "signal" or (s.step == "wait" and s.held_for is None)]
+    staying = [p for p in staying if not p.terminating]
+    for p in leaving:
+        assert all(p.priority <= q.priority for q in staying), (p, staying)

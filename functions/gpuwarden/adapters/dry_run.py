@@ -71,12 +71,12 @@ class DryRunKube:
             raise LookupError(f"{namespace}/{name}")
         return replace(pod, annotations=_merged(pod.annotations, patch))
 
-    def evict_pod(self, namespace: str, name: str, grace_seconds: int | None) -> EvictionOutcome:
-        self._intend("evict", pod=f"{namespace}/{name}", grace_seconds=grace_seconds)
+    def evict_pod(self, namespace: str, name: str, uid: str, grace_seconds: int | None) -> EvictionOutcome:
+        self._intend("evict", pod=f"{namespace}/{name}", uid=uid, grace_seconds=grace_seconds)
         return EvictionOutcome("evicted")
 
-    def delete_pod(self, namespace: str, name: str, grace_seconds: int | None) -> bool:
-        self._intend("delete", pod=f"{namespace}/{name}", grace_seconds=grace_seconds)
+    def delete_pod(self, namespace: str, name: str, uid: str, grace_seconds: int) -> bool:
+        self._intend("delete", pod=f"{namespace}/{name}", uid=uid, grace_seconds=grace_seconds)
         return True
 
     def exec_in_pod(

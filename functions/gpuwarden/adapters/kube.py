@@ -215,19 +215,23 @@ class KubeClient:
         path = f"/api/v1/namespaces/{namespace}/pods/{name}"
         return pod_from_json(self._json("PATCH", path, body=body, content_type=MERGE_PATCH))
 
-    def evict_pod(self, namespace: str, name: str, grace_seconds: int | None) -> EvictionOutcome:
-        body: dict[str, Any] = {
+    def evict_pod(self, namespace: str, name: str, uid: str, grace_seconds: int | None) -> EvictionOutcome:
+        """Evict the pod with this UID (`deleteOptions.preconditions.uid`): a pod recreated under the
+        same name since it was listed is not taken; the API answers 409 and the result is `gone`."""
+        options: dict[str, Any] = {"preconditions": {"uid": uid}}
+        if grace_seconds is not None:
+            options["gracePeriodSeconds"] = grace_seconds
+        body = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
             "metadata": {"name": name, "namespace": namespace},
+            "deleteOptions": options,
         }
-        if grace_seconds is not None:
-            body["deleteOptions"] = {"gracePeriodSeconds": grace_seconds}
         path = f"/api/v1/namespaces/{namespace}/pods/{name}/eviction"
         status, data = self._request("POST", path, body=body)
         if 200 <= status < 300:
             return EvictionOutcome("evicted")
-        if status == 404:
+        if status in (404, 409):  # gone, or another pod under the same name now
             return EvictionOutcome("gone")
         message, causes = _status_message(data)
         if status == 429:
@@ -235,11 +239,18 @@ class KubeClient:
             return EvictionOutcome("blocked", detail or message)
         raise KubeError(f"POST {path}: {status} {message}", status=status)
 
-    def delete_pod(self, namespace: str, name: str, grace_seconds: int | None) -> bool:
-        query = [] if grace_seconds is None else [("gracePeriodSeconds", str(grace_seconds))]
+    def delete_pod(self, namespace: str, name: str, uid: str, grace_seconds: int) -> bool:
+        """Delete the pod with this UID (DeleteOptions `preconditions.uid`) with this grace. False: that
+        pod is gone (404), or the name now belongs to another pod (409)."""
+        body = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "gracePeriodSeconds": grace_seconds,
+            "preconditions": {"uid": uid},
+        }
         try:
-            self._json("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", query=query)
-        except NotFound:
+            self._json("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body=body)
+        except (NotFound, Conflict):
             return False
         return True
 

@@ -11,11 +11,19 @@ One round looks at every pod on the node and decides a `PodStep`:
 * ``delete``      involuntary kinds only: a pod whose eviction is still refused at
                   ``deadline - terminationGracePeriodSeconds`` is deleted with the grace
                   period that is left, so it stops before the instance does.
+
+Pods leave in priority order, as the kubelet's graceful node shutdown takes them: a pod is
+not asked to leave while a pod of lower ``spec.priority`` on the node has not been asked yet
+(it waits, ``held_for`` says behind which priority), and within a round the requests go out
+lowest priority first (`leave_order`). An involuntary deadline bounds the hold: from
+``deadline - grace - STOP_MARGIN_SECONDS`` on the pod goes regardless, with its full grace.
+Every grace gpuwarden asks for is at least ``MIN_GRACE_SECONDS``: 0 removes the pod from the
+API at once, before its containers have stopped.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
@@ -42,6 +50,8 @@ class PodStep:
     reason: str
     #: For evict/delete: the grace period to ask for (None: the pod's own).
     grace_seconds: int | None = None
+    #: A ``wait`` only because pods of this lower priority have not been asked to leave yet.
+    held_for: int | None = None
 
     def as_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"pod": self.pod, "step": self.step, "reason": self.reason}
@@ -79,10 +89,16 @@ def seconds_left(ctx: DrainContext) -> float | None:
 STOP_MARGIN_SECONDS = 2
 
 
+#: The shortest grace gpuwarden ever asks for (eviction or delete): a grace of 0 removes the pod
+#: from the API before its containers stop (a "force delete"); kubectl turns 0 into 1 without --force.
+MIN_GRACE_SECONDS = 1
+
+
 def grace_left(ctx: DrainContext) -> int | None:
-    """The longest grace a pod may still get: what is left before ``deadline - STOP_MARGIN_SECONDS``."""
+    """The longest grace a pod may still get: what is left before ``deadline - STOP_MARGIN_SECONDS``
+    (never below ``MIN_GRACE_SECONDS``)."""
     left = seconds_left(ctx)
-    return None if left is None else max(0, int(left) - STOP_MARGIN_SECONDS)
+    return None if left is None else max(MIN_GRACE_SECONDS, int(left) - STOP_MARGIN_SECONDS)
 
 
 def grace_for(pod: PodView, ctx: DrainContext) -> int | None:
@@ -104,7 +120,7 @@ def _terminating_step(pod: PodView, ctx: DrainContext) -> PodStep:
     assert pod.deletion_timestamp is not None
     stop_by = None if ctx.deadline is None else ctx.deadline - timedelta(seconds=STOP_MARGIN_SECONDS)
     if ctx.involuntary and stop_by is not None and pod.deletion_timestamp > stop_by:
-        grace = grace_left(ctx) or 0
+        grace = grace_left(ctx) or MIN_GRACE_SECONDS
         return PodStep(pod.key, "delete", "terminating past the deadline: shortening its grace", grace)
     return PodStep(pod.key, "wait", "terminating")
 
@@ -143,14 +159,53 @@ def decide_pod(pod: PodView, ctx: DrainContext) -> PodStep:
     return PodStep(pod.key, "evict", "no checkpoint handshake", grace_for(pod, ctx))
 
 
+def _asked_to_leave_or_staying(step: PodStep, pod: PodView) -> bool:
+    """Whether a pod no longer holds back higher-priority pods: it is being (or has been) asked to
+    leave, it is terminating, or it never leaves (skipped)."""
+    return step.step != "signal" and not (step.step == "wait" and not pod.terminating)
+
+
+def hold_until(pod: PodView, ctx: DrainContext) -> datetime | None:
+    """The latest a pod may be held behind lower-priority pods (involuntary, with a deadline): it
+    must start leaving then to keep its whole grace before the instance stops. None: no bound
+    other than the lower-priority pods' own checkpoint timeouts."""
+    if not ctx.involuntary or ctx.deadline is None:
+        return None
+    return ctx.deadline - timedelta(seconds=pod.grace_seconds + STOP_MARGIN_SECONDS)
+
+
+def _hold(step: PodStep, pod: PodView, lowest_waiting: int | None, ctx: DrainContext) -> PodStep:
+    if step.step not in ("evict", "delete") or pod.terminating:
+        return step
+    if lowest_waiting is None or pod.priority <= lowest_waiting:
+        return step
+    until = hold_until(pod, ctx)
+    if until is not None and ctx.now >= until:
+        return step
+    reason = f"after the pods of lower priority ({lowest_waiting}) are asked to leave"
+    return PodStep(pod.key, "wait", reason, held_for=lowest_waiting)
+
+
 def decide_round(pods: Iterable[PodView], ctx: DrainContext) -> list[PodStep]:
-    return [decide_pod(pod, ctx) for pod in pods]
+    pods = list(pods)
+    steps = [decide_pod(pod, ctx) for pod in pods]
+    waiting = [p.priority for p, s in zip(pods, steps, strict=True) if not _asked_to_leave_or_staying(s, p)]
+    lowest = min(waiting, default=None)
+    return [_hold(s, p, lowest, ctx) for p, s in zip(pods, steps, strict=True)]
+
+
+def leave_order(steps: Iterable[PodStep], pods: Mapping[str, PodView]) -> list[list[PodStep]]:
+    """The round's evictions and deletes in waves of one priority, lowest first: a wave is sent
+    (in parallel) only once the wave before it has been answered."""
+    acting = [s for s in steps if s.step in ("evict", "delete")]
+    levels = sorted({pods[s.pod].priority for s in acting})
+    return [[s for s in acting if pods[s.pod].priority == level] for level in levels]
 
 
 def on_eviction_blocked(pod: PodView, ctx: DrainContext, why: str) -> PodStep:
     """A PDB refused the eviction (HTTP 429): retry later, or delete when the deadline says so."""
     if must_delete(pod, ctx):
-        grace = min(pod.grace_seconds, grace_left(ctx) or 0)
+        grace = max(MIN_GRACE_SECONDS, min(pod.grace_seconds, grace_left(ctx) or MIN_GRACE_SECONDS))
         return PodStep(pod.key, "delete", f"still blocked at deadline - grace ({why})", grace)
     return PodStep(pod.key, "wait", f"eviction blocked: {why}")
 

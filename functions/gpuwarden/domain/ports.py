@@ -18,7 +18,8 @@ class ExecOutcome:
 
 @dataclass(frozen=True)
 class EvictionOutcome:
-    """evicted, blocked (a PDB said 429, with its message), or gone (404: nothing left to do)."""
+    """evicted, blocked (a PDB said 429, with its message), or gone (404, or 409: the name now
+    belongs to another pod; nothing left to do)."""
 
     result: str
     message: str = ""
@@ -33,8 +34,8 @@ class KubePort(Protocol):
     def patch_pod(
         self, namespace: str, name: str, patch: Mapping[str, Any], resource_version: str | None
     ) -> PodView: ...
-    def evict_pod(self, namespace: str, name: str, grace_seconds: int | None) -> EvictionOutcome: ...
-    def delete_pod(self, namespace: str, name: str, grace_seconds: int | None) -> bool: ...
+    def evict_pod(self, namespace: str, name: str, uid: str, grace_seconds: int | None) -> EvictionOutcome: ...
+    def delete_pod(self, namespace: str, name: str, uid: str, grace_seconds: int) -> bool: ...
     def exec_in_pod(
         self, namespace: str, name: str, container: str, command: Sequence[str], timeout: float
     ) -> ExecOutcome: ...

@@ -93,6 +93,8 @@ class PodView:
     deletion_timestamp: datetime | None = None
     pod_ip: str | None = None
     gpu_request: int = 0
+    #: `spec.priority` (set by admission from the PriorityClass); 0 when absent, as the scheduler reads it.
+    priority: int = 0
 
     @property
     def key(self) -> str:
@@ -181,4 +183,5 @@ def pod_from_json(obj: Mapping[str, Any]) -> PodView:
         deletion_timestamp=isoparse(deletion) if deletion else None,
         pod_ip=status.get("podIP"),
         gpu_request=_gpu_request(spec),
+        priority=int(spec.get("priority") or 0),
     )

@@ -14,7 +14,16 @@ from typing import Any
 from pydantic import BaseModel
 
 from gpuwarden.domain import annotations as ann
-from gpuwarden.domain.drain import CHECKPOINT_TIMED_OUT, DrainContext, PodStep, decide_round, on_eviction_blocked
+from gpuwarden.domain.drain import (
+    CHECKPOINT_TIMED_OUT,
+    MIN_GRACE_SECONDS,
+    DrainContext,
+    PodStep,
+    decide_round,
+    hold_until,
+    leave_order,
+    on_eviction_blocked,
+)
 from gpuwarden.domain.notice import Kind
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.observability import Metric, put
@@ -49,10 +58,11 @@ def _evict(recorder: Recorder, node: NodeView, pod: PodView, step: PodStep, ctx:
     kube = recorder.deps.kube
     namespace, name = pod.namespace, pod.name
     if step.step == "delete":
-        if kube.delete_pod(namespace, name, step.grace_seconds):
-            recorder.add("delete", node, pod=pod.key, reason=step.reason, grace_seconds=step.grace_seconds)
+        grace = max(MIN_GRACE_SECONDS, pod.grace_seconds if step.grace_seconds is None else step.grace_seconds)
+        if kube.delete_pod(namespace, name, pod.uid, grace):
+            recorder.add("delete", node, pod=pod.key, reason=step.reason, grace_seconds=grace)
         return step
-    outcome = kube.evict_pod(namespace, name, step.grace_seconds)
+    outcome = kube.evict_pod(namespace, name, pod.uid, step.grace_seconds)
     if outcome.result == "evicted":
         recorder.add("evict", node, pod=pod.key, reason=step.reason, grace_seconds=step.grace_seconds)
         if step.reason == CHECKPOINT_TIMED_OUT and not recorder.deps.dry_run:
@@ -103,28 +113,34 @@ def drain_step(recorder: Recorder, state: DrainState, pool: ThreadPoolExecutor |
         late = [by_key[s.pod] for s in steps if s.step == "signal"]
         if late:
             request_checkpoints(recorder, node, late, state.deadline, pool)
-        acting = [s for s in steps if s.step in ("evict", "delete")]
-        results = list(pool.map(lambda s: _evict(recorder, node, by_key[s.pod], s, ctx), acting))
+        results: list[PodStep] = []
+        for wave in leave_order(steps, by_key):  # lowest priority first, one wave answered before the next
+            results += pool.map(lambda s: _evict(recorder, node, by_key[s.pod], s, ctx), wave)
     finally:
         if own_pool:
             pool.shutdown(wait=True)
     final = {s.pod: s for s in steps} | {r.pod: r for r in results}
     next_state = _progress(recorder, state, node, list(final.values()), now)
-    due = _next_delete_in(
-        state, [by_key[s.pod] for s in final.values() if s.reason.startswith("eviction blocked")], now
-    )
+    due = _next_due(state, list(final.values()), by_key, ctx)
     if next_state.done or due is None or due >= next_state.wait_seconds:
         return next_state
     return next_state.model_copy(update={"wait_seconds": max(0.05, due)})
 
 
-def _next_delete_in(state: DrainState, blocked: list[PodView], now: datetime) -> float | None:
-    """Seconds until the first blocked pod reaches `deadline - grace` (involuntary): the backoff never
-    sleeps past it, or the pod would be deleted late, with less grace than it asked for."""
-    if state.kind.voluntary or state.deadline is None or not blocked:
+def _next_due(state: DrainState, steps: list[PodStep], pods: dict[str, PodView], ctx: DrainContext) -> float | None:
+    """Seconds until the first per-pod time the backoff must not sleep past (involuntary): a blocked
+    pod's `deadline - grace` (deleted then, or it would get less grace than it asked for) and a
+    held pod's `hold_until` (asked to leave then, whatever lower-priority pods still do)."""
+    if state.kind.voluntary or state.deadline is None:
         return None
     deadline = state.deadline
-    return min((deadline - timedelta(seconds=p.grace_seconds) - now).total_seconds() for p in blocked)
+    times = [
+        deadline - timedelta(seconds=pods[s.pod].grace_seconds)
+        for s in steps
+        if s.reason.startswith("eviction blocked")
+    ]
+    times += [t for s in steps if s.held_for is not None and (t := hold_until(pods[s.pod], ctx)) is not None]
+    return min(((t - ctx.now).total_seconds() for t in times), default=None)
 
 
 def _progress(recorder: Recorder, state: DrainState, node: NodeView, steps: list[PodStep], now: datetime) -> DrainState:

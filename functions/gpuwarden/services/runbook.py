@@ -195,6 +195,8 @@ def _as_taken(step: PodStep, pod: PodView) -> PodStep:
     """`decide_round`'s `wait` is not a step: say which step the pod will take, and why."""
     if step.step != "wait":
         return step
+    if step.held_for is not None:
+        return PodStep(step.pod, "evict", step.reason)
     if pod.terminating:
         return PodStep(step.pod, "skip", "already terminating: the drain only waits for it to stop")
     by = requested_by(pod)
