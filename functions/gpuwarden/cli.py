@@ -299,11 +299,9 @@ def doctor(as_json: bool) -> None:
 @click.option("--speed", default=10.0, show_default=True, help="How much faster the simulated kubelet's clock runs.")
 def demo(speed: float) -> None:
     """Replay sample events through the real handlers on a simulated GPU cluster and AWS."""
-    try:
-        from sim.demo import run_demo
-    except ImportError as err:  # the simulator ships with the source tree, not the Lambda asset
-        raise click.ClickException(f"the demo needs the source checkout (sim/): {err}") from err
-    sys.exit(run_demo(speed=speed))
+    from gpuwarden.checkout import simulator
+
+    sys.exit(simulator("sim.demo").run_demo(speed=speed))
 
 
 if __name__ == "__main__":

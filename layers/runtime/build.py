@@ -54,6 +54,9 @@ RECIPE_VERSION = "2"
 #: always resolved beside the runtime deps: the Lambda runtime and moto bring botocore, whose
 #: python-dateutil<3 pin is what rules out kubernetes 37.0.2 (see ARCHITECTURE.md)
 RESOLVE_WITH = ("boto3",)
+#: runtime dependencies of the `gpuwarden` console script only: no Lambda handler imports them
+#: (tests/infra/test_layer_build.py proves it), so the layer leaves them out
+CONSOLE_ONLY = ("click",)
 
 _PLATFORMS = {
     # manylinux2014 == manylinux_2_17; Lambda's Python 3.13 runs on Amazon Linux 2023 (glibc 2.34)
@@ -206,7 +209,7 @@ def runtime_dependencies(pyproject: Path = PYPROJECT) -> list[str]:
         data = tomllib.load(fh)
     deps = data["project"]["dependencies"]
     assert isinstance(deps, list)
-    return [str(d) for d in deps]
+    return [str(d) for d in deps if re.split(r"[=<>!~ ;\[]", str(d), maxsplit=1)[0] not in CONSOLE_ONLY]
 
 
 def lock(arch: str = "x86_64") -> str:

@@ -1,0 +1,1 @@
+"""The edges: Kubernetes, AWS, the ledger. The only place that imports client libraries."""

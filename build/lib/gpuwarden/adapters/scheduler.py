@@ -1,0 +1,83 @@
+"""EventBridge Scheduler through boto3: one-time schedules for maintenance plans."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from functools import cached_property
+from typing import Any
+
+from gpuwarden.domain.errors import CloudError
+
+#: Scheduler retries a failed invocation this often, for at most this long (then the DLQ).
+RETRY_ATTEMPTS = 5
+MAX_EVENT_AGE_SECONDS = 3600
+
+
+def at_expression(at: datetime) -> str:
+    """``at(yyyy-mm-ddThh:mm:ss)`` in UTC (the schedule's time zone is UTC), rounded up to the second."""
+    utc = at.astimezone(UTC)
+    if utc.microsecond:
+        utc = utc.replace(microsecond=0) + timedelta(seconds=1)
+    return f"at({utc.strftime('%Y-%m-%dT%H:%M:%S')})"
+
+
+class EventBridgeScheduler:
+    """The `SchedulerPort`: schedules in ``group`` that invoke ``target_arn`` with ``role_arn``."""
+
+    def __init__(
+        self,
+        group: str,
+        target_arn: str,
+        role_arn: str,
+        region: str | None = None,
+        dead_letter_arn: str | None = None,
+    ) -> None:
+        self.group = group
+        self.target_arn = target_arn
+        self.role_arn = role_arn
+        self.dead_letter_arn = dead_letter_arn
+        self._region = region
+
+    @cached_property
+    def _client(self) -> Any:
+        import boto3
+
+        return boto3.session.Session().client("scheduler", region_name=self._region)
+
+    def schedule_once(self, name: str, at: datetime, payload: Mapping[str, Any]) -> str:
+        from botocore.exceptions import ClientError
+
+        target: dict[str, Any] = {
+            "Arn": self.target_arn,
+            "RoleArn": self.role_arn,
+            "Input": json.dumps(dict(payload), sort_keys=True),
+            "RetryPolicy": {"MaximumRetryAttempts": RETRY_ATTEMPTS, "MaximumEventAgeInSeconds": MAX_EVENT_AGE_SECONDS},
+        }
+        if self.dead_letter_arn:
+            target["DeadLetterConfig"] = {"Arn": self.dead_letter_arn}
+        try:
+            answer = self._client.create_schedule(
+                Name=name,
+                GroupName=self.group,
+                ScheduleExpression=at_expression(at),
+                ScheduleExpressionTimezone="UTC",
+                FlexibleTimeWindow={"Mode": "OFF"},
+                ActionAfterCompletion="DELETE",
+                Target=target,
+                Description="gpuwarden maintenance plan: drain when its window opens",
+            )
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") == "ConflictException":
+                return self._arn_of(name)  # a re-delivery: the plan is scheduled already
+            raise CloudError(f"CreateSchedule {self.group}/{name}: {err}") from err
+        return str(answer["ScheduleArn"])
+
+    def _arn_of(self, name: str) -> str:
+        from botocore.exceptions import ClientError
+
+        try:
+            return str(self._client.get_schedule(Name=name, GroupName=self.group)["Arn"])
+        except ClientError as err:
+            raise CloudError(f"GetSchedule {self.group}/{name}: {err}") from err

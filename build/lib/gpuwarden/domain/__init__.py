@@ -1,0 +1,1 @@
+"""Pure decisions: no I/O, no clock, no kubernetes or boto3 types."""

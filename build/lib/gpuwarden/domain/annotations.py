@@ -1,0 +1,48 @@
+"""The names gpuwarden writes and reads on Kubernetes objects (CONTRACT §2)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+PREFIX = "gpuwarden.io/"
+
+# Node
+TAINT_KEY = PREFIX + "disruption"
+EVENT_ID = PREFIX + "event-id"
+KIND = PREFIX + "kind"
+DEADLINE = PREFIX + "deadline"
+REPLACEMENT = PREFIX + "replacement"
+#: Set when gpuwarden (not someone else) cordoned the node, so `uncordon` undoes only its own cordon.
+CORDONED_BY_US = PREFIX + "cordoned"
+DRAIN_STARTED = PREFIX + "drain-started"
+DRAIN_COMPLETED = PREFIX + "drain-completed"
+#: The state-change events (comma-separated, the last few) that reported the instance stopping:
+#: a re-delivery of one of them reports nothing new.
+LOST_EVENT = PREFIX + "lost-event-ids"
+
+# Pod (set by the workload's owner)
+CHECKPOINT = PREFIX + "checkpoint"
+CHECKPOINT_CONTAINER = PREFIX + "checkpoint-container"
+CHECKPOINT_TIMEOUT = PREFIX + "checkpoint-timeout-seconds"
+# Pod (set by gpuwarden / the workload)
+CHECKPOINT_REQUESTED = PREFIX + "checkpoint-requested"
+CHECKPOINT_DONE = PREFIX + "checkpoint-done"
+#: Which event asked for the checkpoint: a re-delivery does not ask again.
+CHECKPOINT_EVENT = PREFIX + "checkpoint-event-id"
+#: Set by gpuwarden when the signal / command / POST could not be delivered or failed.
+CHECKPOINT_FAILED = PREFIX + "checkpoint-failed"
+
+
+def rfc3339(at: datetime) -> str:
+    """UTC, second precision, 'Z' suffix: the form kubectl shows and users type."""
+    return at.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# NodePool (budget windows): the budgets and GPU limit the windows replaced, restored exactly at close
+SAVED_BUDGETS = PREFIX + "saved-budgets"
+
+# Node (scheduled maintenance): the plan held until its window opens (a re-delivery finds it here)
+MAINTENANCE_PLAN = PREFIX + "maintenance-plan"  # "<window>@<start RFC 3339>"
+MAINTENANCE_PLAN_ID = PREFIX + "maintenance-plan-id"
+MAINTENANCE_EVENT_ID = PREFIX + "maintenance-event-id"
+MAINTENANCE_DEADLINE = PREFIX + "maintenance-deadline"

@@ -1,0 +1,61 @@
+"""What to do to a node for a notice, and why (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpuwarden.domain.notice import Kind
+from gpuwarden.domain.policy import Policy
+from gpuwarden.domain.views import NodeView, PodView
+from gpuwarden.domain.windows import Allowance
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    """The node-level steps for one notice. `refused` explains a voluntary action the rules stop."""
+
+    cordon: bool
+    checkpoint: bool
+    replace: bool
+    drain: bool
+    reason: str
+    refused: str | None = None
+
+
+def do_not_disrupt_reason(node: NodeView, pods: Sequence[PodView]) -> str | None:
+    if node.do_not_disrupt:
+        return f"node {node.name} carries karpenter.sh/do-not-disrupt"
+    holder = next((p for p in pods if p.do_not_disrupt and not p.finished), None)
+    if holder is not None:
+        return f"pod {holder.key} carries karpenter.sh/do-not-disrupt"
+    return None
+
+
+def window_refusal(allowance: Allowance) -> str | None:
+    if allowance.allowed is None or allowance.allowed > 0:
+        return None
+    return allowance.reason
+
+
+def plan_interruption(
+    kind: Kind,
+    node: NodeView,
+    pods: Sequence[PodView],
+    policy: Policy,
+    allowance: Allowance,
+) -> NodePlan:
+    """Spot warnings, rebalance recommendations and state changes (CONTRACT §1)."""
+    replace = policy.replacement.enabled
+    if kind is Kind.SPOT_INTERRUPTION:
+        return NodePlan(True, True, replace, True, "spot interruption: the instance stops at the deadline")
+    if kind is Kind.INSTANCE_STOPPING:
+        return NodePlan(False, False, False, False, "instance is stopping: record the loss")
+    if kind is not Kind.REBALANCE:
+        raise ValueError(f"not an interruption kind: {kind}")
+    if policy.rebalance.action == "prepare":
+        return NodePlan(True, True, replace, False, "rebalance: prepare (policy rebalance.action=prepare)")
+    refused = do_not_disrupt_reason(node, pods) or window_refusal(allowance)
+    if refused is not None:
+        return NodePlan(True, True, replace, False, "rebalance: prepare only", refused=refused)
+    return NodePlan(True, True, replace, True, "rebalance: drain (policy rebalance.action=drain)")

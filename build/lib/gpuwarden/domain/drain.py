@@ -1,0 +1,214 @@
+"""Which pod gets what in one drain round, and why (pure; CONTRACT §2 drain semantics).
+
+One round looks at every pod on the node and decides a `PodStep`:
+
+* ``skip``        DaemonSet, mirror and finished pods are left alone (as `kubectl drain
+                  --ignore-daemonsets`), and so are pods that belong to no node any more.
+* ``signal``      an opted-in pod that has not been asked yet: ask it to checkpoint.
+* ``wait``        an opted-in pod that was asked and has neither acknowledged nor run out
+                  of time, or a pod that is already terminating.
+* ``evict``       everything else: the Eviction API, which a PodDisruptionBudget may refuse.
+* ``delete``      involuntary kinds only: a pod whose eviction is still refused at
+                  ``deadline - terminationGracePeriodSeconds`` is deleted with the grace
+                  period that is left, so it stops before the instance does.
+
+Pods leave in priority order, as the kubelet's graceful node shutdown takes them: a pod is
+not asked to leave while a pod of lower ``spec.priority`` on the node has not been asked yet
+(it waits, ``held_for`` says behind which priority), and within a round the requests go out
+lowest priority first (`leave_order`). An involuntary deadline bounds the hold: from
+``deadline - grace - STOP_MARGIN_SECONDS`` on the pod goes regardless, with its full grace.
+Every grace gpuwarden asks for is at least ``MIN_GRACE_SECONDS``: 0 removes the pod from the
+API at once, before its containers have stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from gpuwarden.domain.checkpoint import (
+    BadCheckpoint,
+    acknowledged,
+    checkpoint_spec,
+    delivery_failed,
+    requested_by,
+    requested_for,
+)
+from gpuwarden.domain.views import PodView
+
+CHECKPOINT_TIMED_OUT = "checkpoint timed out"
+
+Step = Literal["signal", "wait", "evict", "delete", "skip"]
+
+
+@dataclass(frozen=True)
+class PodStep:
+    pod: str
+    step: Step
+    reason: str
+    #: For evict/delete: the grace period to ask for (None: the pod's own).
+    grace_seconds: int | None = None
+    #: A ``wait`` only because pods of this lower priority have not been asked to leave yet.
+    held_for: int | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {"pod": self.pod, "step": self.step, "reason": self.reason}
+        if self.grace_seconds is not None:
+            out["grace_seconds"] = self.grace_seconds
+        return out
+
+
+@dataclass(frozen=True)
+class DrainContext:
+    event_id: str
+    involuntary: bool
+    deadline: datetime | None
+    now: datetime
+    default_checkpoint_timeout: int = 60
+    allow_exec: bool = True
+
+
+def skip_reason(pod: PodView) -> str | None:
+    if pod.is_mirror:
+        return "mirror (static) pod"
+    if pod.is_daemonset:
+        return f"DaemonSet pod ({pod.owner_name})"
+    if pod.finished:
+        return f"finished pod ({pod.phase})"
+    return None
+
+
+def seconds_left(ctx: DrainContext) -> float | None:
+    return None if ctx.deadline is None else (ctx.deadline - ctx.now).total_seconds()
+
+
+#: Involuntary kinds: a pod's grace ends this long before the deadline, so the pod has stopped
+#: (and the API has seen it go) before the instance does, not at the same instant.
+STOP_MARGIN_SECONDS = 2
+
+
+#: The shortest grace gpuwarden ever asks for (eviction or delete): a grace of 0 removes the pod
+#: from the API before its containers stop (a "force delete"); kubectl turns 0 into 1 without --force.
+MIN_GRACE_SECONDS = 1
+
+
+def grace_left(ctx: DrainContext) -> int | None:
+    """The longest grace a pod may still get: what is left before ``deadline - STOP_MARGIN_SECONDS``
+    (never below ``MIN_GRACE_SECONDS``)."""
+    left = seconds_left(ctx)
+    return None if left is None else max(MIN_GRACE_SECONDS, int(left) - STOP_MARGIN_SECONDS)
+
+
+def grace_for(pod: PodView, ctx: DrainContext) -> int | None:
+    """Involuntary: never ask for more grace than the instance has left."""
+    remaining = grace_left(ctx)
+    if not ctx.involuntary or remaining is None:
+        return None
+    return remaining if remaining < pod.grace_seconds else None
+
+
+def must_delete(pod: PodView, ctx: DrainContext) -> bool:
+    """Involuntary and past `deadline - grace`: a refused eviction becomes a delete."""
+    if not ctx.involuntary or ctx.deadline is None:
+        return False
+    return ctx.now >= ctx.deadline - timedelta(seconds=pod.grace_seconds)
+
+
+def _terminating_step(pod: PodView, ctx: DrainContext) -> PodStep:
+    assert pod.deletion_timestamp is not None
+    stop_by = None if ctx.deadline is None else ctx.deadline - timedelta(seconds=STOP_MARGIN_SECONDS)
+    if ctx.involuntary and stop_by is not None and pod.deletion_timestamp > stop_by:
+        grace = grace_left(ctx) or MIN_GRACE_SECONDS
+        return PodStep(pod.key, "delete", "terminating past the deadline: shortening its grace", grace)
+    return PodStep(pod.key, "wait", "terminating")
+
+
+def _checkpoint_step(pod: PodView, ctx: DrainContext) -> PodStep | None:
+    spec = checkpoint_spec(pod, ctx.default_checkpoint_timeout, ctx.allow_exec)
+    if spec is None:
+        return None
+    if isinstance(spec, BadCheckpoint):
+        return PodStep(pod.key, "evict", f"no checkpoint: {spec.reason}", grace_for(pod, ctx))
+    if not requested_for(pod, ctx.event_id):
+        left = seconds_left(ctx)
+        if left is not None and left <= 0:
+            return PodStep(pod.key, "evict", "deadline passed before a checkpoint could be asked")
+        return PodStep(pod.key, "signal", f"checkpoint ({spec.mode}) requested")
+    if acknowledged(pod, ctx.event_id):
+        return PodStep(pod.key, "evict", "checkpoint acknowledged", grace_for(pod, ctx))
+    failed = delivery_failed(pod, ctx.event_id)
+    if failed:
+        return PodStep(pod.key, "evict", f"checkpoint failed: {failed}", grace_for(pod, ctx))
+    by = requested_by(pod)
+    if by is not None and ctx.now < by:
+        return PodStep(pod.key, "wait", f"waiting for checkpoint ack until {by.isoformat()}")
+    return PodStep(pod.key, "evict", CHECKPOINT_TIMED_OUT, grace_for(pod, ctx))
+
+
+def decide_pod(pod: PodView, ctx: DrainContext) -> PodStep:
+    reason = skip_reason(pod)
+    if reason is not None:
+        return PodStep(pod.key, "skip", reason)
+    if pod.terminating:
+        return _terminating_step(pod, ctx)
+    step = _checkpoint_step(pod, ctx)
+    if step is not None:
+        return step
+    return PodStep(pod.key, "evict", "no checkpoint handshake", grace_for(pod, ctx))
+
+
+def _asked_to_leave_or_staying(step: PodStep, pod: PodView) -> bool:
+    """Whether a pod no longer holds back higher-priority pods: it is being (or has been) asked to
+    leave, it is terminating, or it never leaves (skipped)."""
+    return step.step != "signal" and not (step.step == "wait" and not pod.terminating)
+
+
+def hold_until(pod: PodView, ctx: DrainContext) -> datetime | None:
+    """The latest a pod may be held behind lower-priority pods (involuntary, with a deadline): it
+    must start leaving then to keep its whole grace before the instance stops. None: no bound
+    other than the lower-priority pods' own checkpoint timeouts."""
+    if not ctx.involuntary or ctx.deadline is None:
+        return None
+    return ctx.deadline - timedelta(seconds=pod.grace_seconds + STOP_MARGIN_SECONDS)
+
+
+def _hold(step: PodStep, pod: PodView, lowest_waiting: int | None, ctx: DrainContext) -> PodStep:
+    if step.step not in ("evict", "delete") or pod.terminating:
+        return step
+    if lowest_waiting is None or pod.priority <= lowest_waiting:
+        return step
+    until = hold_until(pod, ctx)
+    if until is not None and ctx.now >= until:
+        return step
+    reason = f"after the pods of lower priority ({lowest_waiting}) are asked to leave"
+    return PodStep(pod.key, "wait", reason, held_for=lowest_waiting)
+
+
+def decide_round(pods: Iterable[PodView], ctx: DrainContext) -> list[PodStep]:
+    pods = list(pods)
+    steps = [decide_pod(pod, ctx) for pod in pods]
+    waiting = [p.priority for p, s in zip(pods, steps, strict=True) if not _asked_to_leave_or_staying(s, p)]
+    lowest = min(waiting, default=None)
+    return [_hold(s, p, lowest, ctx) for p, s in zip(pods, steps, strict=True)]
+
+
+def leave_order(steps: Iterable[PodStep], pods: Mapping[str, PodView]) -> list[list[PodStep]]:
+    """The round's evictions and deletes in waves of one priority, lowest first: a wave is sent
+    (in parallel) only once the wave before it has been answered."""
+    acting = [s for s in steps if s.step in ("evict", "delete")]
+    levels = sorted({pods[s.pod].priority for s in acting})
+    return [[s for s in acting if pods[s.pod].priority == level] for level in levels]
+
+
+def on_eviction_blocked(pod: PodView, ctx: DrainContext, why: str) -> PodStep:
+    """A PDB refused the eviction (HTTP 429): retry later, or delete when the deadline says so."""
+    if must_delete(pod, ctx):
+        grace = max(MIN_GRACE_SECONDS, min(pod.grace_seconds, grace_left(ctx) or MIN_GRACE_SECONDS))
+        return PodStep(pod.key, "delete", f"still blocked at deadline - grace ({why})", grace)
+    return PodStep(pod.key, "wait", f"eviction blocked: {why}")
+
+
+def drain_finished(steps: Iterable[PodStep]) -> bool:
+    return all(step.step == "skip" for step in steps)

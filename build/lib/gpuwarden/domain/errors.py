@@ -1,0 +1,47 @@
+"""Typed errors. Every failure gpuwarden raises on purpose is one of these."""
+
+from __future__ import annotations
+
+
+class GpuwardenError(Exception):
+    """Base of every error gpuwarden raises on purpose."""
+
+
+class InvalidEvent(GpuwardenError):
+    """The input does not parse: nothing was done. Exit 2 / dead-letter queue."""
+
+    def __init__(self, message: str, *, errors: list[dict[str, object]] | None = None) -> None:
+        super().__init__(message)
+        self.errors = errors or []
+
+
+class InvalidPolicy(GpuwardenError):
+    """The policy document does not validate."""
+
+
+class KubeError(GpuwardenError):
+    """A Kubernetes API call failed after its retries."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Conflict(KubeError):
+    """A resourceVersion-checked write lost the race (HTTP 409)."""
+
+
+class NotFound(KubeError):
+    """The object is gone (HTTP 404)."""
+
+
+class EvictionBlocked(KubeError):
+    """A PodDisruptionBudget does not allow the eviction now (HTTP 429)."""
+
+
+class CloudError(GpuwardenError):
+    """An AWS call failed after its retries."""
+
+
+class ReplacementError(GpuwardenError):
+    """Replacement capacity could not be launched."""

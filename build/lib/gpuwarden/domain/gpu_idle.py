@@ -1,0 +1,147 @@
+"""GPU-idle reclaim: the guardrails that stand between an idle alarm and a node (pure).
+
+Every function answers ``None`` (go on) or the reason to skip, in words that go unchanged
+into the JSON result, the log line and the Kubernetes Event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.notice import Kind
+from gpuwarden.domain.views import NodeView
+
+#: The alarm state that asks for a reclaim; OK and INSUFFICIENT_DATA never do.
+ACTING_STATE = "ALARM"
+#: When gpuwarden took a gpu-idle slot for the node (RFC 3339, microseconds): orders the racers.
+CLAIMED_AT = ann.PREFIX + "claimed-at"
+#: EKS managed node groups label their nodes with this; it stands in for a NodePool there.
+NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
+
+_VOLUNTARY = frozenset(k.value for k in Kind if k.voluntary)
+
+
+def state_refusal(state: object) -> str | None:
+    if state == ACTING_STATE:
+        return None
+    return f"alarm state is {state or 'unknown'}: only ALARM reclaims a node"
+
+
+def gpu_refusal(node: NodeView) -> str | None:
+    if node.gpu_capacity > 0:
+        return None
+    return f"node {node.name} has no GPU capacity (nvidia.com/gpu)"
+
+
+def pool_of(node: NodeView) -> str | None:
+    """The group the minimum applies to: the Karpenter NodePool, else the EKS node group."""
+    return node.nodepool or node.labels.get(NODEGROUP_LABEL)
+
+
+def held_kind(node: NodeView) -> str | None:
+    """The kind gpuwarden holds the node for, if it does (annotation set by `mark_node`)."""
+    return node.annotations.get(ann.KIND) if node.annotations.get(ann.EVENT_ID) else None
+
+
+def held_elsewhere(node: NodeView, event_id: str) -> str | None:
+    """Another notice already holds the node: a voluntary kind never takes it over."""
+    holder = node.annotations.get(ann.EVENT_ID)
+    if holder is None or holder == event_id:
+        return None
+    return f"node {node.name} is already being handled for {node.annotations.get(ann.KIND)} ({holder})"
+
+
+def voluntary_in_progress(nodes: Iterable[NodeView], pool: str | None, *, excluding: str) -> int:
+    """Nodes of ``pool`` gpuwarden holds for a voluntary kind (they are still listed: not gone)."""
+    return sum(1 for n in nodes if n.name != excluding and pool_of(n) == pool and held_kind(n) in _VOLUNTARY)
+
+
+def min_nodes_refusal(node: NodeView, nodes: Sequence[NodeView], minimum: int) -> str | None:
+    """Never leave fewer than ``minimum`` schedulable, not-held nodes in the node's pool."""
+    pool = pool_of(node)
+    available = [
+        n for n in nodes if pool_of(n) == pool and n.name != node.name and not n.unschedulable and held_kind(n) is None
+    ]
+    if len(available) >= minimum:
+        return None
+    where = f"nodepool {pool}" if pool else "the nodes outside any NodePool or node group"
+    return f"{where} would keep {len(available)} schedulable node(s), below gpu_idle.min_nodes_per_nodepool {minimum}"
+
+
+@dataclass(frozen=True)
+class Utilization:
+    """``node_gpu_utilization`` (percent) over the re-check window, oldest first."""
+
+    values: tuple[float, ...]
+    minutes: int
+
+
+def busy_refusal(utilization: Utilization, threshold: float) -> str | None:
+    """Re-check at action time. No data is not idleness: skip (the safe default)."""
+    if not utilization.values:
+        return (
+            f"no node_gpu_utilization data in the last {utilization.minutes} min: "
+            "not reclaiming a node whose idleness cannot be confirmed"
+        )
+    peak = max(utilization.values)
+    if peak >= threshold:
+        return f"node is busy again ({peak:.1f} %)"
+    return None
+
+
+def _claim_key(node: NodeView) -> tuple[str, str]:
+    # RFC 3339 UTC strings of one fixed format sort as their instants; a missing claim sorts last
+    return (node.annotations.get(CLAIMED_AT) or "~", node.name)
+
+
+def gpu_idle_holders(nodes: Iterable[NodeView]) -> list[NodeView]:
+    """Nodes held for gpu-idle and not gone, in claim order (claim time, then name)."""
+    return sorted((n for n in nodes if held_kind(n) == Kind.GPU_IDLE.value), key=_claim_key)
+
+
+def cap_refusal(node_name: str, holders: Sequence[NodeView], cap: int) -> str | None:
+    """After taking a slot: keep it only if the node is among the first ``cap`` claimants.
+
+    Every racer sorts the same holders the same way, so a burst of contributor events
+    settles on exactly ``cap`` nodes; the others release theirs.
+    """
+    names = [n.name for n in holders]
+    if node_name in names[:cap]:
+        return None
+    return f"{len(holders)} node(s) already reclaiming for gpu-idle, at gpu_idle.max_nodes_per_evaluation {cap}"
+
+
+def cap_precheck(node_name: str, holders: Sequence[NodeView], cap: int) -> str | None:
+    """Before writing: when ``cap`` others hold a slot already, do not even try."""
+    others = [n for n in holders if n.name != node_name]
+    if len(others) < cap:
+        return None
+    return f"{len(others)} node(s) already reclaiming for gpu-idle, at gpu_idle.max_nodes_per_evaluation {cap}"
+
+
+def claim_stamp(at: datetime) -> str:
+    """A sortable UTC timestamp with microseconds (the claim order of racing handlers)."""
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True)
+class NodeClaimRef:
+    name: str
+    deleting: bool
+
+
+def nodeclaim_for(node: NodeView, claims: Iterable[dict[str, object]]) -> NodeClaimRef | None:
+    """The Karpenter NodeClaim behind ``node``: ``status.nodeName`` or ``status.providerID`` match."""
+    for claim in claims:
+        status = claim.get("status") or {}
+        meta = claim.get("metadata") or {}
+        if not isinstance(status, dict) or not isinstance(meta, dict):
+            continue
+        by_name = status.get("nodeName") == node.name
+        by_provider = node.provider_id is not None and status.get("providerID") == node.provider_id
+        if by_name or by_provider:
+            return NodeClaimRef(name=str(meta.get("name")), deleting=bool(meta.get("deletionTimestamp")))
+    return None

@@ -1,0 +1,56 @@
+"""The one domain notice every event source is turned into."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Kind(StrEnum):
+    SPOT_INTERRUPTION = "spot-interruption"
+    REBALANCE = "rebalance"
+    SCHEDULED_MAINTENANCE = "scheduled-maintenance"
+    INSTANCE_STOPPING = "instance-stopping"
+    GPU_IDLE = "gpu-idle"
+    BUDGET_WINDOW = "budget-window"
+    MANUAL = "manual"
+
+    @property
+    def voluntary(self) -> bool:
+        """Voluntary kinds ask the windows, never override a PDB, honour do-not-disrupt."""
+        return self in _VOLUNTARY
+
+
+_VOLUNTARY = frozenset({Kind.REBALANCE, Kind.SCHEDULED_MAINTENANCE, Kind.GPU_IDLE, Kind.MANUAL})
+
+SPOT_NOTICE_SECONDS = 120
+
+
+class Notice(BaseModel):
+    """What happened to which instance (or node), and by when it must be handled.
+
+    ``instance_id`` or ``node_name`` names the target (CloudWatch alarms may carry only
+    a node name). ``deadline`` is None where the kind has none (rebalance, gpu-idle).
+    ``detail`` keeps the few source fields later steps need (state, alarm name, …).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Kind
+    event_id: str = Field(min_length=1, max_length=256)
+    instance_id: str | None = None
+    node_name: str | None = None
+    deadline: datetime | None = None
+    event_time: datetime
+    source: str
+    detail_type: str
+    region: str | None = None
+    account: str | None = None
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def target(self) -> str:
+        return self.node_name or self.instance_id or "?"

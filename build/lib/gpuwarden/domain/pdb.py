@@ -1,0 +1,78 @@
+"""PodDisruptionBudgets as the drain sees them: which budget guards a pod, and does it allow
+an eviction now (pure; the API server decides for real, this only explains and predicts)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gpuwarden.domain.views import PodView
+
+
+@dataclass(frozen=True)
+class PdbView:
+    namespace: str
+    name: str
+    #: ``spec.selector``; None selects nothing, ``{}`` every pod of the namespace (policy/v1).
+    selector: Mapping[str, Any] | None = None
+    #: ``status.disruptionsAllowed``; None while the disruption controller has not computed it.
+    disruptions_allowed: int | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def blocks(self) -> bool:
+        """An eviction of a healthy pod it guards would be refused now (HTTP 429)."""
+        return self.disruptions_allowed is not None and self.disruptions_allowed <= 0
+
+
+def pdb_from_json(obj: Mapping[str, Any]) -> PdbView:
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    allowed = status.get("disruptionsAllowed")
+    return PdbView(
+        namespace=str(meta.get("namespace", "default")),
+        name=str(meta.get("name", "")),
+        selector=spec.get("selector"),
+        disruptions_allowed=int(allowed) if allowed is not None else None,
+    )
+
+
+def _expression_matches(expression: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    key = str(expression.get("key", ""))
+    operator = expression.get("operator")
+    values = [str(v) for v in expression.get("values") or ()]
+    if operator == "In":
+        return key in labels and labels[key] in values
+    if operator == "NotIn":
+        return key not in labels or labels[key] not in values
+    if operator == "Exists":
+        return key in labels
+    if operator == "DoesNotExist":
+        return key not in labels
+    return False  # an operator the API server would have rejected
+
+
+def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """metav1.LabelSelector semantics: matchLabels AND every matchExpression."""
+    if selector is None:
+        return False
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    return all(_expression_matches(e, labels) for e in selector.get("matchExpressions") or ())
+
+
+def pdbs_guarding(pod: PodView, pdbs: Iterable[PdbView]) -> list[PdbView]:
+    return [p for p in pdbs if p.namespace == pod.namespace and selector_matches(p.selector, pod.labels)]
+
+
+def blocking_pdb(pod: PodView, pdbs: Sequence[PdbView]) -> PdbView | None:
+    """The budget that refuses this pod's eviction now, if any (a terminating pod is never refused)."""
+    if pod.terminating or pod.finished:
+        return None
+    return next((p for p in pdbs_guarding(pod, pdbs) if p.blocks), None)

@@ -1,0 +1,55 @@
+"""The policy document (CONTRACT §3), validated once, frozen everywhere."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gpuwarden.domain.windows import Windows
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class GpuIdlePolicy(_Frozen):
+    threshold_percent: float = Field(default=10.0, gt=0, le=100)
+    period_seconds: int = Field(default=300, ge=60)
+    evaluation_minutes: int = Field(default=60, ge=5)
+    max_nodes_per_evaluation: int = Field(default=3, ge=1)
+    min_nodes_per_nodepool: int = Field(default=1, ge=0)
+    drain_limit_seconds: int = Field(default=1800, ge=60)
+
+
+class RebalancePolicy(_Frozen):
+    action: Literal["prepare", "drain"] = "prepare"
+
+
+class ReplacementPolicy(_Frozen):
+    enabled: bool = True
+    fleet_launch_template: str | None = None
+    fleet_instance_types: list[str] = Field(default_factory=list)
+    fleet_subnets: list[str] = Field(default_factory=list)
+
+
+class CheckpointPolicy(_Frozen):
+    default_timeout_seconds: int = Field(default=60, ge=1, le=3600)
+    allow_exec: bool = True
+
+
+class DrainPolicy(_Frozen):
+    #: Longest backoff between rounds of evictions blocked by a PodDisruptionBudget.
+    max_backoff_seconds: float = Field(default=5.0, gt=0, le=60)
+    #: Voluntary drains (maintenance, manual) give up after this long.
+    voluntary_limit_seconds: int = Field(default=3600, ge=60)
+
+
+class Policy(_Frozen):
+    cluster: str = Field(min_length=1, max_length=100)
+    windows: Windows = Field(default_factory=list)
+    gpu_idle: GpuIdlePolicy = GpuIdlePolicy()
+    rebalance: RebalancePolicy = RebalancePolicy()
+    replacement: ReplacementPolicy = ReplacementPolicy()
+    checkpoint: CheckpointPolicy = CheckpointPolicy()
+    drain: DrainPolicy = DrainPolicy()

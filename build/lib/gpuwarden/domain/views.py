@@ -1,0 +1,187 @@
+"""Small frozen views of Kubernetes objects: what the decisions need, nothing more.
+
+Adapters build them from the API's JSON; the domain never sees a client type.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from dateutil.parser import isoparse
+
+GPU_RESOURCE = "nvidia.com/gpu"
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+NODEPOOL_LABEL = "karpenter.sh/nodepool"
+CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+
+_PROVIDER_ID = re.compile(r"^aws:///(?P<zone>[a-z0-9-]+)/(?P<instance>i-[0-9a-f]+)$")
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    effect: str
+    value: str | None = None
+
+    def as_dict(self) -> dict[str, str]:
+        out = {"key": self.key, "effect": self.effect}
+        if self.value is not None:
+            out["value"] = self.value
+        return out
+
+
+@dataclass(frozen=True)
+class NodeView:
+    name: str
+    resource_version: str
+    provider_id: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    gpu_capacity: int = 0
+    addresses: tuple[str, ...] = ()
+
+    @property
+    def instance_id(self) -> str | None:
+        match = _PROVIDER_ID.match(self.provider_id or "")
+        return match["instance"] if match else None
+
+    @property
+    def zone(self) -> str | None:
+        match = _PROVIDER_ID.match(self.provider_id or "")
+        return match["zone"] if match else self.labels.get(ZONE_LABEL)
+
+    @property
+    def nodepool(self) -> str | None:
+        return self.labels.get(NODEPOOL_LABEL)
+
+    @property
+    def instance_type(self) -> str | None:
+        return self.labels.get(INSTANCE_TYPE_LABEL)
+
+    @property
+    def capacity_type(self) -> str | None:
+        return self.labels.get(CAPACITY_TYPE_LABEL)
+
+    @property
+    def do_not_disrupt(self) -> bool:
+        return self.annotations.get(DO_NOT_DISRUPT) == "true"
+
+
+@dataclass(frozen=True)
+class PodView:
+    namespace: str
+    name: str
+    uid: str
+    node_name: str | None
+    phase: str
+    resource_version: str = ""
+    owner_kind: str | None = None
+    owner_name: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    containers: tuple[str, ...] = ()
+    grace_seconds: int = 30
+    deletion_timestamp: datetime | None = None
+    pod_ip: str | None = None
+    gpu_request: int = 0
+    #: `spec.priority` (set by admission from the PriorityClass); 0 when absent, as the scheduler reads it.
+    priority: int = 0
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def is_mirror(self) -> bool:
+        return MIRROR_ANNOTATION in self.annotations
+
+    @property
+    def is_daemonset(self) -> bool:
+        return self.owner_kind == "DaemonSet"
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def terminating(self) -> bool:
+        return self.deletion_timestamp is not None
+
+    @property
+    def do_not_disrupt(self) -> bool:
+        return self.annotations.get(DO_NOT_DISRUPT) == "true"
+
+
+def _int_quantity(value: object) -> int:
+    try:
+        return int(str(value))
+    except ValueError:
+        return 0
+
+
+def node_from_json(obj: Mapping[str, Any]) -> NodeView:
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    taints = tuple(Taint(key=t["key"], effect=t["effect"], value=t.get("value")) for t in spec.get("taints") or ())
+    capacity = status.get("capacity") or {}
+    return NodeView(
+        name=meta["name"],
+        resource_version=str(meta.get("resourceVersion", "")),
+        provider_id=spec.get("providerID"),
+        labels=dict(meta.get("labels") or {}),
+        annotations=dict(meta.get("annotations") or {}),
+        taints=taints,
+        unschedulable=bool(spec.get("unschedulable", False)),
+        gpu_capacity=_int_quantity(capacity.get(GPU_RESOURCE, 0)),
+        addresses=tuple(a.get("address", "") for a in status.get("addresses") or ()),
+    )
+
+
+def _gpu_request(spec: Mapping[str, Any]) -> int:
+    total = 0
+    for container in spec.get("containers") or ():
+        resources = container.get("resources") or {}
+        limits = resources.get("limits") or {}
+        requests = resources.get("requests") or {}
+        total += _int_quantity(limits.get(GPU_RESOURCE, requests.get(GPU_RESOURCE, 0)))
+    return total
+
+
+def pod_from_json(obj: Mapping[str, Any]) -> PodView:
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    owner = next(
+        (o for o in meta.get("ownerReferences") or () if o.get("controller")),
+        None,
+    )
+    deletion = meta.get("deletionTimestamp")
+    grace = spec.get("terminationGracePeriodSeconds")
+    return PodView(
+        namespace=meta.get("namespace", "default"),
+        name=meta["name"],
+        uid=str(meta.get("uid", "")),
+        node_name=spec.get("nodeName"),
+        phase=status.get("phase", "Unknown"),
+        resource_version=str(meta.get("resourceVersion", "")),
+        owner_kind=owner.get("kind") if owner else None,
+        owner_name=owner.get("name") if owner else None,
+        labels=dict(meta.get("labels") or {}),
+        annotations=dict(meta.get("annotations") or {}),
+        containers=tuple(c.get("name", "") for c in spec.get("containers") or ()),
+        grace_seconds=30 if grace is None else int(grace),
+        deletion_timestamp=isoparse(deletion) if deletion else None,
+        pod_ip=status.get("podIP"),
+        gpu_request=_gpu_request(spec),
+        priority=int(spec.get("priority") or 0),
+    )

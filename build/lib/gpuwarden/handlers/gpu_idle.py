@@ -1,0 +1,20 @@
+"""EventBridge `aws.cloudwatch`: GPU-idle alarm and alarm-contributor state changes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from gpuwarden.handlers._runtime import deps
+from gpuwarden.observability import logger, metrics
+from gpuwarden.services.dispatch import handle_batch
+from gpuwarden.sources import parse_notices
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.EVENT_BRIDGE)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    batch = parse_notices(event)  # raises InvalidEvent: the async invoke fails into the DLQ
+    return handle_batch(batch, deps(), drain_locally=False).to_json()

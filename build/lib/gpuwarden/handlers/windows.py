@@ -1,0 +1,34 @@
+"""EventBridge Scheduler: budget-window open / close / reconcile ticks and maintenance plans falling due."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import cache
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from gpuwarden.handlers._runtime import deps, settings
+from gpuwarden.observability import count_event, logger, metrics
+from gpuwarden.services.context import Deps
+from gpuwarden.services.windows import handle_window_tick
+from gpuwarden.sources import parse_window_tick
+from gpuwarden.wiring import scheduler_for
+
+
+@cache
+def _deps(own_arn: str) -> Deps:
+    """A deferred maintenance plan schedules this very function again: its ARN comes from the
+    invocation (an environment variable holding it would make the stack a dependency cycle)."""
+    current = settings()
+    target = current.windows_function_arn or own_arn
+    return replace(deps(), scheduler=scheduler_for(current.model_copy(update={"windows_function_arn": target})))
+
+
+@logger.inject_lambda_context(correlation_id_path="execution_id")
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    tick = parse_window_tick(event)  # raises InvalidEvent: the async invoke fails into the DLQ
+    result = handle_window_tick(tick, _deps(context.invoked_function_arn), drain_locally=False)
+    count_event(result.kind, result.outcome)
+    return result.to_json()

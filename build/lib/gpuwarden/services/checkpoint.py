@@ -1,0 +1,105 @@
+"""The checkpoint handshake: ask, deliver (signal / exec / POST), record the answer on the pod."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime
+
+from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.checkpoint import CheckpointSpec, checkpoint_by, checkpoint_spec, requested_for
+from gpuwarden.domain.errors import Conflict, GpuwardenError, NotFound
+from gpuwarden.domain.views import NodeView, PodView
+from gpuwarden.services.context import Recorder
+
+_MAX_CONFLICTS = 5
+
+
+def _claim(recorder: Recorder, pod: PodView, by: datetime) -> PodView | None:
+    """Write the request on the pod (RV-checked): the writer that wins delivers; None if another did."""
+    kube = recorder.deps.kube
+    patch = {
+        "metadata": {
+            "annotations": {
+                ann.CHECKPOINT_REQUESTED: ann.rfc3339(by),
+                ann.CHECKPOINT_EVENT: recorder.event_id,
+                ann.CHECKPOINT_DONE: None,
+                ann.CHECKPOINT_FAILED: None,
+            }
+        }
+    }
+    for _ in range(_MAX_CONFLICTS):
+        if requested_for(pod, recorder.event_id):
+            return None
+        try:
+            return kube.patch_pod(pod.namespace, pod.name, patch, pod.resource_version)
+        except Conflict:
+            fresh = kube.get_pod(pod.namespace, pod.name)
+            if fresh is None:
+                return None
+            pod = fresh
+        except NotFound:
+            return None
+    return None
+
+
+def _deliver(recorder: Recorder, node: NodeView, pod: PodView, spec: CheckpointSpec, by: datetime) -> None:
+    deps = recorder.deps
+    timeout = max(1.0, (by - deps.clock()).total_seconds())
+    try:
+        if spec.mode in ("signal", "exec"):
+            outcome = deps.kube.exec_in_pod(pod.namespace, pod.name, spec.container, spec.exec_command(), timeout)
+            ok, detail = outcome.exit_code == 0, f"exit {outcome.exit_code}"
+        elif spec.mode == "http":
+            url = f"http://{pod.pod_ip}:{spec.port}{spec.path}"
+            status = deps.http.post(url, timeout) if pod.pod_ip else 0
+            ok, detail = 200 <= status < 300, f"HTTP {status}" if status else "pod has no IP"
+        else:
+            return
+    except (GpuwardenError, OSError, ValueError) as err:
+        ok, detail = False, f"{type(err).__name__}: {err}"
+    recorder.add(
+        "signal" if spec.mode == "signal" else "checkpoint-delivered",
+        pod=pod.key,
+        mode=spec.mode,
+        result=detail,
+    )
+    if spec.mode == "signal" and ok:
+        return  # the workload acknowledges by annotating its own pod
+    key = ann.CHECKPOINT_DONE if ok else ann.CHECKPOINT_FAILED
+    value = ann.rfc3339(deps.clock()) if ok else detail[:200]
+    try:
+        deps.kube.patch_pod(pod.namespace, pod.name, {"metadata": {"annotations": {key: value}}}, None)
+    except NotFound:
+        return
+    recorder.add("checkpoint-ack" if ok else "checkpoint-failed", node, pod=pod.key, reason=detail)
+
+
+def request_checkpoints(
+    recorder: Recorder,
+    node: NodeView,
+    pods: list[PodView],
+    deadline: datetime | None,
+    pool: ThreadPoolExecutor,
+) -> list[Future[None]]:
+    """Ask every opted-in pod at once. Returns the deliveries still running (exec/http wait for the answer)."""
+    deps = recorder.deps
+    now = deps.clock()
+    default_timeout = deps.policy.checkpoint.default_timeout_seconds
+
+    def ask(pod: PodView, spec: CheckpointSpec) -> None:
+        by = checkpoint_by(now, spec.timeout_seconds, deadline)
+        claimed = _claim(recorder, pod, by)
+        if claimed is None:
+            return
+        recorder.add("checkpoint-requested", node, pod=pod.key, mode=spec.mode, by=ann.rfc3339(by))
+        _deliver(recorder, node, claimed, spec, by)
+
+    futures: list[Future[None]] = []
+    for pod in pods:
+        spec = checkpoint_spec(pod, default_timeout, deps.policy.checkpoint.allow_exec)
+        if not isinstance(spec, CheckpointSpec) or pod.terminating or pod.finished or pod.is_daemonset:
+            continue
+        if requested_for(pod, recorder.event_id):
+            continue
+        futures.append(pool.submit(ask, pod, spec))
+    return futures

@@ -1,0 +1,116 @@
+"""What a service run carries: its ports, policy and clock, and the record of what it did."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from gpuwarden.domain.errors import KubeError
+from gpuwarden.domain.policy import Policy
+from gpuwarden.domain.ports import CloudPort, HttpPort, KubePort, LedgerPort, SchedulerPort
+from gpuwarden.domain.views import NodeView
+from gpuwarden.observability import Metric, logger, put
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class Deps:
+    kube: KubePort
+    cloud: CloudPort
+    ledger: LedgerPort
+    http: HttpPort
+    policy: Policy
+    clock: Callable[[], datetime] = utcnow
+    #: The clock for window decisions: GPUWARDEN_NOW when set (CONTRACT §3), else `clock`.
+    window_clock: Callable[[], datetime] = utcnow
+    sleep: Callable[[float], None] = time.sleep
+    dry_run: bool = False
+    caller: str = "gpuwarden"
+    #: Starts the deployed drain workflow; None locally (the CLI loops in-process).
+    start_drain: Callable[[dict[str, Any]], None] | None = None
+    #: One-time EventBridge Scheduler schedules (maintenance plans); None locally.
+    scheduler: SchedulerPort | None = None
+
+
+#: Action type → Kubernetes Event reason on the node (CONTRACT §2).
+EVENT_REASONS = {
+    "cordon": "GpuwardenCordoned",
+    "checkpoint-requested": "CheckpointRequested",
+    "checkpoint-ack": "CheckpointCompleted",
+    "checkpoint-failed": "CheckpointFailed",
+    "evict": "PodEvicted",
+    "delete": "PodDeleted",
+    "replacement": "ReplacementLaunched",
+    "replacement-failed": "ReplacementFailed",
+    "drain-complete": "DrainCompleted",
+    "drain-blocked": "DrainBlocked",
+    "node-lost-undrained": "NodeLostUndrained",
+    "refused": "DisruptionRefused",
+    "maintenance-planned": "MaintenancePlanned",
+    "retire": "NodeRetired",
+    "release": "GpuwardenUncordoned",
+    "retire-skipped": "NodeNotRetired",
+}
+_WARNINGS = frozenset({"checkpoint-failed", "replacement-failed", "drain-blocked", "node-lost-undrained"})
+_METRICS = {
+    "cordon": Metric.NODES_CORDONED,
+    "checkpoint-requested": Metric.CHECKPOINT_REQUESTS,
+    "checkpoint-ack": Metric.CHECKPOINT_ACKS,
+    "evict": Metric.PODS_EVICTED,
+    "delete": Metric.PODS_DELETED,
+    "eviction-blocked": Metric.EVICTIONS_BLOCKED,
+    "replacement": Metric.REPLACEMENTS,
+    "node-lost-undrained": Metric.NODES_LOST_UNDRAINED,
+}
+
+
+@dataclass
+class Recorder:
+    """Every step, in order: into the JSON result, a structured log line, a metric, and a
+    Kubernetes Event on the node (one per reason per flush, naming the pods)."""
+
+    deps: Deps
+    event_id: str
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    _pending: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    _nodes: dict[str, NodeView] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, type_: str, node: NodeView | None = None, **details: Any) -> dict[str, Any]:
+        action = {"type": type_, "at": self.deps.clock().isoformat(), **details}
+        with self._lock:
+            self.actions.append(action)
+            if node is not None and type_ in EVENT_REASONS:
+                key = (node.name, type_)
+                self._pending.setdefault(key, []).append(_describe(action))
+                self._nodes[node.name] = node
+        logger.info(type_, extra={"event_id": self.event_id, **details})
+        if type_ in _METRICS and not self.deps.dry_run:
+            put(_METRICS[type_])
+        return action
+
+    def flush(self) -> None:
+        """Post the buffered Kubernetes Events. An Event that fails to post is logged, never fatal."""
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        if self.deps.dry_run:
+            return
+        for (node_name, type_), lines in pending.items():
+            node = self._nodes[node_name]
+            message = lines[0] if len(lines) == 1 else f"{len(lines)} pods: " + "; ".join(lines)
+            try:
+                self.deps.kube.create_node_event(node, EVENT_REASONS[type_], message, type_ in _WARNINGS)
+            except KubeError as err:  # an Event is a courtesy: the step itself is done
+                logger.warning("event not posted", extra={"reason": EVENT_REASONS[type_], "error": str(err)})
+
+
+def _describe(action: dict[str, Any]) -> str:
+    parts = [str(action[k]) for k in ("pod", "target", "reason") if action.get(k)]
+    return " ".join(parts) if parts else str(action["type"])

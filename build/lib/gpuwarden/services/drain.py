@@ -1,0 +1,204 @@
+"""`drain_step`: one re-entrant round of a drain (ARCHITECTURE: never a sleep loop in Lambda).
+
+The cluster is the state: which pods are still on the node, what they acknowledged. A
+round evicts what may go, retries what a PDB refused, deletes at per-pod deadlines for
+involuntary kinds, and answers how long to wait before the next round.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel
+
+from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.drain import (
+    CHECKPOINT_TIMED_OUT,
+    MIN_GRACE_SECONDS,
+    DrainContext,
+    PodStep,
+    decide_round,
+    hold_until,
+    leave_order,
+    on_eviction_blocked,
+)
+from gpuwarden.domain.notice import Kind
+from gpuwarden.domain.views import NodeView, PodView
+from gpuwarden.observability import Metric, put
+from gpuwarden.services.checkpoint import request_checkpoints
+from gpuwarden.services.context import Recorder
+
+_POOL_SIZE = 16
+#: After the deadline the instance is gone; keep trying this long for what the API still lists.
+_PAST_DEADLINE_GRACE = 30.0
+
+
+class DrainState(BaseModel):
+    """What the Step Functions loop passes from one round to the next (and the CLI keeps in-process)."""
+
+    node: str
+    event_id: str
+    kind: Kind
+    deadline: datetime | None = None
+    started_at: datetime
+    round: int = 0
+    blocked_rounds: int = 0
+    done: bool = False
+    wait_seconds: float = 0.0
+    outcome: str = "draining"
+    remaining: int = 0
+    waiting: list[str] = []
+    blocked: list[str] = []
+    seconds_left: float | None = None
+
+
+def _evict(recorder: Recorder, node: NodeView, pod: PodView, step: PodStep, ctx: DrainContext) -> PodStep:
+    kube = recorder.deps.kube
+    namespace, name = pod.namespace, pod.name
+    if step.step == "delete":
+        grace = max(MIN_GRACE_SECONDS, pod.grace_seconds if step.grace_seconds is None else step.grace_seconds)
+        if kube.delete_pod(namespace, name, pod.uid, grace):
+            recorder.add("delete", node, pod=pod.key, reason=step.reason, grace_seconds=grace)
+        return step
+    outcome = kube.evict_pod(namespace, name, pod.uid, step.grace_seconds)
+    if outcome.result == "evicted":
+        recorder.add("evict", node, pod=pod.key, reason=step.reason, grace_seconds=step.grace_seconds)
+        if step.reason == CHECKPOINT_TIMED_OUT and not recorder.deps.dry_run:
+            put(Metric.CHECKPOINT_TIMEOUTS)
+        return step
+    if outcome.result == "gone":
+        return PodStep(pod.key, "skip", "gone")
+    follow = on_eviction_blocked(pod, ctx, outcome.message)
+    recorder.add("eviction-blocked", pod=pod.key, reason=outcome.message)
+    if follow.step == "delete":
+        return _evict(recorder, node, pod, follow, ctx)
+    return follow
+
+
+def _context(state: DrainState, recorder: Recorder, now: datetime) -> DrainContext:
+    policy = recorder.deps.policy
+    return DrainContext(
+        event_id=state.event_id,
+        involuntary=not state.kind.voluntary,
+        deadline=state.deadline,
+        now=now,
+        default_checkpoint_timeout=policy.checkpoint.default_timeout_seconds,
+        allow_exec=policy.checkpoint.allow_exec,
+    )
+
+
+def _next_wait(state: DrainState, steps: list[PodStep], max_backoff: float) -> float:
+    if any(s.reason.startswith("eviction blocked") for s in steps):
+        return float(min(max_backoff, 0.5 * 2 ** min(state.blocked_rounds, 6)))
+    return 0.5
+
+
+def drain_step(recorder: Recorder, state: DrainState, pool: ThreadPoolExecutor | None = None) -> DrainState:
+    """One round. Returns the next state; `done` when only skipped pods remain (or the node is gone)."""
+    deps = recorder.deps
+    state = state.model_copy(update={"round": state.round + 1})
+    node = deps.kube.get_node(state.node)
+    if node is None:
+        return _finish(recorder, state, None, deps.clock(), "node is gone")
+    pods = [p for p in deps.kube.list_pods_on_node(state.node) if p.node_name == state.node]
+    now = deps.clock()  # the time of the observation the round decides on
+    ctx = _context(state, recorder, now)
+    steps = decide_round(pods, ctx)
+    by_key = {p.key: p for p in pods}
+    own_pool = pool is None
+    pool = pool or ThreadPoolExecutor(max_workers=_POOL_SIZE)
+    try:
+        late = [by_key[s.pod] for s in steps if s.step == "signal"]
+        if late:
+            request_checkpoints(recorder, node, late, state.deadline, pool)
+        results: list[PodStep] = []
+        for wave in leave_order(steps, by_key):  # lowest priority first, one wave answered before the next
+            results += pool.map(lambda s: _evict(recorder, node, by_key[s.pod], s, ctx), wave)
+    finally:
+        if own_pool:
+            pool.shutdown(wait=True)
+    final = {s.pod: s for s in steps} | {r.pod: r for r in results}
+    next_state = _progress(recorder, state, node, list(final.values()), now)
+    due = _next_due(state, list(final.values()), by_key, ctx)
+    if next_state.done or due is None or due >= next_state.wait_seconds:
+        return next_state
+    return next_state.model_copy(update={"wait_seconds": max(0.05, due)})
+
+
+def _next_due(state: DrainState, steps: list[PodStep], pods: dict[str, PodView], ctx: DrainContext) -> float | None:
+    """Seconds until the first per-pod time the backoff must not sleep past (involuntary): a blocked
+    pod's `deadline - grace` (deleted then, or it would get less grace than it asked for) and a
+    held pod's `hold_until` (asked to leave then, whatever lower-priority pods still do)."""
+    if state.kind.voluntary or state.deadline is None:
+        return None
+    deadline = state.deadline
+    times = [
+        deadline - timedelta(seconds=pods[s.pod].grace_seconds)
+        for s in steps
+        if s.reason.startswith("eviction blocked")
+    ]
+    times += [t for s in steps if s.held_for is not None and (t := hold_until(pods[s.pod], ctx)) is not None]
+    return min(((t - ctx.now).total_seconds() for t in times), default=None)
+
+
+def _progress(recorder: Recorder, state: DrainState, node: NodeView, steps: list[PodStep], now: datetime) -> DrainState:
+    remaining = [s for s in steps if s.step != "skip"]
+    blocked = [f"{s.pod}: {s.reason}" for s in remaining if s.reason.startswith("eviction blocked")]
+    waiting = [
+        f"{s.pod}: {s.reason}" for s in remaining if s.step == "wait" and not s.reason.startswith("eviction blocked")
+    ]
+    seconds_left = (state.deadline - now).total_seconds() if state.deadline else None
+    state = state.model_copy(
+        update={
+            "remaining": len(remaining),
+            "blocked": blocked,
+            "waiting": waiting,
+            "seconds_left": seconds_left,
+            "blocked_rounds": state.blocked_rounds + 1 if blocked else 0,
+        }
+    )
+    if not remaining:
+        return _finish(recorder, state, node, now, "every pod that must go is gone")  # flushes the Events
+    recorder.flush()
+    if seconds_left is not None and seconds_left < -_PAST_DEADLINE_GRACE:
+        recorder.add(
+            "drain-blocked",
+            node,
+            reason=f"deadline passed {-seconds_left:.0f}s ago: " + "; ".join(blocked[:5]),
+        )
+        recorder.flush()
+        put(Metric.DRAINS_PAST_DEADLINE)
+        return state.model_copy(update={"done": True, "outcome": "deadline-passed"})
+    limit = recorder.deps.policy.drain.voluntary_limit_seconds
+    if state.kind.voluntary and (now - state.started_at).total_seconds() > limit:
+        recorder.add("drain-blocked", node, reason=f"not drained after {limit}s: " + "; ".join(blocked[:5]))
+        recorder.flush()
+        return state.model_copy(update={"done": True, "outcome": "blocked"})
+    wait = _next_wait(state, steps, recorder.deps.policy.drain.max_backoff_seconds)
+    return state.model_copy(update={"wait_seconds": wait})
+
+
+def _finish(recorder: Recorder, state: DrainState, node: NodeView | None, now: datetime, why: str) -> DrainState:
+    seconds_left = (state.deadline - now).total_seconds() if state.deadline else None
+    drained_in = (now - state.started_at).total_seconds()
+    first = node is not None and node.annotations.get(ann.DRAIN_COMPLETED) is None
+    details: dict[str, Any] = {"reason": why, "seconds": round(drained_in, 3)}
+    if seconds_left is not None:
+        details["seconds_left"] = round(seconds_left, 3)
+    # Recorded when the round saw the node empty, before the bookkeeping write below (which
+    # faults may slow down). The Kubernetes Event goes with the first completion only.
+    recorder.add("drain-complete", node if first else None, **details)
+    if node is not None and first and not recorder.deps.dry_run:
+        patch = {"metadata": {"annotations": {ann.DRAIN_COMPLETED: ann.rfc3339(now)}}}
+        recorder.deps.kube.patch_node(node.name, patch, None)
+    recorder.flush()
+    if not recorder.deps.dry_run:
+        put(Metric.DRAIN_SECONDS, drained_in, "Seconds")
+        if seconds_left is not None:
+            put(Metric.SECONDS_LEFT_AT_DRAIN_END, seconds_left, "Seconds")
+            if seconds_left < 0:
+                put(Metric.DRAINS_PAST_DEADLINE)
+    outcome = "drained" if seconds_left is None or seconds_left >= 0 else "drained-late"
+    return state.model_copy(update={"done": True, "outcome": outcome, "seconds_left": seconds_left})

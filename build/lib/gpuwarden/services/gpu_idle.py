@@ -1,0 +1,295 @@
+"""GPU-idle reclaim (CONTRACT §1 `gpu-idle`): guardrails, then cordon → checkpoint → drain → retire.
+
+Guardrails, in order (each skip: an `ignored` result, a log line and, once the node is
+known, a `DisruptionRefused` Event on it): the alarm is in ALARM; the node is ours and has
+GPUs; nothing else holds it; no `karpenter.sh/do-not-disrupt` on it or its pods; the cap on
+nodes reclaiming at once has room; its pool keeps `min_nodes_per_nodepool` schedulable
+nodes; a budget window allows a voluntary disruption; and CloudWatch still shows it idle
+(no data is not idleness: skip).
+
+The cap (`gpu_idle.max_nodes_per_evaluation`) is taken with the node write itself: the
+RV-checked mark carries a claim timestamp, then every racer re-lists the holders, sorts them
+by (claim time, node name) and keeps its slot only among the first `cap`; the others release
+(uncordon, clear the annotations). Racers all sort the same list the same way, so a burst of
+contributor events settles on `cap` nodes without a lock. The check runs again just before the
+first pod is touched, which closes the window of a racer whose write landed late.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor, wait
+from typing import Any
+
+from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.decide import do_not_disrupt_reason, window_refusal
+from gpuwarden.domain.errors import Conflict, NotFound
+from gpuwarden.domain.gpu_idle import (
+    CLAIMED_AT,
+    Utilization,
+    busy_refusal,
+    cap_precheck,
+    cap_refusal,
+    claim_stamp,
+    gpu_idle_holders,
+    gpu_refusal,
+    held_elsewhere,
+    min_nodes_refusal,
+    nodeclaim_for,
+    state_refusal,
+)
+from gpuwarden.domain.notice import Kind, Notice
+from gpuwarden.domain.views import NodeView, PodView
+from gpuwarden.observability import logger
+from gpuwarden.services.checkpoint import request_checkpoints
+from gpuwarden.services.context import Deps, Recorder
+from gpuwarden.services.drain import DrainState, drain_step
+from gpuwarden.services.node_ops import find_node, mark_node, window_allowance
+from gpuwarden.services.result import Outcome, Result, notice_result
+
+_POOL_SIZE = 16
+_MAX_CONFLICTS = 8
+#: gpuwarden's node annotations, cleared when a node is given back.
+_OURS = (
+    ann.EVENT_ID,
+    ann.KIND,
+    ann.DEADLINE,
+    ann.CORDONED_BY_US,
+    ann.DRAIN_STARTED,
+    ann.DRAIN_COMPLETED,
+    CLAIMED_AT,
+)
+
+
+def handle_gpu_idle(notice: Notice, deps: Deps, drain_locally: bool = True) -> Result:
+    recorder = Recorder(deps, notice.event_id)
+    refused = state_refusal(notice.detail.get("state"))
+    if refused is not None:
+        return _skip(notice, recorder, None, refused)
+    node = find_node(deps.kube, deps.cloud, notice.instance_id, notice.node_name)
+    if node is None:
+        return _skip(notice, recorder, None, f"{notice.target} is not a node of cluster {deps.policy.cluster}")
+    refused = gpu_refusal(node) or held_elsewhere(node, notice.event_id)
+    if refused is not None:
+        return _skip(notice, recorder, node, refused)
+    pods = [p for p in deps.kube.list_pods_on_node(node.name) if p.node_name == node.name]
+    resumed = node.annotations.get(ann.EVENT_ID) == notice.event_id
+    if not resumed:
+        refused = _guardrails(deps, node, pods)
+        if refused is not None:
+            return _skip(notice, recorder, node, refused)
+    held, refused = _take_slot(recorder, notice, node)
+    if held is None:
+        return _skip(notice, recorder, node, refused or "no slot")
+    state = _reclaim(recorder, notice, held, pods, drain_locally)
+    return _finish(notice, recorder, held, state, resumed)
+
+
+# ------------------------------------------------------------------ guardrails
+
+
+def _guardrails(deps: Deps, node: NodeView, pods: list[PodView]) -> str | None:
+    policy = deps.policy.gpu_idle
+    refused = do_not_disrupt_reason(node, pods)
+    if refused is not None:
+        return refused
+    nodes = deps.kube.list_nodes()
+    refused = cap_precheck(node.name, gpu_idle_holders(nodes), policy.max_nodes_per_evaluation)
+    refused = refused or min_nodes_refusal(node, nodes, policy.min_nodes_per_nodepool)
+    refused = refused or _window_refusal(deps, node)
+    if refused is not None:
+        return refused
+    if node.instance_id is None:
+        return f"node {node.name} has no AWS providerID: its GPU utilization cannot be re-checked"
+    values = deps.cloud.gpu_utilization(
+        deps.policy.cluster, node.instance_id, node.name, policy.evaluation_minutes, policy.period_seconds
+    )
+    return busy_refusal(Utilization(tuple(values), policy.evaluation_minutes), policy.threshold_percent)
+
+
+def _window_refusal(deps: Deps, node: NodeView) -> str | None:
+    """The windows' allowance, counting the voluntary disruptions under way in what they cover."""
+    return window_refusal(window_allowance(deps.kube, deps.policy.windows, deps.window_clock(), node))
+
+
+def _take_slot(recorder: Recorder, notice: Notice, node: NodeView) -> tuple[NodeView | None, str | None]:
+    """Cordon + taint + annotate with a claim time, then keep the slot only within the cap."""
+    deps = recorder.deps
+    claim = {CLAIMED_AT: node.annotations.get(CLAIMED_AT) or claim_stamp(deps.clock())}
+    mark = mark_node(deps.kube, node, notice, extra=claim)
+    if mark.held_by is not None:
+        return None, f"node {node.name} is already being handled for {mark.held_by}"
+    held = mark.node
+    if mark.changed:
+        taint = f"{ann.TAINT_KEY}={notice.kind.value}:NoSchedule"
+        recorder.add("cordon", held, taint=taint, reason="gpu idle: reclaiming the node")
+    refused = _over_cap(deps, held)
+    if refused is not None:
+        release_node(recorder, held.name, notice.event_id, refused)
+        return None, refused
+    return held, None
+
+
+def _over_cap(deps: Deps, held: NodeView) -> str | None:
+    nodes = [n for n in deps.kube.list_nodes() if n.name != held.name] + [held]
+    return cap_refusal(held.name, gpu_idle_holders(nodes), deps.policy.gpu_idle.max_nodes_per_evaluation)
+
+
+# ------------------------------------------------------------------ the reclaim
+
+
+def _reclaim(
+    recorder: Recorder, notice: Notice, node: NodeView, pods: list[PodView], drain_locally: bool
+) -> DrainState | None:
+    deps = recorder.deps
+    state = DrainState(node=node.name, event_id=notice.event_id, kind=Kind.GPU_IDLE, started_at=deps.clock())
+    with ThreadPoolExecutor(max_workers=_POOL_SIZE) as pool:
+        refused = None if deps.dry_run else _over_cap(deps, node)
+        if refused is not None:  # a racer's write landed late: give the slot back untouched
+            release_node(recorder, node.name, notice.event_id, refused)
+            return state.model_copy(update={"done": True, "outcome": "over-cap"})
+        deliveries = request_checkpoints(recorder, node, pods, None, pool)
+        if not deps.dry_run:
+            state = settle_round(recorder, drain_step(recorder, state, pool))
+            while not state.done and not all(f.done() for f in deliveries):
+                wait(deliveries, timeout=state.wait_seconds, return_when="FIRST_COMPLETED")
+                state = settle_round(recorder, drain_step(recorder, state, pool))
+        wait(deliveries)
+        for future in deliveries:
+            future.result()
+        recorder.flush()
+    if deps.dry_run or state.done:
+        return None if deps.dry_run else state
+    if deps.start_drain is not None and not drain_locally:
+        deps.start_drain(state.model_dump(mode="json"))
+        return state
+    while not state.done:
+        deps.sleep(state.wait_seconds)
+        state = settle_round(recorder, drain_step(recorder, state))
+    return state
+
+
+def settle_round(recorder: Recorder, state: DrainState) -> DrainState:
+    """After each `drain_step` of a gpu-idle drain (locally, or in the deployed drain loop):
+    retire the node once drained; give it back when the drain cannot finish in time."""
+    if state.kind is not Kind.GPU_IDLE:
+        return state
+    deps = recorder.deps
+    taken = _taken_over(deps, state)
+    if taken is not None:  # an involuntary notice superseded this reclaim: neither retire nor release
+        recorder.add("superseded", reason=taken)
+        return state.model_copy(update={"done": True, "outcome": "superseded"})
+    limit = deps.policy.gpu_idle.drain_limit_seconds
+    if state.done:
+        if state.outcome in ("drained", "drained-late"):
+            _retire(recorder, state.node)
+        elif state.outcome == "blocked":
+            release_node(recorder, state.node, state.event_id, f"drain blocked: {'; '.join(state.blocked[:5])}")
+        return state
+    if (deps.clock() - state.started_at).total_seconds() <= limit:
+        return state
+    node = deps.kube.get_node(state.node)
+    reason = f"not drained after gpu_idle.drain_limit_seconds {limit}: " + "; ".join(
+        (state.blocked or state.waiting)[:5]
+    )
+    recorder.add("drain-blocked", node, reason=reason)
+    recorder.flush()
+    release_node(recorder, state.node, state.event_id, reason)
+    return state.model_copy(update={"done": True, "outcome": "blocked"})
+
+
+def _taken_over(deps: Deps, state: DrainState) -> str | None:
+    node = deps.kube.get_node(state.node)
+    holder = node.annotations.get(ann.EVENT_ID) if node is not None else state.event_id
+    if holder == state.event_id:
+        return None
+    kind = node.annotations.get(ann.KIND) if node is not None else None
+    return f"node {state.node} was taken over by {kind} ({holder}): the gpu-idle reclaim stops"
+
+
+def _retire(recorder: Recorder, node_name: str) -> None:
+    """Delete the node's NodeClaim, else terminate it in its Auto Scaling group, else say so."""
+    deps = recorder.deps
+    node = deps.kube.get_node(node_name)
+    if node is None:
+        recorder.add("retire", reason=f"node {node_name} is gone already")
+        return
+    try:
+        claims = deps.kube.list_nodeclaims()
+    except NotFound:  # no Karpenter CRDs in this cluster
+        claims = []
+    claim = nodeclaim_for(node, claims)
+    if claim is not None:
+        if not claim.deleting:
+            deps.kube.delete_nodeclaim(claim.name)
+        reason = "NodeClaim deleted: Karpenter terminates the instance"
+        recorder.add("retire", node, target=f"nodeclaim/{claim.name}", reason=reason)
+    else:
+        group = deps.cloud.asg_of(node.instance_id) if node.instance_id else None
+        if group is not None and node.instance_id is not None:
+            deps.cloud.terminate_in_asg(node.instance_id)
+            reason = "terminated in its Auto Scaling group, desired capacity decremented"
+            recorder.add("retire", node, target=f"asg/{group}", instance_id=node.instance_id, reason=reason)
+        else:
+            reason = "neither a Karpenter NodeClaim's node nor an Auto Scaling group member: left cordoned and drained"
+            recorder.add("retire-skipped", node, reason=reason)
+    recorder.flush()
+
+
+def release_node(recorder: Recorder, node_name: str, event_id: str, reason: str) -> None:
+    """Give the node back: remove gpuwarden's taint, its cordon only if gpuwarden set it, and
+    gpuwarden's annotations. RV-checked; a node another notice holds now is left alone."""
+    kube = recorder.deps.kube
+    for _ in range(_MAX_CONFLICTS):
+        node = kube.get_node(node_name)
+        if node is None or node.annotations.get(ann.EVENT_ID) != event_id:
+            return
+        spec: dict[str, Any] = {"taints": [t.as_dict() for t in node.taints if t.key != ann.TAINT_KEY]}
+        if node.annotations.get(ann.CORDONED_BY_US) == "true":
+            spec["unschedulable"] = False
+        patch = {"metadata": {"annotations": dict.fromkeys(_OURS)}, "spec": spec}
+        try:
+            released = kube.patch_node(node_name, patch, node.resource_version)
+        except Conflict:
+            continue
+        recorder.add("release", released, reason=reason)
+        recorder.flush()
+        return
+    logger.warning("node not released after conflicts", extra={"node": node_name, "event_id": event_id})
+
+
+# ------------------------------------------------------------------ results
+
+
+def _skip(notice: Notice, recorder: Recorder, node: NodeView | None, reason: str) -> Result:
+    if node is not None:
+        recorder.add("refused", node, reason=reason)
+        recorder.flush()
+    else:
+        logger.info("gpu-idle ignored", extra={"event_id": notice.event_id, "reason": reason})
+    return notice_result(notice, recorder, node, outcome="ignored", reason=reason)
+
+
+def _finish(notice: Notice, recorder: Recorder, node: NodeView, state: DrainState | None, resumed: bool) -> Result:
+    deps = recorder.deps
+    outcome: Outcome = "dry-run" if deps.dry_run else "duplicate" if resumed else "handled"
+    if state is None:
+        reason = f"gpu idle: would reclaim node {node.name}"
+    elif state.outcome == "over-cap":
+        return notice_result(
+            notice, recorder, node, outcome="ignored", reason=recorder.actions[-1].get("reason", "over the cap")
+        )
+    elif state.outcome == "superseded":
+        return notice_result(
+            notice, recorder, node, outcome="ignored", reason=recorder.actions[-1].get("reason", "superseded")
+        )
+    elif state.outcome == "blocked":
+        reason = f"gpu idle: drain of {node.name} blocked, node uncordoned: " + "; ".join(state.blocked[:3])
+    elif state.done:
+        retired = next((a for a in recorder.actions if a["type"] in ("retire", "retire-skipped")), {})
+        reason = f"gpu idle: node {node.name} drained; {retired.get('target') or retired.get('reason', '')}".rstrip()
+    else:
+        reason = f"gpu idle: node {node.name} cordoned, drain continues in the drain workflow"
+    if resumed and not deps.dry_run:
+        reason = f"event {notice.event_id} was already applied to {node.name}; resumed: {reason}"
+    drain = state.model_dump(mode="json") if state else None
+    return notice_result(notice, recorder, node, outcome=outcome, reason=reason, drain=drain)

@@ -1,0 +1,297 @@
+"""Scheduled maintenance (AWS Health ``scheduledChange``, CONTRACT §1): drain inside the latest
+allowed window that ends before the maintenance starts; if none fits, drain now so that the
+drain ends before the start.
+
+A plan is held on the node itself (annotations ``gpuwarden.io/maintenance-plan:
+<window>@<start>``, ``…-plan-id``, ``…-event-id``, ``…-deadline``: a re-delivery finds it and
+schedules nothing twice), mirrored in the ledger, and acted on by a one-time EventBridge
+Scheduler schedule (``at(…)``, named after the plan: idempotent) whose input is the
+``maintenance-due`` tick. Locally there is no Scheduler: the result names the tick to invoke.
+
+When the plan is due, the windows are asked again (a window's ``max_disruptions`` may be
+used up by drains in progress): refused with time to spare, the plan waits 5 minutes and
+asks again; refused with no time to spare, the drain runs, because the deadline is hard.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from concurrent.futures import ThreadPoolExecutor, wait
+from datetime import datetime, timedelta
+
+from dateutil.parser import isoparse
+
+from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.decide import do_not_disrupt_reason
+from gpuwarden.domain.errors import Conflict
+from gpuwarden.domain.notice import Kind, Notice
+from gpuwarden.domain.views import NodeView
+from gpuwarden.domain.windows import OpenWindow, latest_allowed_window_before
+from gpuwarden.services.checkpoint import request_checkpoints
+from gpuwarden.services.context import Deps, Recorder
+from gpuwarden.services.drain import DrainState, drain_step
+from gpuwarden.services.interruption import drain_to_end, not_ours
+from gpuwarden.services.node_ops import find_node, mark_node, window_allowance
+from gpuwarden.services.replace import ensure_replacement
+from gpuwarden.services.result import Result, notice_result
+
+KIND = Kind.SCHEDULED_MAINTENANCE.value
+#: How long a refused, due plan waits before it asks the windows again.
+RETRY_AFTER = timedelta(minutes=5)
+_MAX_CONFLICTS = 5
+_POOL_SIZE = 16
+
+
+def plan_id_for(event_id: str) -> str:
+    """Deterministic per (Health event, instance): the schedule's name, so a re-delivery is a no-op."""
+    return "maint-" + hashlib.sha256(event_id.encode()).hexdigest()[:20]
+
+
+def due_tick(plan_id: str) -> dict[str, str]:
+    """The Scheduler input that runs the plan (route ``windows``, action ``maintenance-due``)."""
+    return {
+        "gpuwarden": "budget-window",
+        "action": "maintenance-due",
+        "plan_id": plan_id,
+        "scheduled_time": "<aws.scheduler.scheduled-time>",
+        "execution_id": "<aws.scheduler.execution-id>",
+        "attempt": "<aws.scheduler.attempt-number>",
+    }
+
+
+def drain_estimate(deps: Deps) -> timedelta:
+    """The time a voluntary drain may take (policy ``drain.voluntary_limit_seconds``)."""
+    return timedelta(seconds=deps.policy.drain.voluntary_limit_seconds)
+
+
+# --------------------------------------------------------------------------- the notice
+
+
+def handle_maintenance(notice: Notice, deps: Deps, *, drain_locally: bool = True) -> Result:
+    """Plan the drain into a window before the maintenance starts, or drain now when none fits."""
+    recorder = Recorder(deps, notice.event_id)
+    node = find_node(deps.kube, deps.cloud, notice.instance_id, notice.node_name)
+    if node is None:
+        return notice_result(notice, recorder, None, outcome="ignored", reason=not_ours(notice, deps.policy.cluster))
+    if node.annotations.get(ann.EVENT_ID) == notice.event_id:
+        return _execute(notice, recorder, node, drain_locally, "the drain had begun: resumed")
+    held = node.annotations.get(ann.MAINTENANCE_PLAN)
+    if node.annotations.get(ann.MAINTENANCE_PLAN_ID) == plan_id_for(notice.event_id) and held:
+        _schedule(recorder, node, plan_id_for(notice.event_id), _held_start(held))  # idempotent by name
+        reason = f"already planned: drain {node.name} in {_describe_held(held)}"
+        return notice_result(notice, recorder, node, outcome="duplicate", reason=reason)
+    return _plan_or_drain(notice, recorder, node, drain_locally)
+
+
+def _plan_or_drain(notice: Notice, recorder: Recorder, node: NodeView, drain_locally: bool) -> Result:
+    deps = recorder.deps
+    now = deps.window_clock()
+    deadline = notice.deadline or now
+    needed = drain_estimate(deps)
+    found = None
+    if deps.policy.windows and deadline - now >= needed:
+        found = latest_allowed_window_before(deps.policy.windows, now, deadline, node.nodepool, needed)
+    if found is None:
+        why = (
+            f"no allowed window of {_hours(needed)} fits before the maintenance starts at {ann.rfc3339(deadline)}: "
+            "draining now so that it ends before the start"
+        )
+        if not deps.policy.windows:
+            why = "no budget windows configured: draining now"
+        return _execute(notice, recorder, node, drain_locally, why)
+    assert found.usable is not None  # set by latest_allowed_window_before
+    if found.usable.start <= now:
+        why = f"window {found.name!r} {found.describe()} is open now, before the maintenance starts"
+        return _when_due(notice, recorder, node, drain_locally, why)
+    return _hold(notice, recorder, node, found)
+
+
+def _hours(span: timedelta) -> str:
+    minutes = int(span.total_seconds() // 60)
+    return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"
+
+
+# --------------------------------------------------------------------------- holding a plan
+
+
+def _held_start(held: str) -> datetime:
+    return isoparse(held.rpartition("@")[2])
+
+
+def _describe_held(held: str) -> str:
+    window, _, start = held.rpartition("@")
+    return f"window {window!r} from {start}"
+
+
+def _hold(notice: Notice, recorder: Recorder, node: NodeView, found: OpenWindow) -> Result:
+    assert found.usable is not None
+    start = found.usable.start
+    plan_id = plan_id_for(notice.event_id)
+    held = f"{found.name}@{ann.rfc3339(start)}"
+    node, fresh = _annotate_plan(recorder, node, notice, plan_id, held)
+    if not fresh:
+        return notice_result(
+            notice, recorder, node, outcome="duplicate", reason=f"already planned: {_describe_held(held)}"
+        )
+    recorder.add(
+        "maintenance-planned",
+        node,
+        plan_id=plan_id,
+        window=found.name,
+        start=ann.rfc3339(start),
+        deadline=ann.rfc3339(notice.deadline) if notice.deadline else None,
+        reason=f"drain in window {found.name!r} from {ann.rfc3339(start)} {found.describe()}",
+    )
+    recorder.flush()
+    if not recorder.deps.dry_run:
+        recorder.deps.ledger.record(
+            f"maintenance-plan#{plan_id}",
+            {"node": node.name, "event_id": notice.event_id, "plan": held, "deadline": str(notice.deadline)},
+        )
+    _schedule(recorder, node, plan_id, start)
+    reason = (
+        f"planned: drain {node.name} in window {found.name!r} from {ann.rfc3339(start)} {found.describe()}, "
+        f"before the maintenance starts at {ann.rfc3339(notice.deadline or start)}"
+    )
+    return notice_result(
+        notice, recorder, node, outcome="dry-run" if recorder.deps.dry_run else "handled", reason=reason
+    )
+
+
+def _annotate_plan(
+    recorder: Recorder, node: NodeView, notice: Notice, plan_id: str, held: str
+) -> tuple[NodeView, bool]:
+    """Write the plan on the node, RV-checked. (node, False) when a concurrent delivery wrote it first."""
+    kube = recorder.deps.kube
+    annotations = {
+        ann.MAINTENANCE_PLAN: held,
+        ann.MAINTENANCE_PLAN_ID: plan_id,
+        ann.MAINTENANCE_EVENT_ID: notice.event_id,
+        ann.MAINTENANCE_DEADLINE: ann.rfc3339(notice.deadline or recorder.deps.clock()),
+    }
+    for _ in range(_MAX_CONFLICTS):
+        if node.annotations.get(ann.MAINTENANCE_PLAN_ID) == plan_id and node.annotations.get(ann.MAINTENANCE_PLAN):
+            return node, False
+        try:
+            return kube.patch_node(node.name, {"metadata": {"annotations": annotations}}, node.resource_version), True
+        except Conflict:
+            fresh = kube.get_node(node.name)
+            if fresh is None:
+                break
+            node = fresh
+    return node, False
+
+
+def _schedule(recorder: Recorder, node: NodeView, plan_id: str, at: datetime, name: str | None = None) -> None:
+    deps = recorder.deps
+    tick = due_tick(plan_id)
+    name = name or plan_id
+    if deps.dry_run or deps.scheduler is None:
+        why = "dry run" if deps.dry_run else "no Scheduler here (local run): invoke this tick when the window opens"
+        recorder.add("schedule-skipped", target=name, at=ann.rfc3339(at), tick=tick, reason=why)
+        return
+    arn = deps.scheduler.schedule_once(name, at, tick)
+    recorder.add("scheduled", target=arn, at=ann.rfc3339(at), reason=f"maintenance-due tick for plan {plan_id}")
+
+
+# --------------------------------------------------------------------------- the plan is due
+
+
+def run_plan(plan_id: str, deps: Deps, *, drain_locally: bool = True) -> Result:
+    """The ``maintenance-due`` tick: find the node holding the plan and drain it (windows permitting)."""
+    node = next((n for n in deps.kube.list_nodes() if n.annotations.get(ann.MAINTENANCE_PLAN_ID) == plan_id), None)
+    if node is None:
+        reason = f"no node holds maintenance plan {plan_id} (the node is gone, or the plan was replaced)"
+        return Result(outcome="ignored", kind=KIND, event_id=plan_id, reason=reason)
+    notice = _notice_of(node, deps.clock())
+    held = node.annotations.get(ann.MAINTENANCE_PLAN, "")
+    recorder = Recorder(deps, notice.event_id)
+    return _when_due(notice, recorder, node, drain_locally, f"plan {plan_id} is due ({_describe_held(held)})")
+
+
+def _notice_of(node: NodeView, now: datetime) -> Notice:
+    deadline = node.annotations.get(ann.MAINTENANCE_DEADLINE)
+    return Notice(
+        kind=Kind.SCHEDULED_MAINTENANCE,
+        event_id=node.annotations.get(ann.MAINTENANCE_EVENT_ID) or plan_id_for(node.name),
+        instance_id=node.instance_id,
+        node_name=node.name,
+        deadline=isoparse(deadline) if deadline else None,
+        event_time=now,
+        source="aws.health",
+        detail_type="AWS Health Event",
+    )
+
+
+def _when_due(notice: Notice, recorder: Recorder, node: NodeView, drain_locally: bool, why: str) -> Result:
+    """Ask the windows now; wait and ask again while there is time, else drain."""
+    deps = recorder.deps
+    now = deps.window_clock()
+    allowance = window_allowance(deps.kube, deps.policy.windows, now, node)
+    if allowance.allowed is None or allowance.allowed > 0:
+        return _execute(notice, recorder, node, drain_locally, f"{why}; {allowance.reason}")
+    deadline = notice.deadline or now
+    if deadline - now < drain_estimate(deps) + RETRY_AFTER:
+        late = f"{why}; {allowance.reason}, but the maintenance starts at {ann.rfc3339(deadline)}: draining now"
+        return _execute(notice, recorder, node, drain_locally, late)
+    retry = now + RETRY_AFTER
+    plan_id = node.annotations.get(ann.MAINTENANCE_PLAN_ID) or plan_id_for(notice.event_id)
+    recorder.add("refused", node, reason=allowance.reason, window=allowance.window, retry_at=ann.rfc3339(retry))
+    recorder.flush()
+    _schedule(recorder, node, plan_id, retry, name=f"{plan_id}-{retry.strftime('%Y%m%d%H%M')}")
+    reason = f"{why}; refused: {allowance.reason}; asking again at {ann.rfc3339(retry)}"
+    return notice_result(notice, recorder, node, outcome="ignored", reason=reason)
+
+
+def _execute(notice: Notice, recorder: Recorder, node: NodeView, drain_locally: bool, why: str) -> Result:
+    """Cordon + taint ``scheduled-maintenance``, checkpoint, replace, drain with the voluntary rules."""
+    deps = recorder.deps
+    pods = [p for p in deps.kube.list_pods_on_node(node.name) if p.node_name == node.name]
+    refused = do_not_disrupt_reason(node, pods)
+    if refused is not None:
+        recorder.add("refused", node, reason=refused)
+        recorder.flush()
+        return notice_result(notice, recorder, node, outcome="ignored", reason=f"{why}; refused: {refused}")
+    mark = mark_node(deps.kube, node, notice)
+    if mark.held_by is not None:
+        reason = f"node {node.name} is already being handled for {mark.held_by}"
+        return notice_result(notice, recorder, node, outcome="ignored", reason=reason)
+    node = mark.node
+    if mark.changed:
+        recorder.add("cordon", node, taint=f"{ann.TAINT_KEY}={KIND}:NoSchedule", reason=why)
+    state = _drain(recorder, notice, node, drain_locally)
+    outcome = "dry-run" if deps.dry_run else "handled" if mark.changed else "duplicate"
+    return notice_result(
+        notice,
+        recorder,
+        node,
+        outcome=outcome,
+        reason=why,
+        drain=state.model_dump(mode="json") if state else None,
+        seconds_left=state.seconds_left if state else None,
+    )
+
+
+def _drain(recorder: Recorder, notice: Notice, node: NodeView, drain_locally: bool) -> DrainState | None:
+    deps = recorder.deps
+    pods = [p for p in deps.kube.list_pods_on_node(node.name) if p.node_name == node.name]
+    with ThreadPoolExecutor(max_workers=_POOL_SIZE) as pool:
+        deliveries = request_checkpoints(recorder, node, pods, notice.deadline, pool)
+        if deps.policy.replacement.enabled:
+            deliveries.append(pool.submit(ensure_replacement, recorder, node, notice, pods))
+        wait(deliveries)
+        for future in deliveries:
+            future.result()
+    recorder.flush()
+    if deps.dry_run:
+        return None
+    state = DrainState(
+        node=node.name, event_id=notice.event_id, kind=notice.kind, deadline=notice.deadline, started_at=deps.clock()
+    )
+    state = drain_step(recorder, state)
+    if state.done:
+        return state
+    if deps.start_drain is not None and not drain_locally:
+        deps.start_drain(state.model_dump(mode="json"))
+        return state
+    return drain_to_end(recorder, state)

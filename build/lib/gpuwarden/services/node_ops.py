@@ -1,0 +1,143 @@
+"""Find the node, mark it (cordon + taint + annotations), idempotently and race-safe."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.errors import Conflict, KubeError
+from gpuwarden.domain.notice import Kind, Notice
+from gpuwarden.domain.ports import CloudPort, KubePort
+from gpuwarden.domain.views import NodeView, Taint
+from gpuwarden.domain.windows import Allowance, Window, voluntary_allowance
+
+_MAX_CONFLICTS = 8
+_INSTANCE_CACHE: dict[str, str] = {}
+
+
+def find_node(kube: KubePort, cloud: CloudPort, instance_id: str | None, node_name: str | None) -> NodeView | None:
+    """By name when the event names one; else by providerID, else by the EC2 private DNS name."""
+    if node_name:
+        return kube.get_node(node_name)
+    if not instance_id:
+        return None
+    cached = _INSTANCE_CACHE.get(instance_id)
+    if cached:
+        node = kube.get_node(cached)
+        if node is not None and node.instance_id == instance_id:
+            return node
+    for node in kube.list_nodes():
+        if node.instance_id:
+            _INSTANCE_CACHE[node.instance_id] = node.name
+        if node.instance_id == instance_id:
+            return node
+    dns = cloud.private_dns_name(instance_id)
+    return kube.get_node(dns) if dns else None
+
+
+def our_taint(kind: Kind) -> Taint:
+    return Taint(key=ann.TAINT_KEY, value=kind.value, effect="NoSchedule")
+
+
+def is_marked(node: NodeView, notice: Notice) -> bool:
+    return (
+        node.annotations.get(ann.EVENT_ID) == notice.event_id
+        and node.unschedulable
+        and our_taint(notice.kind) in node.taints
+    )
+
+
+def supersedes(new: Kind, current: str | None) -> bool:
+    """An involuntary notice takes over a node a voluntary notice holds; nothing takes over an
+    involuntary one (a late redelivery of an older warning must not take the node back)."""
+    if current is None:
+        return True
+    if new.voluntary:
+        return False
+    try:
+        return Kind(current).voluntary
+    except ValueError:
+        return True
+
+
+@dataclass(frozen=True)
+class MarkResult:
+    node: NodeView
+    changed: bool
+    #: The node is held by another, involuntary notice: this one must not act on it.
+    held_by: str | None = None
+
+
+def mark_node(kube: KubePort, node: NodeView, notice: Notice, extra: Mapping[str, str] | None = None) -> MarkResult:
+    """Cordon, taint `gpuwarden.io/disruption=<kind>:NoSchedule`, annotate (plus ``extra``).
+    One write, RV-checked."""
+    for _ in range(_MAX_CONFLICTS):
+        if is_marked(node, notice):
+            return MarkResult(node, changed=False)
+        current = node.annotations.get(ann.KIND)
+        if node.annotations.get(ann.EVENT_ID) != notice.event_id and not supersedes(notice.kind, current):
+            return MarkResult(node, changed=False, held_by=f"{current} ({node.annotations.get(ann.EVENT_ID)})")
+        taints = [t.as_dict() for t in node.taints if t.key != ann.TAINT_KEY]
+        taints.append(our_taint(notice.kind).as_dict())
+        annotations: dict[str, str | None] = {
+            ann.EVENT_ID: notice.event_id,
+            ann.KIND: notice.kind.value,
+            ann.DEADLINE: ann.rfc3339(notice.deadline) if notice.deadline else None,
+        }
+        if node.annotations.get(ann.EVENT_ID) != notice.event_id:
+            # a new event starts a new drain: an earlier event's completion no longer holds
+            annotations[ann.DRAIN_COMPLETED] = None
+        annotations.update(extra or {})
+        if not node.unschedulable:
+            annotations[ann.CORDONED_BY_US] = "true"
+        patch = {"metadata": {"annotations": annotations}, "spec": {"unschedulable": True, "taints": taints}}
+        try:
+            return MarkResult(kube.patch_node(node.name, patch, node.resource_version), changed=True)
+        except Conflict:
+            fresh = kube.get_node(node.name)
+            if fresh is None:
+                raise KubeError(f"node {node.name} disappeared while being cordoned", status=404) from None
+            node = fresh
+    raise KubeError(f"node {node.name}: {_MAX_CONFLICTS} write conflicts in a row", status=409)
+
+
+def voluntary_in_progress(
+    kube: KubePort, nodepool: str | None, *, exclude: str | None = None, covered_by: Window | None = None
+) -> int:
+    """Voluntary disruptions under way: what `voluntary_allowance(in_progress=…)` takes.
+
+    A node counts while gpuwarden holds it for a voluntary kind (annotation `gpuwarden.io/kind`)
+    and it is not drained yet (no `gpuwarden.io/drain-completed`); a node that is gone no longer
+    counts. Counted in ``nodepool`` (None: nodes outside Karpenter), or, with ``covered_by``, in
+    every NodePool that window covers. ``exclude``: the node being decided (a re-delivery for it
+    must not count against itself).
+    """
+    count = 0
+    for node in kube.list_nodes():
+        covered = covered_by.applies_to(node.nodepool) if covered_by is not None else node.nodepool == nodepool
+        if node.name == exclude or not covered:
+            continue
+        kind = node.annotations.get(ann.KIND)
+        if kind in _VOLUNTARY_KINDS and ann.DRAIN_COMPLETED not in node.annotations:
+            count += 1
+    return count
+
+
+def window_allowance(kube: KubePort, windows: Sequence[Window], now: datetime, node: NodeView) -> Allowance:
+    """What the windows allow a voluntary disruption of ``node`` at ``now`` (CONTRACT §4).
+
+    The most restrictive open window decides; its ``max_disruptions`` counts the voluntary
+    disruptions under way in everything it covers (all NodePools, or its ``nodepools``). Lists
+    nodes only when an open window caps (a freeze, or no window open, needs no count).
+    """
+    first = voluntary_allowance(windows, now, node.nodepool, in_progress=0)
+    if first.window is None or first.allowed == 0:
+        return first
+    deciding = next(w for w in windows if w.name == first.window)
+    in_progress = voluntary_in_progress(kube, node.nodepool, exclude=node.name, covered_by=deciding)
+    return voluntary_allowance(windows, now, node.nodepool, in_progress)
+
+
+_VOLUNTARY_KINDS = frozenset(kind.value for kind in Kind if kind.voluntary)

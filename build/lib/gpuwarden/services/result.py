@@ -1,0 +1,59 @@
+"""The JSON answer of every entry point (CONTRACT §5)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    from gpuwarden.domain.notice import Notice
+    from gpuwarden.domain.views import NodeView
+    from gpuwarden.services.context import Recorder
+
+Outcome = Literal["handled", "ignored", "duplicate", "dry-run", "failed"]
+
+
+class Result(BaseModel):
+    outcome: Outcome
+    kind: str
+    #: runbook requests only (CONTRACT §5): the action asked for, and whether nothing was changed
+    action: str | None = None
+    dry_run: bool | None = None
+    node: str | None = None
+    instance_id: str | None = None
+    event_id: str | None = None
+    reason: str
+    deadline: datetime | None = None
+    actions: list[dict[str, Any]] = Field(default_factory=list)
+    plan: list[dict[str, Any]] | None = None
+    drain: dict[str, Any] | None = None
+    seconds_left: float | None = None
+    results: list[Result] | None = None
+    #: runbook `status`: what gpuwarden knows of the node
+    status: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+def notice_result(notice: Notice, recorder: Recorder, node: NodeView | None, **fields: Any) -> Result:
+    """The answer to one notice, written to the ledger: a duplicate is counted on the event's
+    record, any other outcome is recorded with who asked."""
+    result = Result(
+        kind=notice.kind.value,
+        node=node.name if node else notice.node_name,
+        instance_id=notice.instance_id or (node.instance_id if node else None),
+        event_id=notice.event_id,
+        deadline=notice.deadline,
+        actions=recorder.actions,
+        **fields,
+    )
+    ledger = recorder.deps.ledger
+    if result.outcome == "duplicate":
+        ledger.count_duplicate(notice.event_id)
+    else:
+        entry = {"outcome": result.outcome, "kind": result.kind, "node": result.node or "", "reason": result.reason}
+        ledger.record(notice.event_id, entry | {"caller": recorder.deps.caller})
+    return result

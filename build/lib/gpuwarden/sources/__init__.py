@@ -1,0 +1,144 @@
+"""Every input gpuwarden accepts, parsed into the domain.
+
+- EventBridge events (``detail-type`` + ``source``) → :class:`NoticeBatch` of :class:`Notice`
+- our Scheduler target input (``"gpuwarden": "budget-window"``) → :class:`WindowTick`
+- a runbook payload (``action``, no ``detail-type``) → :class:`RunbookRequest`
+
+Anything else, or anything malformed, raises :class:`~gpuwarden.domain.errors.InvalidEvent`
+naming the offending fields; no other exception leaves these functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, assert_never, get_args
+
+from pydantic import Field, TypeAdapter, ValidationError
+
+from gpuwarden.domain.errors import InvalidEvent
+
+from ._common import NoticeBatch, Route, invalid
+from .cloudwatch import AlarmContributorStateChange, AlarmStateChange
+from .ec2 import InstanceStateChange, RebalanceRecommendation, SpotInterruptionWarning
+from .health import HealthEvent
+from .runbook import RunbookRequest
+from .scheduler import MARKER, WindowTick
+
+__all__ = [
+    "DETAIL_TYPES",
+    "InvalidEvent",
+    "NoticeBatch",
+    "Parsed",
+    "Route",
+    "RunbookRequest",
+    "WindowTick",
+    "parse_event",
+    "parse_notices",
+    "parse_runbook",
+    "parse_window_tick",
+    "route_of",
+]
+
+Parsed = NoticeBatch | RunbookRequest | WindowTick
+
+EventModel = Annotated[
+    SpotInterruptionWarning
+    | RebalanceRecommendation
+    | InstanceStateChange
+    | HealthEvent
+    | AlarmStateChange
+    | AlarmContributorStateChange,
+    Field(discriminator="detail_type"),  # the models' Literal detail-types are the tags
+]
+"""The one discriminated union of the EventBridge events gpuwarden accepts."""
+
+
+def _detail_types() -> tuple[str, ...]:
+    union = get_args(EventModel)[0]
+    return tuple(get_args(m.model_fields["detail_type"].annotation)[0] for m in get_args(union))
+
+
+DETAIL_TYPES = _detail_types()
+"""The EventBridge detail-types gpuwarden accepts."""
+
+_ACCEPTED_SHAPES = (
+    "an EventBridge event (with 'detail-type' and 'source'), "
+    f"a Scheduler input ({{'gpuwarden': '{MARKER}', 'action': …}}), "
+    "or a runbook payload ({'action': …, 'node' | 'instance_id': …})"
+)
+
+
+_EVENTS: TypeAdapter[EventModel] = TypeAdapter(EventModel)  # ~1 ms: it reuses the models' schemas
+
+
+def _mapping(raw: object, what: str) -> Mapping[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise InvalidEvent(
+            f"{what} must be a JSON object, got {type(raw).__name__}",
+            errors=[{"type": "dict_type", "loc": [], "msg": "Input should be a JSON object"}],
+        )
+    return raw
+
+
+def parse_notices(raw: object) -> NoticeBatch:
+    """An EventBridge event → the notices it means (what the event-driven handlers call)."""
+    event = _mapping(raw, "an EventBridge event")
+    tag = event.get("detail-type")
+    if not isinstance(tag, str) or tag not in DETAIL_TYPES:
+        raise _unknown_detail_type(tag, event.get("source"))
+    try:
+        model = _EVENTS.validate_python(event)
+        return model.to_batch()
+    except ValidationError as error:
+        raise invalid(f"{tag} event", error, drop_tag=tag) from None
+
+
+def _unknown_detail_type(tag: object, source: object) -> InvalidEvent:
+    shown = repr(tag)[:100]
+    origin = f" from {repr(source)[:100]}" if source is not None else ""
+    expected = ", ".join(DETAIL_TYPES)
+    msg = f"detail-type {shown}{origin} is not one gpuwarden handles; expected one of: {expected}"
+    return InvalidEvent(
+        f"EventBridge event does not parse: {msg}",
+        errors=[{"type": "unknown_detail_type", "loc": ["detail-type"], "msg": msg}],
+    )
+
+
+def parse_runbook(raw: object) -> RunbookRequest:
+    try:
+        return RunbookRequest.model_validate(_mapping(raw, "a runbook request"))
+    except ValidationError as error:
+        raise invalid("runbook request", error) from None
+
+
+def parse_window_tick(raw: object) -> WindowTick:
+    try:
+        return WindowTick.model_validate(_mapping(raw, "a Scheduler input"))
+    except ValidationError as error:
+        raise invalid("Scheduler input", error) from None
+
+
+def parse_event(raw: object) -> Parsed:
+    """Any input, routed by its shape exactly as the deployed rules and invokes would."""
+    event = _mapping(raw, "an event")
+    if "detail-type" in event and "source" in event:
+        return parse_notices(event)
+    if "gpuwarden" in event:
+        return parse_window_tick(event)
+    if "action" in event:
+        return parse_runbook(event)
+    raise InvalidEvent(
+        f"unrecognised input: expected {_ACCEPTED_SHAPES}",
+        errors=[{"type": "unknown_shape", "loc": [], "msg": f"expected {_ACCEPTED_SHAPES}"}],
+    )
+
+
+def route_of(parsed: Parsed) -> Route:
+    """The handler module a parsed input goes to."""
+    if isinstance(parsed, NoticeBatch):
+        return parsed.route
+    if isinstance(parsed, WindowTick):
+        return "windows"
+    if isinstance(parsed, RunbookRequest):
+        return "runbook"
+    assert_never(parsed)

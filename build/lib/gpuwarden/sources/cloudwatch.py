@@ -1,0 +1,182 @@
+"""aws.cloudwatch alarm events → gpu-idle notices.
+
+Shapes: https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/cloudwatch-and-eventbridge.html.
+- "CloudWatch Alarm State Change": the node is named by the ``InstanceId`` / ``NodeName``
+  dimensions of the alarm's metrics (Container Insights ``node_gpu_utilization`` has both).
+- "CloudWatch Alarm Contributor State Change" (Metrics Insights multi-time-series alarms):
+  the node is named by the contributor's attributes (the query's GROUP BY keys).
+
+Every state is kept (ALARM, OK, INSUFFICIENT_DATA): the service decides what OK means.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, ValidationError
+
+from gpuwarden.domain.notice import Kind, Notice
+
+from ._common import (
+    Envelope,
+    FrozenModel,
+    InstanceId,
+    Name,
+    NodeName,
+    NoticeBatch,
+    Text,
+    invalid,
+    keyed,
+)
+
+# The EventBridge reference also lists the alarm events under "aws.monitoring" (CloudWatch's
+# IAM prefix); the CloudWatch user guide's samples all say "aws.cloudwatch". Accept both.
+CloudWatchSource = Literal["aws.cloudwatch", "aws.monitoring"]
+AlarmStateValue = Literal["OK", "ALARM", "INSUFFICIENT_DATA"]
+
+_Dimensions = Annotated[dict[Name, Text], Field(max_length=30)]
+
+
+class AlarmState(FrozenModel):
+    value: AlarmStateValue
+    reason: Text = ""
+    reason_data: Annotated[str, Field(max_length=16_384)] | None = Field(None, alias="reasonData")
+    timestamp: Name | None = None
+
+    @property
+    def threshold(self) -> float | None:
+        """The threshold from ``reasonData`` (a JSON string), when it has one."""
+        if not self.reason_data:
+            return None
+        try:
+            data = json.loads(self.reason_data)
+        except (ValueError, RecursionError):
+            return None
+        value = data.get("threshold") if isinstance(data, dict) else None
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+class Metric(FrozenModel):
+    namespace: Name | None = None
+    name: Name | None = None
+    dimensions: _Dimensions = Field(default_factory=dict)
+
+
+class MetricStat(FrozenModel):
+    metric: Metric
+
+
+class AlarmMetric(FrozenModel):
+    id: Name
+    metric_stat: MetricStat | None = Field(None, alias="metricStat")
+    expression: Annotated[str, Field(max_length=8192)] | None = None
+
+
+class AlarmConfiguration(FrozenModel):
+    metrics: list[AlarmMetric] = Field(default_factory=list, max_length=100)
+
+
+class _Target(FrozenModel):
+    """Which node an alarm speaks of, from dimensions or contributor attributes."""
+
+    instance_id: InstanceId | None = Field(None, alias="InstanceId")
+    node_name: NodeName | None = Field(None, alias="NodeName")
+
+    @property
+    def key(self) -> str | None:
+        return self.instance_id or self.node_name
+
+
+def _target(values: dict[str, str], *, at: tuple[str | int, ...]) -> _Target:
+    try:
+        return _Target.model_validate(values)
+    except ValidationError as error:
+        raise invalid("CloudWatch alarm event", error, prefix=at) from None
+
+
+class AlarmStateChangeDetail(FrozenModel):
+    alarm_name: Name = Field(alias="alarmName")
+    state: AlarmState
+    previous_state: AlarmState | None = Field(None, alias="previousState")
+    configuration: AlarmConfiguration = Field(default_factory=AlarmConfiguration)
+
+
+class _AlarmEvent(Envelope):
+    def _gpu_idle(self, target: _Target, state: AlarmState, extra: dict[str, Any]) -> Notice:
+        detail: dict[str, Any] = {"state": state.value, "reason": state.reason, **extra}
+        if state.threshold is not None:
+            detail["threshold"] = state.threshold
+        return self.notice(
+            Kind.GPU_IDLE,
+            event_id=keyed(self.id, target.key or "?"),
+            instance_id=target.instance_id,
+            node_name=target.node_name,
+            detail=detail,
+        )
+
+
+class AlarmStateChange(_AlarmEvent):
+    source: CloudWatchSource
+    detail_type: Literal["CloudWatch Alarm State Change"] = Field(alias="detail-type")
+    detail: AlarmStateChangeDetail
+
+    def targets(self) -> tuple[_Target, ...]:
+        """One target per distinct node among the metrics' dimensions (metric math may have several)."""
+        found: dict[str, _Target] = {}
+        for i, metric in enumerate(self.detail.configuration.metrics):
+            if metric.metric_stat is None:
+                continue
+            at = ("detail", "configuration", "metrics", i, "metricStat", "metric", "dimensions")
+            target = _target(metric.metric_stat.metric.dimensions, at=at)
+            if target.key is not None:
+                found.setdefault(target.key, target)
+        return tuple(found.values())
+
+    def to_batch(self) -> NoticeBatch:
+        d = self.detail
+        targets = self.targets()
+        if not targets:
+            return NoticeBatch(
+                route="gpu_idle",
+                notices=(),
+                ignored=f"alarm {d.alarm_name} has no InstanceId or NodeName dimension",
+                event_id=self.id,
+            )
+        extra = {
+            "alarm_name": d.alarm_name,
+            "previous_state": d.previous_state.value if d.previous_state else None,
+        }
+        notices = tuple(self._gpu_idle(t, d.state, extra) for t in targets)
+        return NoticeBatch(route="gpu_idle", notices=notices)
+
+
+class AlarmContributor(FrozenModel):
+    id: Name
+    attributes: _Dimensions = Field(default_factory=dict)
+
+
+class ContributorStateChangeDetail(FrozenModel):
+    alarm_name: Name = Field(alias="alarmName")
+    alarm_contributor: AlarmContributor = Field(alias="alarmContributor")
+    state: AlarmState
+
+
+class AlarmContributorStateChange(_AlarmEvent):
+    source: CloudWatchSource
+    detail_type: Literal["CloudWatch Alarm Contributor State Change"] = Field(alias="detail-type")
+    detail: ContributorStateChangeDetail
+
+    def to_batch(self) -> NoticeBatch:
+        d = self.detail
+        contributor = d.alarm_contributor
+        target = _target(contributor.attributes, at=("detail", "alarmContributor", "attributes"))
+        if target.key is None:
+            return NoticeBatch(
+                route="gpu_idle",
+                notices=(),
+                ignored=(f"alarm {d.alarm_name} contributor {contributor.id} has no InstanceId or NodeName attribute"),
+                event_id=self.id,
+            )
+        extra = {"alarm_name": d.alarm_name, "contributor_id": contributor.id}
+        return NoticeBatch(route="gpu_idle", notices=(self._gpu_idle(target, d.state, extra),))

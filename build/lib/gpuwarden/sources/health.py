@@ -1,0 +1,92 @@
+"""aws.health "AWS Health Event": EC2 scheduled changes (retirement, maintenance).
+
+Shape: https://docs.aws.amazon.com/health/latest/ug/aws-health-events-eventbridge-schema.html.
+Times in ``detail`` are RFC 2822 dates ("Fri, 05 Jun 2026 05:00:00 GMT"), not ISO 8601.
+``affectedEntities[].entityValue`` is an instance id or an instance ARN; older events name
+the instances only in the envelope's ``resources``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from gpuwarden.domain.notice import Kind
+
+from ._common import (
+    Envelope,
+    FrozenModel,
+    HttpDate,
+    Name,
+    NoticeBatch,
+    OptionalHttpDate,
+    instance_id_in,
+    keyed,
+)
+
+_ARN = Annotated[str, Field(min_length=1, max_length=1600)]
+
+
+class AffectedEntity(FrozenModel):
+    entity_value: _ARN = Field(alias="entityValue")
+    status: Name | None = None
+
+
+class HealthDetail(FrozenModel):
+    event_arn: _ARN = Field(alias="eventArn")
+    service: Name
+    event_type_code: Name = Field(alias="eventTypeCode")
+    event_type_category: Name = Field(alias="eventTypeCategory")
+    start_time: HttpDate = Field(alias="startTime")
+    end_time: OptionalHttpDate = Field(None, alias="endTime")
+    status_code: Name | None = Field(None, alias="statusCode")
+    event_region: Name | None = Field(None, alias="eventRegion")
+    affected_entities: list[AffectedEntity] = Field(default_factory=list, alias="affectedEntities", max_length=10_000)
+    backup_event: bool = Field(False, alias="backupEvent")
+
+
+class HealthEvent(Envelope):
+    source: Literal["aws.health"]
+    detail_type: Literal["AWS Health Event"] = Field(alias="detail-type")
+    detail: HealthDetail
+
+    def instance_ids(self) -> tuple[str, ...]:
+        """The affected instances, in order, once each: entities first, else ``resources``."""
+        from_entities = [instance_id_in(e.entity_value) for e in self.detail.affected_entities]
+        found = [i for i in from_entities if i] or [i for i in map(instance_id_in, self.resources) if i]
+        return tuple(dict.fromkeys(found))
+
+    def to_batch(self) -> NoticeBatch:
+        d = self.detail
+        if d.service != "EC2" or d.event_type_category != "scheduledChange":
+            return self._ignored(
+                f"AWS Health event {d.event_type_code} (service {d.service}, category "
+                f"{d.event_type_category}) is not an EC2 scheduled change"
+            )
+        if d.status_code == "closed":
+            return self._ignored(f"AWS Health event {d.event_type_code} is closed: nothing is scheduled")
+        instances = self.instance_ids()
+        if not instances:
+            return self._ignored(f"AWS Health event {d.event_type_code} names no EC2 instance")
+        detail = {
+            "event_type_code": d.event_type_code,
+            "event_arn": d.event_arn,
+            "end_time": d.end_time,
+            "status_code": d.status_code,
+            "backup_event": d.backup_event,
+        }
+        notices = tuple(
+            self.notice(
+                Kind.SCHEDULED_MAINTENANCE,
+                event_id=keyed(self.id, instance_id),
+                instance_id=instance_id,
+                deadline=d.start_time,
+                detail=detail,
+            )
+            for instance_id in instances
+        )
+        return NoticeBatch(route="maintenance", notices=notices)
+
+    def _ignored(self, reason: str) -> NoticeBatch:
+        return NoticeBatch(route="maintenance", notices=(), ignored=reason, event_id=self.id)
