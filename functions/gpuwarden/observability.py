@@ -30,6 +30,7 @@ class Metric(StrEnum):
     SECONDS_LEFT_AT_DRAIN_END = "SecondsLeftAtDrainEnd"
     DRAINS_PAST_DEADLINE = "DrainsPastDeadline"
     NODES_LOST_UNDRAINED = "NodesLostUndrained"
+    NODEPOOL_WRITES_FAILED = "NodePoolWritesFailed"
 
 
 def _disabled() -> bool:

@@ -158,9 +158,10 @@ def test_open_writes_budgets_and_gpu_cap_and_close_restores_them_exactly(world: 
     opened = handle_window_tick(parse_window_tick(load_event("scheduler-window-open.json")), at(world, NIGHT_2230, p))
     # Then both pools carry the window's budget and GPU cap, with the originals saved on them
     assert opened.outcome == "handled", opened.reason
+    own = {"gpu-training": training_spec, "inference": inference_spec}
     for name in ("gpu-training", "inference"):
         spec = pool(world, name)["spec"]
-        assert spec["disruption"]["budgets"] == [{"nodes": "2"}]
+        assert spec["disruption"]["budgets"] == [*own[name]["disruption"]["budgets"], {"nodes": "2"}]
         assert spec["limits"]["nvidia.com/gpu"] == "8"
         assert "gpuwarden.io/saved-budgets" in pool(world, name)["metadata"]["annotations"]
     assert {(a["nodepool"], a["field"]) for a in opened.actions} == {
@@ -197,7 +198,7 @@ def test_window_with_nodepools_touches_only_its_pools(world: World) -> None:
     _, inference_spec = two_pools(world)
     p = policy({**GPU_CAP, "nodepools": ["gpu-training"]})
     handle_window_tick(tick("open", "night-cap"), at(world, NIGHT_2230, p))
-    assert pool(world, "gpu-training")["spec"]["disruption"]["budgets"] == [{"nodes": "2"}]
+    assert pool(world, "gpu-training")["spec"]["disruption"]["budgets"] == [{"nodes": "10%"}, {"nodes": "2"}]
     assert pool(world, "inference")["spec"] == inference_spec
 
 
@@ -210,7 +211,7 @@ def test_reconcile_repairs_a_hand_edited_nodepool_and_reports_the_drift(world: W
     world.sim.patch_direct("NodePool", "gpu-training", {"spec": {"disruption": {"budgets": [{"nodes": "100%"}]}}})
     result = handle_window_tick(tick("reconcile"), at(world, NIGHT_2230.replace(minute=35), p))
     # Then the pool is back in step and the drift is reported: which pool, which field, was → now
-    assert pool(world, "gpu-training")["spec"]["disruption"]["budgets"] == [{"nodes": "2"}]
+    assert pool(world, "gpu-training")["spec"]["disruption"]["budgets"] == [{"nodes": "10%"}, {"nodes": "2"}]
     assert result.actions == [
         {
             "type": "nodepool-drift",
@@ -218,7 +219,7 @@ def test_reconcile_repairs_a_hand_edited_nodepool_and_reports_the_drift(world: W
             "nodepool": "gpu-training",
             "field": "spec.disruption.budgets",
             "was": [{"nodes": "100%"}],
-            "now": [{"nodes": "2"}],
+            "now": [{"nodes": "10%"}, {"nodes": "2"}],
             "reason": result.actions[0]["reason"],
         }
     ]
@@ -233,7 +234,7 @@ def test_reconcile_opens_a_window_whose_schedule_was_missed(world: World) -> Non
     # no open tick arrived; the 5-minute reconcile finds the window open
     result = handle_window_tick(tick("reconcile"), at(world, NIGHT_2230, p))
     assert "nodepool-drift" in types(result.to_json())
-    assert pool(world, "gpu-training")["spec"]["disruption"]["budgets"] == [{"nodes": "2"}]
+    assert pool(world, "gpu-training")["spec"]["disruption"]["budgets"] == [{"nodes": "10%"}, {"nodes": "2"}]
     # and the one after the (missed) close restores
     handle_window_tick(tick("reconcile"), at(world, MORNING_0630, p))
     assert pool(world, "gpu-training")["spec"] == training_spec
@@ -289,7 +290,7 @@ def test_cli_invoke_of_a_window_tick_decides_at_gpuwarden_now(world: World, tmp_
     # When it is invoked with GPUWARDEN_NOW inside the window: the budgets are written
     night = invoke(world, tmp_path, "2026-06-01T22:00:30Z", event)
     assert night["outcome"] == "handled"
-    assert pool(world, "gpu-training")["spec"]["disruption"]["budgets"] == [{"nodes": "2"}]
+    assert pool(world, "gpu-training")["spec"]["disruption"]["budgets"] == [{"nodes": "10%"}, {"nodes": "2"}]
     assert "2026-06-01T22:00:30Z" in night["reason"]
 
 
@@ -334,6 +335,6 @@ def test_a_write_conflict_is_re_read_and_decided_again(world: World) -> None:
     # Then the pool was re-read and written once in step, its originals saved
     assert fault.hits == 1
     assert result.outcome == "handled"
-    assert pool(world, "gpu-training")["spec"]["disruption"]["budgets"] == [{"nodes": "2"}]
+    assert pool(world, "gpu-training")["spec"]["disruption"]["budgets"] == [{"nodes": "10%"}, {"nodes": "2"}]
     handle_window_tick(tick("close", "night-cap"), at(world, MORNING_0630, policy(GPU_CAP)))
     assert pool(world, "gpu-training")["spec"] == training_spec

@@ -80,7 +80,7 @@ def test_windows_handler_writes_the_nodepool_at_gpuwarden_now(
     assert result["outcome"] == "handled", result["reason"]
     pool = world.sim.get("NodePool", "gpu-training")
     assert pool is not None
-    assert pool["spec"]["disruption"]["budgets"] == [{"nodes": "1"}]
+    assert pool["spec"]["disruption"]["budgets"] == [{"nodes": "10%"}, {"nodes": "1"}]
 
 
 def test_maintenance_handler_schedules_the_plan_on_the_windows_function(

@@ -88,6 +88,11 @@ class DryRunKube:
     def create_node_event(self, node: NodeView, reason: str, message: str, warning: bool = False) -> None:
         self._intend("event", node=node.name, reason=reason)
 
+    def create_nodepool_event(
+        self, nodepool: Mapping[str, Any], reason: str, message: str, warning: bool = False
+    ) -> None:
+        self._intend("event", nodepool=(nodepool.get("metadata") or {}).get("name"), reason=reason)
+
     def patch_nodepool(self, name: str, patch: Mapping[str, Any], resource_version: str | None) -> dict[str, Any]:
         self._intend("patch-nodepool", nodepool=name, patch=dict(patch))
         current = self._real.get_nodepool(name)

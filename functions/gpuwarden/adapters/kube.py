@@ -293,12 +293,26 @@ class KubeClient:
 
     # -- events, PDBs, Karpenter ---------------------------------------------------------
     def create_node_event(self, node: NodeView, reason: str, message: str, warning: bool = False) -> None:
+        involved = {"apiVersion": "v1", "kind": "Node", "name": node.name, "uid": node.name}
+        self._post_event(involved, reason, message, warning)
+
+    def create_nodepool_event(
+        self, nodepool: Mapping[str, Any], reason: str, message: str, warning: bool = False
+    ) -> None:
+        meta = nodepool.get("metadata") or {}
+        involved = {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "name": meta.get("name")}
+        if meta.get("uid"):
+            involved["uid"] = meta["uid"]
+        self._post_event(involved, reason, message, warning)
+
+    def _post_event(self, involved: Mapping[str, Any], reason: str, message: str, warning: bool) -> None:
+        """A core/v1 Event in ``default`` (the namespace of events about cluster-scoped objects)."""
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"name": f"{node.name}.{uuid.uuid4().hex[:16]}", "namespace": "default"},
-            "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": node.name, "uid": node.name},
+            "metadata": {"name": f"{involved['name']}.{uuid.uuid4().hex[:16]}", "namespace": "default"},
+            "involvedObject": dict(involved),
             "reason": reason,
             "message": message[:1024],
             "type": "Warning" if warning else "Normal",

@@ -33,6 +33,8 @@ class Result(BaseModel):
     results: list[Result] | None = None
     #: runbook `status`: what gpuwarden knows of the node
     status: dict[str, Any] | None = None
+    #: budget-window ticks: every NodePool looked at, with what was done or why not
+    nodepools: list[dict[str, Any]] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=True)

@@ -1,55 +1,48 @@
-"""Budget windows kept in step with Karpenter (CONTRACT §4), and the Scheduler ticks that drive it.
+"""Budget windows kept in step with Karpenter (docs/windows.md), and the Scheduler ticks that drive it.
 
 Every tick is level-triggered: open, close and the periodic reconcile all compute what the
-windows want on each NodePool *now* (``desired_nodepool_state``) and write the difference, so
-a missed, late or repeated schedule, or a NodePool edited by hand, converges at the next tick.
-An ``open``/``close`` tick only narrows which NodePools are looked at (the window's own).
+windows want on each NodePool *now* (``domain.schedule.nodepool``) and write the difference,
+so a missed, late or repeated schedule, or a NodePool edited by hand, converges at the next
+tick. An ``open``/``close`` tick only narrows which NodePools are looked at (the window's own).
 
-While a window is open, ``spec.disruption.budgets`` (and ``spec.limits["nvidia.com/gpu"]``
-when a ``gpu_limit`` window is open) carry the window's values; the values they replaced are
-saved first on the NodePool itself (annotation ``gpuwarden.io/saved-budgets``, JSON, ``null``
-for a field that was absent) and written back exactly when no window is open any more.
+The windows never loosen a pool: their budget is added beside the pool's own, a GPU cap is
+written only where lower, never on a static pool. The values replaced are saved first on the
+NodePool itself (annotation ``gpuwarden.io/saved-budgets``) and written back exactly when no
+window is open any more.
+
+Each pool is reconciled on its own: a pool the API server refuses to write (422, 403, anything
+that outlived the retries) is reported — in the result, as a metric and as a Kubernetes Event
+on the pool — and the others go on.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.errors import Conflict, GpuwardenError, KubeError
-from gpuwarden.domain.views import GPU_RESOURCE
-from gpuwarden.domain.windows import NodePoolDesired, Window, desired_nodepool_state
-from gpuwarden.observability import logger
+from gpuwarden.domain.schedule import Window
+from gpuwarden.domain.schedule.nodepool import (
+    NodePoolPlan,
+    PoolFields,
+    changed_fields,
+    desired_nodepool_state,
+    nodepool_patch,
+    plan_nodepool,
+)
+from gpuwarden.observability import Metric, logger, put
 from gpuwarden.services.context import Deps, Recorder
 from gpuwarden.services.result import Result
 from gpuwarden.sources import WindowTick
 
 KIND = "budget-window"
-BUDGETS_FIELD = "spec.disruption.budgets"
-GPU_FIELD = f'spec.limits["{GPU_RESOURCE}"]'
 _MAX_CONFLICTS = 5
-
-
-@dataclass(frozen=True)
-class PoolFields:
-    """The two fields gpuwarden manages on a NodePool, as JSON values (None: absent)."""
-
-    budgets: Any
-    gpu_limit: Any
-
-    def as_json(self) -> str:
-        return json.dumps({"budgets": self.budgets, "gpu_limit": self.gpu_limit}, sort_keys=True)
-
-
-def current_fields(pool: dict[str, Any]) -> PoolFields:
-    spec = pool.get("spec") or {}
-    return PoolFields(
-        budgets=(spec.get("disruption") or {}).get("budgets"),
-        gpu_limit=(spec.get("limits") or {}).get(GPU_RESOURCE),
-    )
+#: Kubernetes Event reasons on a NodePool.
+WRITE_FAILED = "NodePoolWriteFailed"
+CAP_SKIPPED = "BudgetWindowCapSkipped"
 
 
 def saved_fields(pool: dict[str, Any]) -> PoolFields | None:
@@ -58,48 +51,13 @@ def saved_fields(pool: dict[str, Any]) -> PoolFields | None:
     if raw is None:
         return None
     try:
-        saved = json.loads(raw)
-        return PoolFields(budgets=saved["budgets"], gpu_limit=saved["gpu_limit"])
+        return PoolFields.from_json(raw)
     except (ValueError, KeyError, TypeError) as err:
         name = (pool.get("metadata") or {}).get("name")
         raise GpuwardenError(
             f"NodePool {name}: annotation {ann.SAVED_BUDGETS} is not the JSON gpuwarden wrote ({err}); "
             "fix or remove it by hand (it holds the budgets to restore when the windows close)"
         ) from err
-
-
-def target_fields(
-    desired: NodePoolDesired, current: PoolFields, saved: PoolFields | None
-) -> tuple[PoolFields, PoolFields | None]:
-    """(what the pool should carry now, what must stay saved). Pure."""
-    if desired.budgets is None:  # no window open: the originals come back
-        return (saved, None) if saved is not None else (current, None)
-    original = saved or current
-    gpu = str(desired.gpu_limit) if desired.gpu_limit is not None else original.gpu_limit
-    return PoolFields(budgets=desired.budgets, gpu_limit=gpu), original
-
-
-def _differences(current: PoolFields, target: PoolFields) -> list[tuple[str, Any, Any]]:
-    found = []
-    if current.budgets != target.budgets:
-        found.append((BUDGETS_FIELD, current.budgets, target.budgets))
-    if current.gpu_limit != target.gpu_limit:
-        found.append((GPU_FIELD, current.gpu_limit, target.gpu_limit))
-    return found
-
-
-def _patch(current: PoolFields, target: PoolFields, keep: PoolFields | None) -> dict[str, Any]:
-    """A JSON merge patch of what differs (lists replace whole; ``null`` removes a field that was
-    absent). A field left alone is not in the patch, so no empty parent object appears."""
-    spec: dict[str, Any] = {}
-    if current.budgets != target.budgets:
-        spec["disruption"] = {"budgets": target.budgets}
-    if current.gpu_limit != target.gpu_limit:
-        spec["limits"] = {GPU_RESOURCE: target.gpu_limit}
-    patch: dict[str, Any] = {"metadata": {"annotations": {ann.SAVED_BUDGETS: keep.as_json() if keep else None}}}
-    if spec:
-        patch["spec"] = spec
-    return patch
 
 
 @dataclass(frozen=True)
@@ -111,41 +69,89 @@ class PoolChange:
     reason: str
 
 
-def _plan(
-    pool: dict[str, Any], windows: list[Window], now: datetime
-) -> tuple[list[PoolChange], dict[str, Any] | None, str]:
-    name = pool["metadata"]["name"]
-    desired = desired_nodepool_state(windows, now, name)
-    current, saved = current_fields(pool), saved_fields(pool)
-    target, keep = target_fields(desired, current, saved)
-    changes = [PoolChange(name, f, was, to, desired.reason) for f, was, to in _differences(current, target)]
-    same_saved = (saved.as_json() if saved else None) == (keep.as_json() if keep else None)
-    if not changes and same_saved:
-        return [], None, desired.reason
-    return changes, _patch(current, target, keep), desired.reason
+@dataclass
+class PoolReport:
+    """What was done to one NodePool, or why not: one entry of the result's ``nodepools``."""
+
+    nodepool: str
+    outcome: str = "in-step"  # written | in-step | failed | gone
+    windows: tuple[str, ...] = ()
+    reason: str = ""
+    changes: list[PoolChange] = field(default_factory=list)
+    skipped: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {"nodepool": self.nodepool, "outcome": self.outcome}
+        entry |= {"windows": list(self.windows), "reason": self.reason}
+        if self.changes:
+            entry["fields"] = [c.field for c in self.changes]
+        if self.skipped:
+            entry["skipped"] = list(self.skipped)
+        return entry
 
 
-def reconcile_nodepool(deps: Deps, pool: dict[str, Any], now: datetime) -> list[PoolChange]:
-    """Write what the windows want on one NodePool (RV-checked; re-read and re-decided on a conflict)."""
+def _plan(pool: dict[str, Any], windows: list[Window], now: datetime) -> tuple[NodePoolPlan, dict[str, Any] | None]:
+    spec = pool.get("spec") or {}
+    saved = saved_fields(pool)
+    desired = desired_nodepool_state(windows, now, pool["metadata"]["name"])
+    plan = plan_nodepool(desired, PoolFields.of(spec), saved, static="replicas" in spec)
+    return plan, nodepool_patch(spec, plan, saved)
+
+
+def reconcile_nodepool(deps: Deps, pool: dict[str, Any], now: datetime) -> PoolReport:
+    """Write what the windows want on one NodePool (RV-checked; re-read and re-decided on a conflict).
+
+    Raises KubeError when the write is refused or outlives its retries, GpuwardenError when
+    the saved originals do not read."""
     name = pool["metadata"]["name"]
     for _ in range(_MAX_CONFLICTS):
-        changes, patch, reason = _plan(pool, deps.policy.windows, now)
+        plan, patch = _plan(pool, deps.policy.windows, now)
+        report = PoolReport(name, windows=plan.windows, reason=plan.reason, skipped=plan.skipped)
         if patch is None:
-            return []
+            return report
+        current = PoolFields.of(pool.get("spec") or {})
+        changes = [PoolChange(name, f, was, to, plan.reason) for f, was, to in changed_fields(current, plan.target)]
         try:
             written = deps.kube.patch_nodepool(name, patch, pool["metadata"].get("resourceVersion"))
         except Conflict:
             fresh = deps.kube.get_nodepool(name)
             if fresh is None:
-                return []
+                return PoolReport(name, outcome="gone", reason="deleted while being reconciled")
             pool = fresh
             continue
         saved = ((written.get("metadata") or {}).get("annotations") or {}).get(ann.SAVED_BUDGETS)
         if not deps.dry_run:
-            entry = {"saved_budgets": saved or "", "reason": reason, "at": now.isoformat()}
+            entry = {"saved_budgets": saved or "", "reason": plan.reason, "at": now.isoformat()}
             deps.ledger.record(f"nodepool#{name}", entry)
-        return changes
+        report.outcome, report.changes = "written", changes
+        return report
     raise KubeError(f"NodePool {name}: {_MAX_CONFLICTS} write conflicts in a row", status=409)
+
+
+def _post_event(deps: Deps, pool: dict[str, Any], reason: str, message: str, warning: bool) -> None:
+    if deps.dry_run:
+        return
+    try:
+        deps.kube.create_nodepool_event(pool, reason, message, warning)
+    except KubeError as err:  # an Event is a courtesy: the report is in the result and the metric
+        logger.warning("event not posted", extra={"reason": reason, "error": str(err)})
+
+
+def _reconcile_one(deps: Deps, pool: dict[str, Any], now: datetime) -> PoolReport:
+    """One pool on its own: a refusal is reported (result, metric, Event), never raised."""
+    name = pool["metadata"]["name"]
+    try:
+        report = reconcile_nodepool(deps, pool, now)
+    except GpuwardenError as err:  # KubeError included: 422, 403, retries exhausted, conflicts
+        status = getattr(err, "status", None)
+        logger.error("nodepool not reconciled", extra={"nodepool": name, "status": status, "error": str(err)})
+        if not deps.dry_run:
+            put(Metric.NODEPOOL_WRITES_FAILED)
+        _post_event(deps, pool, WRITE_FAILED, f"budget windows not applied: {err}", warning=True)
+        return PoolReport(name, outcome="failed", reason=str(err))
+    if report.outcome == "written" and report.skipped:
+        _post_event(deps, pool, CAP_SKIPPED, "; ".join(report.skipped), warning=False)
+    return report
 
 
 def _scope(tick: WindowTick, deps: Deps) -> tuple[Window | None, str | None]:
@@ -160,6 +166,37 @@ def _scope(tick: WindowTick, deps: Deps) -> tuple[Window | None, str | None]:
 
 def _show(value: Any) -> str:
     return "(absent)" if value is None else json.dumps(value, sort_keys=True)
+
+
+def _record(recorder: Recorder, reports: list[PoolReport], drift: bool) -> list[PoolChange]:
+    changes = [change for report in reports for change in report.changes]
+    for c in changes:
+        kind = "nodepool-drift" if drift else "nodepool-set"
+        recorder.add(kind, nodepool=c.nodepool, field=c.field, was=c.was, now=c.now, reason=c.reason)
+        if drift:
+            logger.warning(
+                f"drift: NodePool {c.nodepool} {c.field} was {_show(c.was)}, now {_show(c.now)}",
+                extra={"nodepool": c.nodepool, "field": c.field, "was": c.was, "now": c.now},
+            )
+    for report in reports:
+        if report.outcome == "written":
+            for why in report.skipped:
+                recorder.add("nodepool-skipped", nodepool=report.nodepool, reason=why)
+        if report.outcome == "failed":
+            recorder.add("nodepool-failed", nodepool=report.nodepool, reason=report.reason)
+    return changes
+
+
+def _summary(label: str, now: datetime, reports: list[PoolReport], changes: list[PoolChange], drift: bool) -> str:
+    written = "; ".join(f"{c.nodepool} {c.field} {_show(c.was)} → {_show(c.now)}" for c in changes)
+    what = ("drift repaired: " if drift else "written: ") + written if changes else "every NodePool in step"
+    failed = [r for r in reports if r.outcome == "failed"]
+    if failed and not changes:
+        what = "nothing written"
+    text = f"{label} at {ann.rfc3339(now)}: {len(reports)} NodePool(s) checked, {what}"
+    if failed:
+        text += f"; {len(failed)} not written: " + "; ".join(f"{r.nodepool}: {r.reason}" for r in failed)
+    return text
 
 
 def handle_window_tick(tick: WindowTick, deps: Deps, *, drain_locally: bool = True) -> Result:
@@ -178,23 +215,15 @@ def handle_window_tick(tick: WindowTick, deps: Deps, *, drain_locally: bool = Tr
     if window is not None and window.nodepools is not None:
         pools = [p for p in pools if p["metadata"]["name"] in window.nodepools]
     recorder = Recorder(deps, f"{KIND}-{tick.action}-{ann.rfc3339(now)}")
-    changes = [change for pool in pools for change in reconcile_nodepool(deps, pool, now)]
+    reports = [_reconcile_one(deps, pool, now) for pool in pools]
     drift = tick.action == "reconcile"
-    for c in changes:
-        kind = "nodepool-drift" if drift else "nodepool-set"
-        recorder.add(kind, nodepool=c.nodepool, field=c.field, was=c.was, now=c.now, reason=c.reason)
-        if drift:
-            logger.warning(
-                f"drift: NodePool {c.nodepool} {c.field} was {_show(c.was)}, now {_show(c.now)}",
-                extra={"nodepool": c.nodepool, "field": c.field, "was": c.was, "now": c.now},
-            )
-    written = "; ".join(f"{c.nodepool} {c.field} {_show(c.was)} → {_show(c.now)}" for c in changes)
-    what = ("drift repaired: " if drift else "written: ") + written if changes else "every NodePool in step"
-    reason = f"{label} at {ann.rfc3339(now)}: {len(pools)} NodePool(s) checked, {what}"
+    changes = _record(recorder, reports, drift)
+    failed = any(r.outcome == "failed" for r in reports)
     return Result(
-        outcome="dry-run" if deps.dry_run else "handled",
+        outcome="failed" if failed else "dry-run" if deps.dry_run else "handled",
         kind=KIND,
         event_id=recorder.event_id,
-        reason=reason,
+        reason=_summary(label, now, reports, changes, drift),
         actions=recorder.actions,
+        nodepools=[r.to_json() for r in reports],
     )
