@@ -319,6 +319,9 @@ class Karpenter:
     launch_seconds: float = 45.0
     terminate_seconds: float = 5.0
     provision: bool = True
+    #: BATCH_IDLE_DURATION: the provisioner waits this long (sim seconds) after pods first need
+    #: a home before it launches (Karpenter's default is 1 s of wall time: at clock speed s, pass s)
+    batch_idle_seconds: float = 1.0
     actions: list[KarpenterAction] = field(default_factory=list)
     #: (instance type, zone, capacity type) marked unavailable by Spot interruptions
     unavailable: set[tuple[str, str, str]] = field(default_factory=set)
@@ -329,6 +332,8 @@ class Karpenter:
     _terminating: dict[str, datetime] = field(default_factory=dict)  # instance id -> termination began
     _registered: set[str] = field(default_factory=set)
     _launched: int = 0
+    _need_since: datetime | None = None
+    _batch: dict[str, Obj] = field(default_factory=dict)  # uid -> pod, as first seen needing a home
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _wake: threading.Event = field(default_factory=threading.Event)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -383,6 +388,8 @@ class Karpenter:
     def _idle_wait(self) -> float:
         due = [item.next_try for item in self._queue.values()]
         due += [t + timedelta(seconds=self.terminate_seconds) for t in self._terminating.values()]
+        if self._need_since is not None:
+            due.append(self._need_since + timedelta(seconds=self.batch_idle_seconds))
         real = [self.sim.clock.real_seconds_until(t) for t in due]
         return min([0.25, *(r for r in real if r is not None)]) or 0.001
 
@@ -807,17 +814,19 @@ class Karpenter:
         nodes = self._list(NODES)
         pods = self._list("/api/v1/pods")
         deleting = self._deleting_nodes(claims, nodes)
-        needs = [p for p in pods if gpu_request(p) > 0 and self._needs_home(p, deleting)]
-        if not needs:
+        for pod in pods:
+            if gpu_request(pod) > 0 and self._needs_home(pod, deleting):
+                self._batch.setdefault(pod["metadata"]["uid"], pod)
+        if not self._batch:
             return
-        bins = self._capacity(claims, nodes, pods, deleting)
-        homeless: list[Obj] = []
-        for pod in sorted(needs, key=gpu_request, reverse=True):
-            fit = next((b for b in bins if b[1] >= gpu_request(pod) and self._fits(pod, b[0])), None)
-            if fit is None:
-                homeless.append(pod)
-            else:
-                fit[1] -= gpu_request(pod)
+        if self._need_since is None:
+            self._need_since = now  # the batch window opens
+        if now < self._need_since + timedelta(seconds=self.batch_idle_seconds):
+            return
+        needs = self._still_needing(pods)
+        self._batch.clear()
+        self._need_since = None
+        homeless = self._pack(needs, self._capacity(claims, nodes, pods, deleting))
         by_node = {n["metadata"]["name"]: n for n in nodes}
         pools = self._list(NODEPOOLS)
         planned: list[tuple[Obj, list[Obj], list[int]]] = []  # (pool, pods, [GPUs left])
@@ -833,6 +842,30 @@ class Karpenter:
             plan[2][0] -= gpu_request(pod)
         for pool, members, _ in planned:
             self._create_claim(pool, members, by_node, claims, now)
+
+    def _still_needing(self, pods: list[Obj]) -> list[Obj]:
+        """The batch's pods that need capacity now: those still displaced, and those evicted
+        meanwhile whose controller recreates them as pending pods (a Job's; the simulator's
+        ReplicaSetReplacer already placed a ReplicaSet's or StatefulSet's elsewhere)."""
+        live = {p["metadata"]["uid"]: p for p in pods}
+        out = []
+        for uid, seen in self._batch.items():
+            pod = live.get(uid)
+            replaced_elsewhere = _owned_by(seen, "apps/v1", "ReplicaSet") or _owned_by(seen, "apps/v1", "StatefulSet")
+            if (pod is not None and _active(pod)) or not replaced_elsewhere:
+                out.append(pod if pod is not None and _active(pod) else seen)
+        return out
+
+    def _pack(self, needs: list[Obj], bins: list[list[Any]]) -> list[Obj]:
+        """First-fit decreasing onto existing and in-flight capacity; what does not fit."""
+        homeless: list[Obj] = []
+        for pod in sorted(needs, key=gpu_request, reverse=True):
+            fit = next((b for b in bins if b[1] >= gpu_request(pod) and self._fits(pod, b[0])), None)
+            if fit is None:
+                homeless.append(pod)
+            else:
+                fit[1] -= gpu_request(pod)
+        return homeless
 
     @staticmethod
     def _deleting_nodes(claims: list[Obj], nodes: list[Obj]) -> set[str]:
