@@ -4,6 +4,8 @@ PY_BOOT ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.stamp-setup
+# checkov in its own venv (infra/checkov.py says why); reinstalled when its pin changes
+CHECKOV_STAMP := .venv-checkov/.stamp-setup
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE :=
 
@@ -17,7 +19,11 @@ $(STAMP): pyproject.toml package.json layers/runtime/requirements.txt
 	$(PY) -m layers.runtime.build --fetch
 	@touch $(STAMP)
 
-setup: $(STAMP)
+$(CHECKOV_STAMP): infra/checkov-requirements.txt | $(STAMP)
+	$(PY) -m infra.checkov install
+	@touch $(CHECKOV_STAMP)
+
+setup: $(STAMP) $(CHECKOV_STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/gpuwarden demo
@@ -27,10 +33,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy functions sim infra tests layers
 
-test: lint
+test: lint $(CHECKOV_STAMP)
 	$(VENV)/bin/pytest -q -n 2 -m "not long and not bench"
 
-test-long: $(STAMP)
+test-long: $(STAMP) $(CHECKOV_STAMP)
 	$(VENV)/bin/pytest -q -n 2 -m "long"
 
 # Known vulnerabilities in the installed dependencies (PyPI advisory DB, needs the network).
@@ -46,9 +52,11 @@ audit: $(STAMP)
 # Offline, no Docker: the layer is built from the wheel cache `make setup` fetched (layers/runtime/build.py).
 # cfn-lint W3005 ignored: CDK emits an explicit DependsOn on a function's role next to the GetAtt of it
 # (it orders the role's DefaultPolicy before the function); redundant, harmless, and not ours to change.
-synth: $(STAMP)
+# Then checkov (offline, its own venv): fails on any finding not fixed or acknowledged on its resource.
+synth: $(STAMP) $(CHECKOV_STAMP)
 	CDK_DISABLE_VERSION_CHECK=1 CDK_DISABLE_CLI_TELEMETRY=true npx cdk synth --quiet --no-notices
 	$(VENV)/bin/cfn-lint --ignore-checks W3005 -- cdk.out/*.template.json
+	$(PY) -m infra.checkov cdk.out/*.template.json
 
 layer: $(STAMP)
 	$(PY) -m layers.runtime.build
@@ -60,4 +68,4 @@ deploy: $(STAMP)
 	npx cdk deploy --all $(CDK_ARGS)
 
 clean:
-	rm -rf $(VENV) node_modules cdk.out layers/runtime/build .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .venv-checkov node_modules cdk.out layers/runtime/build .mypy_cache .ruff_cache .pytest_cache

@@ -17,6 +17,8 @@ from gpuwarden.domain.policy import Policy
 DEFAULT_CLUSTER = "ml-prod"
 ARCHITECTURES = ("x86_64", "arm64")
 
+#: context key: one customer-managed KMS key for logs, table, queues and function settings
+CUSTOMER_MANAGED_KEY = "customerManagedKey"
 #: context key that skips building the layer and the code asset (tests without a wheel cache)
 SKIP_BUNDLING = "gpuwardenSkipBundling"
 
@@ -63,6 +65,8 @@ class Settings:
     fleet_role_arn: str = ""
     #: create the EKS access entries and apply the RBAC at deploy time
     cluster_access: bool = True
+    #: encrypt logs, table, queues and function environments with a KMS key the stack creates
+    customer_managed_key: bool = False
     skip_bundling: bool = False
 
     @classmethod
@@ -84,6 +88,7 @@ class Settings:
             network=_network(node),
             fleet_role_arn=_matching(node, "fleetRoleArn", _ROLE_ARN),
             cluster_access=_bool(node.try_get_context("clusterAccess"), default=True),
+            customer_managed_key=_bool(node.try_get_context(CUSTOMER_MANAGED_KEY)),
             skip_bundling=_bool(node.try_get_context(SKIP_BUNDLING)),
         )
 

@@ -11,6 +11,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from infra.components.alarms import AlarmSink
+from infra.components.encryption import acknowledge_aws_keys, log_group_key
 
 DRAIN_TIMEOUT = Duration.hours(6)
 
@@ -50,7 +51,9 @@ class DrainWorkflow(Construct):
             "Logs",
             log_group_name=f"/aws/vendedlogs/states/{Stack.of(self).stack_name}-drain",
             retention=logs.RetentionDays.ONE_MONTH,
+            **log_group_key(self),
         )
+        acknowledge_aws_keys(self.log_group)
         self.state_machine = sfn.StateMachine(
             self,
             "StateMachine",

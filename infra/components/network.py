@@ -13,8 +13,10 @@ from typing import Any
 from aws_cdk import Acknowledgment, Annotations, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from infra.components.acknowledge import checkov_skip
 from infra.config import Network
 
 #: fromVpcAttributes wants AZs (a token list draws a warning); they are only used to pick subnets
@@ -29,6 +31,17 @@ VPC_ACCESS_REASON = (
     "(ec2:CreateNetworkInterface/DescribeNetworkInterfaces/DeleteNetworkInterface/Assign/UnassignPrivateIpAddresses) "
     "is what Lambda needs to attach the function's ENIs; AWS maintains it."
 )
+
+OUTSIDE_VPC_REASON = (
+    "Outside a VPC unless context vpcId/subnetIds is set: the function calls only AWS APIs and the EKS cluster "
+    "endpoint (public by default), and a VPC without NAT or interface endpoints would cut it off from both. "
+    "Set vpcId/subnetIds for a private cluster endpoint or the http: checkpoint mode (README Deploy)."
+)
+
+
+def acknowledge_outside_vpc(function: lambda_.Function, reason: str = OUTSIDE_VPC_REASON) -> None:
+    """checkov CKV_AWS_117 (function not in a VPC), for a function deployed without one."""
+    checkov_skip(function, "CKV_AWS_117", reason)
 
 
 class FunctionNetwork(Construct):

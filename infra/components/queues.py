@@ -1,4 +1,4 @@
-"""Dead-letter queues: encrypted, TLS-only, two weeks of retention, and an alarm on each."""
+"""Dead-letter queues: encrypted (components/encryption.py), TLS-only, two weeks of retention, an alarm on each."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.components.alarms import AlarmSink
+from infra.components.encryption import acknowledge_aws_keys, queue_encryption
 
 
 class DeadLetterQueue(Construct):
@@ -18,10 +19,11 @@ class DeadLetterQueue(Construct):
         self.queue = sqs.Queue(
             self,
             "Queue",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
             retention_period=Duration.days(14),
+            **queue_encryption(self),
         )
+        acknowledge_aws_keys(self.queue)
         Validations.of(self.queue).acknowledge(
             Acknowledgment(
                 id="AwsSolutions::AwsSolutions-SQS3",

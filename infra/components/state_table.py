@@ -6,6 +6,8 @@ from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
+from infra.components.encryption import acknowledge_aws_keys, table_encryption
+
 TTL_ATTRIBUTE = "expires_at"
 
 
@@ -21,7 +23,8 @@ class StateTable(Construct):
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True
             ),
-            encryption=dynamodb.TableEncryption.AWS_MANAGED,
             time_to_live_attribute=TTL_ATTRIBUTE,
             removal_policy=RemovalPolicy.RETAIN,
+            **table_encryption(self),
         )
+        acknowledge_aws_keys(self.table)

@@ -12,6 +12,7 @@ from infra.components.alarms import AlarmSink
 from infra.components.cluster_access import ClusterRbac
 from infra.components.dashboard import Dashboard
 from infra.components.drain_workflow import DrainWorkflow
+from infra.components.encryption import StackKey
 from infra.components.event_rules import EventRoutes
 from infra.components.functions import Functions
 from infra.components.gpu_idle import GpuIdleReclaim
@@ -33,6 +34,8 @@ class GpuwardenStack(Stack):
         # `cdk ls` / `cdk destroy` ask for no bundling (aws:cdk:bundling-stacks): then the layer is not
         # built either, so those commands work without a wheel cache
         skip_bundling = settings.skip_bundling or not self.bundling_required
+        # first: every store below looks the key up (infra/components/encryption.py)
+        self.key = StackKey(self).key if settings.customer_managed_key else None
         alarms = AlarmSink(self, "Alarms", topic_arn=settings.alarm_topic_arn, email=settings.alarm_email)
         network = FunctionNetwork(self, "Network", network=settings.network) if settings.network else None
         self.state = StateTable(self, "State")
