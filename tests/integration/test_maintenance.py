@@ -62,12 +62,14 @@ def day_at(base: datetime, days: int, hour: int) -> datetime:
     return (base + timedelta(days=days)).replace(hour=hour, minute=0, second=0, microsecond=0)
 
 
-def test_maintenance_is_planned_into_the_latest_window_that_ends_before_it(world: World, schedules: Any) -> None:
+def test_maintenance_is_planned_into_the_latest_window_before_it_even_one_straddling_the_start(
+    world: World, schedules: Any
+) -> None:
     # Given a node, a nightly window (22:00-06:00 UTC) and maintenance at 05:00 in three days
     scenario = spot_node(world.sim, modes=(), inference=1, pdb_min_available=None)
     now = world.sim.clock.now()
     starts = day_at(now, 3, 5)
-    expected = day_at(now, 1, 22)  # the night of day+1 closes at 06:00 on day+2; day+2's closes after the start
+    expected = day_at(now, 2, 22)  # the night of day+2 closes after the start: its 7 hours before it count
     # When the AWS Health event arrives
     result = handle_batch(parse_notices(health_event(starts)), deps_at(world, None, policy(NIGHT))).to_json()
     # Then the drain is planned into that window, held on the node, not started yet
@@ -118,7 +120,7 @@ def test_due_plan_cordons_taints_checkpoints_and_drains(world: World, schedules:
     handle_batch(parse_notices(health_event(day_at(now, 3, 5))), deps_at(world, None, policy(NIGHT)))
     plan_id = plan_id_for(f"{EVENT_ID}:{scenario.instance_id}")
     # When the one-time schedule fires, with the window open
-    due = deps_at(world, day_at(now, 1, 22) + timedelta(seconds=20), policy(NIGHT))
+    due = deps_at(world, day_at(now, 2, 22) + timedelta(seconds=20), policy(NIGHT))
     result = handle_window_tick(parse_window_tick({**due_input(schedules, plan_id)}), due).to_json()
     # Then the node is cordoned with the scheduled-maintenance taint, the trainer checkpointed, all drained
     assert result["outcome"] == "handled", result["reason"]
@@ -149,7 +151,7 @@ def test_due_plan_waits_while_the_window_is_used_up(world: World, schedules: Any
     other = "ip-10-0-2-40.us-west-2.compute.internal"
     world.sim.patch_direct("Node", other, {"metadata": {"annotations": {"gpuwarden.io/kind": "gpu-idle"}}})
     plan_id = plan_id_for(f"{EVENT_ID}:{scenario.instance_id}")
-    due_at = day_at(now, 1, 22) + timedelta(seconds=20)
+    due_at = day_at(now, 2, 22) + timedelta(seconds=20)
     # When the plan falls due
     result = handle_window_tick(parse_window_tick(due_input(schedules, plan_id)), deps_at(world, due_at, policy(NIGHT)))
     # Then it is refused by the window, by name, and asks again in 5 minutes
@@ -210,16 +212,17 @@ def test_cli_reports_the_plan_then_executes_the_due_tick(world: World, tmp_path:
     # Given the sample node and the sample AWS Health event (maintenance at 2026-06-05T05:00Z)
     scenario = spot_node(world.sim, modes=(), inference=1, pdb_min_available=None)
     # When it is invoked locally on Monday 1 June at noon (GPUWARDEN_NOW)
+    # (the night of 4 June straddles the start: its hours before 05:00 are the latest allowed)
     planned = invoke(world, tmp_path, "2026-06-01T12:00:00Z", EVENTS / "health-scheduled-maintenance.json")
     # Then the plan is reported: the window and its start, and the tick to invoke then
     assert planned["outcome"] == "handled"
-    assert "window 'night-cap' from 2026-06-03T22:00:00Z" in planned["reason"]
+    assert "window 'night-cap' from 2026-06-04T22:00:00Z" in planned["reason"]
     skipped = next(a for a in planned["actions"] if a["type"] == "schedule-skipped")
-    assert skipped["at"] == "2026-06-03T22:00:00Z"
+    assert skipped["at"] == "2026-06-04T22:00:00Z"
     # When that tick is invoked inside the window
     tick_file = tmp_path / "due.json"
     tick_file.write_text(json.dumps(skipped["tick"]))
-    done = invoke(world, tmp_path, "2026-06-03T22:00:30Z", tick_file)
+    done = invoke(world, tmp_path, "2026-06-04T22:00:30Z", tick_file)
     # Then the node is cordoned for scheduled maintenance and drained
     assert done["outcome"] == "handled", done["reason"]
     assert done["actions"][0]["type"] == "cordon"

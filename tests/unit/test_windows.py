@@ -542,14 +542,30 @@ def test_given_a_self_overlapping_freeze_when_listing_slots_then_occurrences_mer
     assert slots == [Slot(utc(2026, 1, 1, 15, 30), utc(2026, 1, 2, 0))]
 
 
-def test_given_no_freeze_when_planning_then_the_latest_cap_occurrence_ending_before_the_deadline() -> None:
+def test_given_no_freeze_when_planning_then_the_window_straddling_the_deadline_counts_for_its_part_before_it() -> None:
     # Given maintenance on Thursday 01:00 UTC for an inference node, needing 2h
     plan = latest_allowed_window_before(POLICY, MONDAY_10_SEOUL, utc(2026, 11, 26, 1), "inference", timedelta(hours=2))
-    # Then the night-cap from Tuesday 22:00 (Wednesday's ends after the deadline)
+    # Then Wednesday's night-cap (22:00-06:00), which has 3h before the deadline
     assert plan is not None
     assert plan.name == "night-cap"
-    assert (plan.opened_at, plan.closes_at) == (utc(2026, 11, 24, 22), utc(2026, 11, 25, 6))
-    assert plan.usable == Slot(utc(2026, 11, 24, 22), utc(2026, 11, 25, 6))
+    assert (plan.opened_at, plan.closes_at) == (utc(2026, 11, 25, 22), utc(2026, 11, 26, 6))
+    assert plan.usable == Slot(utc(2026, 11, 25, 22), utc(2026, 11, 26, 1))
+    # When 4h are needed, Then its 3h before the deadline are too few: Tuesday's whole night-cap
+    longer = latest_allowed_window_before(
+        POLICY, MONDAY_10_SEOUL, utc(2026, 11, 26, 1), "inference", timedelta(hours=4)
+    )
+    assert longer is not None
+    assert (longer.opened_at, longer.closes_at) == (utc(2026, 11, 24, 22), utc(2026, 11, 25, 6))
+    assert longer.usable == Slot(utc(2026, 11, 24, 22), utc(2026, 11, 25, 6))
+
+
+def test_given_a_22_to_06_window_when_maintenance_is_at_02_then_the_night_before_serves_it() -> None:
+    # Given a 22:00-06:00 window and a 02:00 maintenance, with a 1h drain allowance, at noon the day before
+    night = window(name="night", schedule="0 22 * * *", duration="8h", max_disruptions=1)
+    plan = latest_allowed_window_before([night], utc(2026, 6, 1, 12), utc(2026, 6, 2, 2), "p", timedelta(hours=1))
+    # Then the drain is planned from 22:00: the window's four hours before the maintenance
+    assert plan is not None
+    assert plan.usable == Slot(utc(2026, 6, 1, 22), utc(2026, 6, 2, 2))
 
 
 def test_given_a_freeze_overlapping_the_cap_when_planning_then_only_the_unfrozen_part_is_usable() -> None:

@@ -102,10 +102,11 @@ def allowed_slots(windows: Sequence[Window], start: datetime, end: datetime, nod
     return slots
 
 
-def _latest_in_gap(window: Window, gap: Slot, deadline: datetime, needed: timedelta) -> OpenWindow | None:
-    """The latest occurrence ending by ``deadline`` that shares at least ``needed`` with ``gap``."""
+def _latest_in_gap(window: Window, gap: Slot, needed: timedelta) -> OpenWindow | None:
+    """The latest occurrence that shares at least ``needed`` with ``gap`` (which ends by the
+    deadline: an occurrence closing after the deadline counts for its part before it)."""
     duration = window.duration
-    opened = window.prev_fire(min(gap.end - needed, deadline - duration), not_before=gap.start - duration)
+    opened = window.prev_fire(gap.end - needed, not_before=gap.start - duration)
     if opened is None:
         return None
     usable = Slot(max(opened, gap.start), min(opened + duration, gap.end))
@@ -114,10 +115,10 @@ def _latest_in_gap(window: Window, gap: Slot, deadline: datetime, needed: timede
     return OpenWindow(window=window, opened_at=opened, closes_at=opened + duration, usable=usable)
 
 
-def _latest_fitting(window: Window, gaps: list[Slot], deadline: datetime, needed: timedelta) -> OpenWindow | None:
-    """The latest occurrence of ``window`` that ends by ``deadline`` and is usable for ``needed``."""
+def _latest_fitting(window: Window, gaps: list[Slot], needed: timedelta) -> OpenWindow | None:
+    """The latest occurrence of ``window`` usable for ``needed`` in one of ``gaps``."""
     for gap in reversed(gaps):  # an occurrence found in a later gap is never earlier
-        found = _latest_in_gap(window, gap, deadline, needed)
+        found = _latest_in_gap(window, gap, needed)
         if found is not None:
             return found
     return None
@@ -133,10 +134,13 @@ def latest_allowed_window_before(
     """The latest window occurrence in which to plan a voluntary disruption before ``deadline``.
 
     Candidates are occurrences of windows with ``max_disruptions > 0`` covering ``nodepool``
-    that are open at ``now`` or open later and close by ``deadline``, in which an allowed
-    stretch (see ``allowed_slots``: from ``now`` on, clear of freezing windows) of at least
-    ``needed`` lies; the latest such stretch is the result's ``usable``. The latest
-    ``opened_at`` wins (then the earliest-listed window). None if there is none.
+    that are open at ``now`` or open later, before ``deadline``. Only the part of an occurrence
+    before the deadline counts: a 22:00-06:00 window serves a 02:00 deadline with its four
+    hours before it. In that part, an allowed stretch (see ``allowed_slots``: from ``now`` on,
+    clear of freezing windows) of at least ``needed`` (the drain allowance) must lie; the latest
+    such stretch is the result's ``usable``, and it always ends by ``deadline``. The latest
+    ``opened_at`` wins (then the earliest-listed window). None if there is none: the caller
+    then disrupts at once.
     """
     now_utc, deadline_utc = as_utc(now), as_utc(deadline, "deadline")
     if needed <= timedelta():
@@ -146,7 +150,7 @@ def latest_allowed_window_before(
     for window in applicable(windows, nodepool):
         if window.max_disruptions == 0 or window.duration < needed:
             continue
-        found = _latest_fitting(window, gaps, deadline_utc, needed)
+        found = _latest_fitting(window, gaps, needed)
         if found is not None and (best is None or found.opened_at > best.opened_at):
             best = found
     return best
