@@ -94,10 +94,19 @@ def _alarm(sim: KubeSim, event_id: str) -> dict[str, Any]:
 
 
 def _budgets(sim: KubeSim) -> str:
+    """The pool's budgets and GPU limit, the owner's (saved while a window is open) told apart
+    from what the windows added beside them."""
     pool = sim.get("NodePool", POOL) or {}
     spec = pool.get("spec") or {}
-    budgets = json.dumps((spec.get("disruption") or {}).get("budgets"))
-    return f"budgets {budgets}, GPU limit {(spec.get('limits') or {}).get('nvidia.com/gpu')}"
+    budgets = (spec.get("disruption") or {}).get("budgets") or []
+    gpu = (spec.get("limits") or {}).get("nvidia.com/gpu")
+    saved = ((pool.get("metadata") or {}).get("annotations") or {}).get("gpuwarden.io/saved-budgets")
+    if saved is None:
+        return f"budgets {json.dumps(budgets)}, GPU limit {gpu}"
+    own = json.loads(saved)
+    added = budgets[len(own["budgets"] or []) :]
+    limit = f"GPU limit {gpu}" + (f" (own {own['gpu_limit']})" if own["gpu_limit"] != gpu else "")
+    return f"budgets own {json.dumps(own['budgets'])} + window {json.dumps(added)}, {limit}"
 
 
 def _tick(sim: KubeSim, deps: Any, action: str, window: str | None, when: datetime) -> None:
