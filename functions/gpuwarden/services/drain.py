@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.checkpoint import acknowledged
 from gpuwarden.domain.drain import (
     CHECKPOINT_TIMED_OUT,
     MIN_GRACE_SECONDS,
@@ -52,6 +53,11 @@ class DrainState(BaseModel):
     waiting: list[str] = []
     blocked: list[str] = []
     seconds_left: float | None = None
+    #: Opted-in pods seen on the node in any round, and those seen acknowledged: when the node is
+    #: gone early (Karpenter finished it, the instance went), what was and was not checkpointed.
+    opted_in: list[str] = []
+    checkpointed: list[str] = []
+    not_checkpointed: list[str] = []
 
 
 def _evict(recorder: Recorder, node: NodeView, pod: PodView, step: PodStep, ctx: DrainContext) -> PodStep:
@@ -101,8 +107,9 @@ def drain_step(recorder: Recorder, state: DrainState, pool: ThreadPoolExecutor |
     state = state.model_copy(update={"round": state.round + 1})
     node = deps.kube.get_node(state.node)
     if node is None:
-        return _finish(recorder, state, None, deps.clock(), "node is gone")
+        return _gone_early(recorder, state, deps.clock())
     pods = [p for p in deps.kube.list_pods_on_node(state.node) if p.node_name == state.node]
+    state = _seen(state, pods)
     now = deps.clock()  # the time of the observation the round decides on
     ctx = _context(state, recorder, now)
     steps = decide_round(pods, ctx)
@@ -125,6 +132,30 @@ def drain_step(recorder: Recorder, state: DrainState, pool: ThreadPoolExecutor |
     if next_state.done or due is None or due >= next_state.wait_seconds:
         return next_state
     return next_state.model_copy(update={"wait_seconds": max(0.05, due)})
+
+
+def _seen(state: DrainState, pods: list[PodView]) -> DrainState:
+    """Remember the opted-in pods and their acknowledgements (the node may not be there next round)."""
+    opted = [p.key for p in pods if ann.CHECKPOINT in p.annotations and p.key not in state.opted_in]
+    acked = [p.key for p in pods if acknowledged(p, state.event_id) and p.key not in state.checkpointed]
+    if not opted and not acked:
+        return state
+    return state.model_copy(update={"opted_in": state.opted_in + opted, "checkpointed": state.checkpointed + acked})
+
+
+def _gone_early(recorder: Recorder, state: DrainState, now: datetime) -> DrainState:
+    """The node went before the drain saw it empty (Karpenter finished it, or the instance went):
+    not a failure; the result says what was and was not checkpointed."""
+    missing = [k for k in state.opted_in if k not in state.checkpointed]
+    seconds_left = (state.deadline - now).total_seconds() if state.deadline else None
+    reason = (
+        f"node {state.node} was removed before the drain finished (Karpenter, or the instance went); "
+        f"checkpointed: {', '.join(state.checkpointed) or 'none'}; not checkpointed: {', '.join(missing) or 'none'}"
+    )
+    recorder.add("node-gone", reason=reason, checkpointed=state.checkpointed, not_checkpointed=missing)
+    recorder.flush()
+    update = {"done": True, "outcome": "gone-early", "seconds_left": seconds_left, "not_checkpointed": missing}
+    return state.model_copy(update=update)
 
 
 def _next_due(state: DrainState, steps: list[PodStep], pods: dict[str, PodView], ctx: DrainContext) -> float | None:

@@ -1,0 +1,42 @@
+"""Beside Karpenter: a node removed while gpuwarden drains it is reported as gone early, not failed."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from gpuwarden.services.dispatch import handle_batch
+from gpuwarden.sources import parse_notices
+from sim.builders import gpu_node, job, training_pod
+from sim.clock import rfc3339
+from tests.integration.conftest import World, load_event
+from tests.integration.scenarios import INSTANCE, NODE
+
+
+def test_a_node_removed_mid_drain_is_gone_early_with_what_was_and_was_not_checkpointed(world: World) -> None:
+    # Given a Spot node with a trainer that acknowledges and one that never does (timeout 60 s)
+    node = world.sim.create(gpu_node(NODE, INSTANCE, ip="10.0.1.23"))
+    for name in ("quick", "silent"):
+        owner = world.sim.create(job(name, "ml"))
+        world.sim.create(
+            training_pod(f"{name}-worker", node, checkpoint="annotate", checkpoint_timeout=60, owner=owner, grace=2)
+        )
+    world.workloads.silent.add("ml/silent-worker")
+    event = load_event("spot-interruption.json", time=rfc3339(world.sim.clock.now()))
+    results: list[dict[str, Any]] = []
+    worker = threading.Thread(target=lambda: results.append(handle_batch(parse_notices(event), world.deps()).to_json()))
+    # When gpuwarden drains, and the node is removed (as Karpenter does once it has finished it)
+    worker.start()
+    assert world.sim.wait_until(lambda: world.pod("ml/quick-worker") is None, timeout=20)
+    world.sim.delete_direct("Node", NODE)
+    worker.join(timeout=60)
+    # Then the run is handled, the drain gone early, and it says which pod saved its work
+    result = results[0]
+    assert result["outcome"] == "handled", result["reason"]
+    drain = result["drain"]
+    assert drain["outcome"] == "gone-early"
+    assert drain["checkpointed"] == ["ml/quick-worker"]
+    assert drain["not_checkpointed"] == ["ml/silent-worker"]
+    gone = [a for a in result["actions"] if a["type"] == "node-gone"]
+    assert len(gone) == 1
+    assert "not checkpointed: ml/silent-worker" in gone[0]["reason"]
