@@ -31,6 +31,9 @@ CHECKPOINT_DONE = PREFIX + "checkpoint-done"
 CHECKPOINT_EVENT = PREFIX + "checkpoint-event-id"
 #: Set by gpuwarden when the signal / command / POST could not be delivered or failed.
 CHECKPOINT_FAILED = PREFIX + "checkpoint-failed"
+#: Set beside `karpenter.sh/do-not-disrupt` when gpuwarden added it for an involuntary notice (the
+#: value: that event), so a release takes back only its own (docs/cluster.md#beside-karpenter).
+DO_NOT_DISRUPT_ADDED = PREFIX + "do-not-disrupt-added"
 
 
 def rfc3339(at: datetime) -> str:

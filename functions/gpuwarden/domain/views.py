@@ -13,6 +13,8 @@ from typing import Any
 
 from dateutil.parser import isoparse
 
+from gpuwarden.domain import annotations as ann
+
 GPU_RESOURCE = "nvidia.com/gpu"
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
@@ -118,7 +120,9 @@ class PodView:
 
     @property
     def do_not_disrupt(self) -> bool:
-        return self.annotations.get(DO_NOT_DISRUPT) == "true"
+        """The owner asked Karpenter (and gpuwarden's voluntary kinds) to leave this pod alone. A mark
+        gpuwarden added itself to shield a checkpoint from Karpenter's drain is not the owner's."""
+        return self.annotations.get(DO_NOT_DISRUPT) == "true" and ann.DO_NOT_DISRUPT_ADDED not in self.annotations
 
 
 def _int_quantity(value: object) -> int:
