@@ -10,7 +10,7 @@ from gpuwarden.sources import parse_notices
 from sim.builders import gpu_node, job, training_pod
 from sim.clock import rfc3339
 from tests.integration.conftest import World, load_event
-from tests.integration.scenarios import INSTANCE, NODE
+from tests.integration.scenarios import INSTANCE, NODE, spot_node
 
 
 def test_a_node_removed_mid_drain_is_gone_early_with_what_was_and_was_not_checkpointed(world: World) -> None:
@@ -40,3 +40,11 @@ def test_a_node_removed_mid_drain_is_gone_early_with_what_was_and_was_not_checkp
     gone = [a for a in result["actions"] if a["type"] == "node-gone"]
     assert len(gone) == 1
     assert "not checkpointed: ml/silent-worker" in gone[0]["reason"]
+
+
+def test_the_result_names_the_replacement_gpuwarden_launched(world: World) -> None:
+    spot_node(world.sim, modes=("annotate",), inference=0, pdb_min_available=None, grace=2)
+    event = load_event("spot-interruption.json", time=rfc3339(world.sim.clock.now()))
+    result = handle_batch(parse_notices(event), world.deps()).to_json()
+    claims = [c["metadata"]["name"] for c in world.sim.list("NodeClaim")]
+    assert result["replacement"] == f"nodeclaim/{claims[0]}"

@@ -13,6 +13,19 @@ if TYPE_CHECKING:
     from gpuwarden.services.context import Recorder
 
 Outcome = Literal["handled", "ignored", "duplicate", "dry-run", "failed"]
+#: The replacement Karpenter's provisioner makes for a node whose NodeClaim it is deleting
+LEFT_TO_KARPENTER = "left to Karpenter"
+
+
+def replacement_of(actions: list[dict[str, Any]]) -> str | None:
+    """What the run's actions say about the node's replacement capacity."""
+    for action in actions:
+        if action["type"] == "replacement":
+            return str(action.get("target"))
+    for action in actions:
+        if action["type"] == "replacement-skipped" and str(action.get("reason", "")).startswith(LEFT_TO_KARPENTER):
+            return LEFT_TO_KARPENTER
+    return None
 
 
 class Result(BaseModel):
@@ -35,6 +48,9 @@ class Result(BaseModel):
     status: dict[str, Any] | None = None
     #: budget-window ticks: every NodePool looked at, with what was done or why not
     nodepools: list[dict[str, Any]] | None = None
+    #: the node's replacement capacity when this run decided it: what was launched
+    #: (`nodeclaim/<name>`, `asg/<group>`, `fleet/<id>`) or `left to Karpenter`
+    replacement: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=True)
@@ -50,7 +66,7 @@ def notice_result(notice: Notice, recorder: Recorder, node: NodeView | None, **f
         event_id=notice.event_id,
         deadline=notice.deadline,
         actions=recorder.actions,
-        **fields,
+        **({"replacement": replacement_of(recorder.actions)} | fields),
     )
     ledger = recorder.deps.ledger
     if result.outcome == "duplicate":
