@@ -239,13 +239,28 @@ def test_no_utilization_data_is_not_idleness(world: World) -> None:
     assert_untouched(world, NODE)
 
 
-def test_last_schedulable_node_of_the_pool_is_kept(world: World) -> None:
+def test_last_schedulable_node_of_the_pool_is_kept_when_the_policy_asks(world: World) -> None:
+    # (contract §4: the default is now 0, so the policy asks for 1 explicitly)
     idle_cluster(world.sim, extra_nodes=0)
     put_utilization(INSTANCE, NODE, IDLE)
-    result = run(world, contributor_event(NODE, INSTANCE))
+    keep_one = Policy.model_validate({"cluster": CLUSTER, "gpu_idle": {"min_nodes_per_nodepool": 1}})
+    result = run(world, contributor_event(NODE, INSTANCE), keep_one)
     assert result["outcome"] == "ignored"
     assert "below gpu_idle.min_nodes_per_nodepool 1" in result["reason"]
     assert_untouched(world, NODE)
+
+
+def test_the_last_idle_gpu_node_of_a_pool_is_reclaimed_by_default(world: World) -> None:
+    # Given the only node of its NodePool, idle, and the default policy (min_nodes_per_nodepool 0)
+    cluster = idle_cluster(world.sim, extra_nodes=0)
+    put_utilization(INSTANCE, NODE, IDLE)
+    # When the alarm arrives
+    result = run(world, contributor_event(NODE, INSTANCE))
+    # Then it is reclaimed: Karpenter brings the pool back from zero when pods need it
+    assert result["outcome"] == "handled", result["reason"]
+    assert types(result)[-1] == "retire"
+    claim = world.sim.get("NodeClaim", cluster.claims[NODE])
+    assert claim is None or claim["metadata"].get("deletionTimestamp")
 
 
 def test_closed_budget_window_refuses_the_reclaim(world: World) -> None:

@@ -188,6 +188,19 @@ def test_rebalance_drain_is_refused_by_a_freezing_window_or_do_not_disrupt() -> 
     assert (frozen.cordon, frozen.replace, frozen.checkpoint) == (True, True, True)
 
 
+def test_when_a_window_and_do_not_disrupt_both_refuse_the_reason_names_the_window() -> None:
+    # Given a rebalance drain that a freezing window and a do-not-disrupt node would both refuse
+    policy = Policy(cluster="c", rebalance=RebalancePolicy(action="drain"))
+    pinned = node(**{"karpenter.sh/do-not-disrupt": "true"})
+    # When it is planned, Then the refusal is the window's
+    plan = plan_interruption(Kind.REBALANCE, pinned, [], policy, FROZEN)
+    assert (plan.drain, plan.refused) == (False, FROZEN.reason)
+
+
+def test_gpu_idle_lets_an_idle_pool_go_to_zero_by_default() -> None:
+    assert Policy(cluster="c").gpu_idle.min_nodes_per_nodepool == 0
+
+
 def test_spot_interruption_ignores_do_not_disrupt() -> None:
     plan = plan_interruption(
         Kind.SPOT_INTERRUPTION, node(**{"karpenter.sh/do-not-disrupt": "true"}), [], Policy(cluster="c"), FROZEN

@@ -55,7 +55,8 @@ def plan_interruption(
         raise ValueError(f"not an interruption kind: {kind}")
     if policy.rebalance.action == "prepare":
         return NodePlan(True, True, replace, False, "rebalance: prepare (policy rebalance.action=prepare)")
-    refused = do_not_disrupt_reason(node, pods) or window_refusal(allowance)
+    # a window's refusal is the reason given, whatever else would also refuse: the user configured it
+    refused = window_refusal(allowance) or do_not_disrupt_reason(node, pods)
     if refused is not None:
         return NodePlan(True, True, replace, False, "rebalance: prepare only", refused=refused)
     return NodePlan(True, True, replace, True, "rebalance: drain (policy rebalance.action=drain)")

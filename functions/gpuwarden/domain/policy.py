@@ -18,7 +18,8 @@ class GpuIdlePolicy(_Frozen):
     period_seconds: int = Field(default=300, ge=60)
     evaluation_minutes: int = Field(default=60, ge=5)
     max_nodes_per_evaluation: int = Field(default=3, ge=1)
-    min_nodes_per_nodepool: int = Field(default=1, ge=0)
+    #: 0 by default: Karpenter brings a GPU pool back from zero, and an idle GPU node costs most.
+    min_nodes_per_nodepool: int = Field(default=0, ge=0)
     drain_limit_seconds: int = Field(default=1800, ge=60)
 
 
