@@ -19,6 +19,7 @@ import pytest
 
 from sim import KubeSim
 from sim.builders import nodeclaim_for
+from tests import replay
 from tests.reliability.conftest import invoke_env, ledger_item
 from tests.reliability.harness import (
     INSTANCE,
@@ -55,6 +56,13 @@ def write_event(tmp_path: Path, event: dict[str, Any], name: str = "event.json")
     return path
 
 
+def keep_runs(tmp_path: Path, runs: list[tuple[int, dict[str, Any], str]]) -> None:
+    """Every delivery's exit code, result and stderr, kept with the artifacts if the test fails (tests/replay.py)."""
+    kept = [{"rc": rc, "result": result, "stderr": err} for rc, result, err in runs]
+    (tmp_path / "deliveries.json").write_text(json.dumps(kept, indent=1))
+    replay.note(outcomes=dict(Counter(str(result.get("outcome")) for _, result, _ in runs)))
+
+
 def drained(sim: KubeSim, keys: list[str]) -> bool:
     return all(sim.get("Pod", k.split("/")[1], k.split("/")[0]) is None for k in keys)
 
@@ -68,11 +76,13 @@ def deliver_many(total: int, tmp_path: Path, moto_server: str) -> None:
         observer = Observer(sim)
         event = spot_event(sim.clock.now(), id=f"dup-{uuid.uuid4()}")
         path = write_event(tmp_path, event)
+        replay.note(event_id=event["id"], deliveries=total)
         env = invoke_env(sim, moto_server)
         runs: list[tuple[int, dict[str, Any], str]] = []
         for first in range(0, total, 10):  # waves of 10 concurrent deliveries
             procs = [start(path, env) for _ in range(min(10, total - first))]
             runs += [finish(p) for p in procs]
+        keep_runs(tmp_path, runs)
         assert [rc for rc, _, _ in runs] == [0] * total, [err for rc, _, err in runs if rc][:1]
         outcomes = Counter(result["outcome"] for _, result, _ in runs)
         assert outcomes == {"handled": 1, "duplicate": total - 1}, outcomes
@@ -172,8 +182,10 @@ def test_spot_warning_wins_over_a_concurrent_gpu_idle_reclaim(order: str, tmp_pa
             )
             assert taken, finish(idle_proc)
         spot_proc = start(write_event(tmp_path, spot, "spot.json"), env)
+        replay.note(spot_event_id=spot["id"], idle_event_id=idle["id"], order=order)
         spot_rc, spot_result, spot_err = finish(spot_proc)
         idle_rc, idle_result, idle_err = finish(idle_proc)
+        keep_runs(tmp_path, [(spot_rc, spot_result, spot_err), (idle_rc, idle_result, idle_err)])
         # Then the involuntary one wins, cleanly
         assert spot_rc == 0, spot_err
         assert idle_rc == 0, idle_err

@@ -30,6 +30,7 @@ from gpuwarden.services.dispatch import handle_batch
 from gpuwarden.sources import parse_notices
 from sim import KubeSim
 from sim.faults import RequestInfo
+from tests import replay
 from tests.reliability.conftest import sim_deps
 from tests.reliability.harness import (
     Observer,
@@ -239,6 +240,8 @@ def run_schedule(schedule: dict[str, Any]) -> None:
             AwsThrottle(schedule["aws_throttles"]).install(deps.cloud)
         event = spot_event(sim.clock.now(), age=schedule["age"], instance=instance)
         deadline = deadline_of(event)
+        # the last example run is hypothesis's shrunk failure: these replay it (tests/replay.py)
+        replay.note(schedule=schedule, event_id=event["id"], instance=instance, deadline=deadline.isoformat())
         for spec in schedule["faults"]:
             _inject(sim, spec)
         try:
@@ -250,6 +253,7 @@ def run_schedule(schedule: dict[str, Any]) -> None:
             for fault in injected:
                 fault.remove()
             result = handle_batch(parse_notices(event), sim_deps(sim, ledger)).to_json()
+        replay.note(result=result, faults_hit=[f.hits for f in sim.faults.active[1:]])
         STATS["schedules"] += 1
         STATS["faults"] += len(schedule["faults"])
         STATS["faults_hit"] += sum(f.hits for f in sim.faults.active[1:])
