@@ -148,7 +148,8 @@ def _reconcile_one(deps: Deps, pool: dict[str, Any], now: datetime) -> PoolRepor
         if not deps.dry_run:
             put(Metric.NODEPOOL_WRITES_FAILED)
         _post_event(deps, pool, WRITE_FAILED, f"budget windows not applied: {err}", warning=True)
-        return PoolReport(name, outcome="failed", reason=str(err))
+        opened = desired_nodepool_state(deps.policy.windows, now, name).windows
+        return PoolReport(name, outcome="failed", windows=opened, reason=str(err))
     if report.outcome == "written" and report.skipped:
         _post_event(deps, pool, CAP_SKIPPED, "; ".join(report.skipped), warning=False)
     return report

@@ -108,7 +108,8 @@ class PoolFields:
         )
 
     def as_json(self) -> str:
-        return json.dumps({"budgets": self.budgets, "gpu_limit": self.gpu_limit, "limits": self.limits}, sort_keys=True)
+        """JSON keeping the fields' own key order, so that they come back byte for byte."""
+        return json.dumps({"budgets": self.budgets, "gpu_limit": self.gpu_limit, "limits": self.limits})
 
     @classmethod
     def from_json(cls, raw: str) -> PoolFields:
