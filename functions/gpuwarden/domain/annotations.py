@@ -19,6 +19,10 @@ DRAIN_COMPLETED = PREFIX + "drain-completed"
 #: The state-change events (comma-separated, the last few) that reported the instance stopping:
 #: a re-delivery of one of them reports nothing new.
 LOST_EVENT = PREFIX + "lost-event-ids"
+#: When gpuwarden took a gpu-idle slot for the node (RFC 3339, microseconds): orders the racers.
+CLAIMED_AT = PREFIX + "claimed-at"
+#: What a disruption writes on its node, and what giving the node back removes.
+DISRUPTION_MARKS = (EVENT_ID, KIND, DEADLINE, CORDONED_BY_US, DRAIN_STARTED, DRAIN_COMPLETED, CLAIMED_AT)
 
 # Pod (set by the workload's owner)
 CHECKPOINT = PREFIX + "checkpoint"

@@ -16,8 +16,7 @@ from gpuwarden.domain.views import NodeView
 
 #: The alarm state that asks for a reclaim; OK and INSUFFICIENT_DATA never do.
 ACTING_STATE = "ALARM"
-#: When gpuwarden took a gpu-idle slot for the node (RFC 3339, microseconds): orders the racers.
-CLAIMED_AT = ann.PREFIX + "claimed-at"
+CLAIMED_AT = ann.CLAIMED_AT
 #: EKS managed node groups label their nodes with this; it stands in for a NodePool there.
 NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
 

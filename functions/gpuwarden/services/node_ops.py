@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from gpuwarden.domain import annotations as ann
-from gpuwarden.domain.errors import Conflict, KubeError
+from gpuwarden.domain.errors import KubeError
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.ports import CloudPort, KubePort
 from gpuwarden.domain.views import NodeView, Taint
 from gpuwarden.domain.windows import Allowance, Window, voluntary_allowance
+from gpuwarden.services.writes import Patch, update_node
 
-_MAX_CONFLICTS = 8
 _INSTANCE_CACHE: dict[str, str] = {}
 
 
@@ -35,6 +35,10 @@ def find_node(kube: KubePort, cloud: CloudPort, instance_id: str | None, node_na
             return node
     dns = cloud.private_dns_name(instance_id)
     return kube.get_node(dns) if dns else None
+
+
+def not_ours(notice: Notice, cluster: str) -> str:
+    return f"{notice.target} is not a node of cluster {cluster}"
 
 
 def our_taint(kind: Kind) -> Taint:
@@ -70,37 +74,42 @@ class MarkResult:
     held_by: str | None = None
 
 
+def _mark_patch(node: NodeView, notice: Notice, extra: Mapping[str, str] | None) -> Patch | None:
+    """The mark for ``notice`` on ``node`` as it is now; None when it is marked already or
+    another notice holds it (see `supersedes`)."""
+    if is_marked(node, notice):
+        return None
+    if node.annotations.get(ann.EVENT_ID) != notice.event_id and not supersedes(
+        notice.kind, node.annotations.get(ann.KIND)
+    ):
+        return None
+    taints = [t.as_dict() for t in node.taints if t.key != ann.TAINT_KEY]
+    taints.append(our_taint(notice.kind).as_dict())
+    annotations: dict[str, str | None] = {
+        ann.EVENT_ID: notice.event_id,
+        ann.KIND: notice.kind.value,
+        ann.DEADLINE: ann.rfc3339(notice.deadline) if notice.deadline else None,
+    }
+    if node.annotations.get(ann.EVENT_ID) != notice.event_id:
+        # a new event starts a new drain: an earlier event's completion no longer holds
+        annotations[ann.DRAIN_COMPLETED] = None
+    annotations.update(extra or {})
+    if not node.unschedulable:
+        annotations[ann.CORDONED_BY_US] = "true"
+    return {"metadata": {"annotations": annotations}, "spec": {"unschedulable": True, "taints": taints}}
+
+
 def mark_node(kube: KubePort, node: NodeView, notice: Notice, extra: Mapping[str, str] | None = None) -> MarkResult:
     """Cordon, taint `gpuwarden.io/disruption=<kind>:NoSchedule`, annotate (plus ``extra``).
     One write, RV-checked."""
-    for _ in range(_MAX_CONFLICTS):
-        if is_marked(node, notice):
-            return MarkResult(node, changed=False)
-        current = node.annotations.get(ann.KIND)
-        if node.annotations.get(ann.EVENT_ID) != notice.event_id and not supersedes(notice.kind, current):
-            return MarkResult(node, changed=False, held_by=f"{current} ({node.annotations.get(ann.EVENT_ID)})")
-        taints = [t.as_dict() for t in node.taints if t.key != ann.TAINT_KEY]
-        taints.append(our_taint(notice.kind).as_dict())
-        annotations: dict[str, str | None] = {
-            ann.EVENT_ID: notice.event_id,
-            ann.KIND: notice.kind.value,
-            ann.DEADLINE: ann.rfc3339(notice.deadline) if notice.deadline else None,
-        }
-        if node.annotations.get(ann.EVENT_ID) != notice.event_id:
-            # a new event starts a new drain: an earlier event's completion no longer holds
-            annotations[ann.DRAIN_COMPLETED] = None
-        annotations.update(extra or {})
-        if not node.unschedulable:
-            annotations[ann.CORDONED_BY_US] = "true"
-        patch = {"metadata": {"annotations": annotations}, "spec": {"unschedulable": True, "taints": taints}}
-        try:
-            return MarkResult(kube.patch_node(node.name, patch, node.resource_version), changed=True)
-        except Conflict:
-            fresh = kube.get_node(node.name)
-            if fresh is None:
-                raise KubeError(f"node {node.name} disappeared while being cordoned", status=404) from None
-            node = fresh
-    raise KubeError(f"node {node.name}: {_MAX_CONFLICTS} write conflicts in a row", status=409)
+    marked = update_node(kube, node, lambda current: _mark_patch(current, notice, extra))
+    if marked.obj is None:
+        raise KubeError(f"node {node.name} disappeared while being cordoned", status=404)
+    current = marked.obj
+    if marked.written or is_marked(current, notice):
+        return MarkResult(current, changed=marked.written)
+    held = f"{current.annotations.get(ann.KIND)} ({current.annotations.get(ann.EVENT_ID)})"
+    return MarkResult(current, changed=False, held_by=held)
 
 
 def voluntary_in_progress(

@@ -3,34 +3,28 @@
 from __future__ import annotations
 
 from gpuwarden.domain import annotations as ann
-from gpuwarden.domain.errors import Conflict, GpuwardenError
+from gpuwarden.domain.errors import GpuwardenError
 from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.replacement import ReplacementChoice, choose_replacement, nodeclaim_manifest
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.context import Recorder
+from gpuwarden.services.writes import Patch, annotate, update_node
 
 PENDING = "pending:"
-_MAX_CONFLICTS = 5
 
 
 def _claim(recorder: Recorder, node: NodeView) -> NodeView | None:
     """Write `replacement: pending:<event>` RV-checked; the winner launches. None: not ours to launch."""
-    kube = recorder.deps.kube
-    for _ in range(_MAX_CONFLICTS):
-        current = node.annotations.get(ann.REPLACEMENT)
-        if current == PENDING + recorder.event_id:
-            return node  # our own claim, from a run that stopped before recording the launch
-        if current:
-            return None
-        patch = {"metadata": {"annotations": {ann.REPLACEMENT: PENDING + recorder.event_id}}}
-        try:
-            return kube.patch_node(node.name, patch, node.resource_version)
-        except Conflict:
-            fresh = kube.get_node(node.name)
-            if fresh is None:
-                return None
-            node = fresh
-    return None
+    ours = PENDING + recorder.event_id
+
+    def decide(current: NodeView) -> Patch | None:
+        return None if current.annotations.get(ann.REPLACEMENT) else annotate({ann.REPLACEMENT: ours})
+
+    claimed = update_node(recorder.deps.kube, node, decide)
+    if claimed.obj is None:
+        return None
+    # our own claim, from a run that stopped before recording the launch, is ours to resume
+    return claimed.obj if claimed.obj.annotations.get(ann.REPLACEMENT) == ours else None
 
 
 def _launch(recorder: Recorder, choice: ReplacementChoice, node: NodeView, pods: list[PodView]) -> tuple[str, str]:
