@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 import click
 
 from gpuwarden.domain.errors import GpuwardenError, InvalidEvent, InvalidPolicy
+from gpuwarden.sources.runbook import RUNBOOK_ACTIONS
 
 if TYPE_CHECKING:
     from gpuwarden.services.runbook import DrainProgress
@@ -89,9 +90,6 @@ def invoke(event: TextIO) -> None:
     except GpuwardenError as err:
         _emit({"outcome": "failed", "kind": "unknown", "reason": str(err), "actions": []})
     _emit(result)
-
-
-RUNBOOK_ACTIONS = ("plan", "status", "cordon", "uncordon", "drain", "checkpoint", "replace")
 
 
 def run_local_runbook(

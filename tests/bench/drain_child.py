@@ -21,8 +21,8 @@ def main(node_name: str) -> None:
     from gpuwarden.domain.notice import Kind, Notice
     from gpuwarden.services.context import Recorder
     from gpuwarden.services.drain import DrainState
-    from gpuwarden.services.interruption import drain_to_end
     from gpuwarden.services.node_ops import mark_node
+    from gpuwarden.services.pipeline import drain_to_end
     from gpuwarden.wiring import build_deps
 
     quiet_handler_logs()

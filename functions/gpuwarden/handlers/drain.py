@@ -9,8 +9,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from gpuwarden.handlers._runtime import deps
 from gpuwarden.observability import logger, metrics
 from gpuwarden.services.context import Recorder
-from gpuwarden.services.drain import DrainState, drain_step
-from gpuwarden.services.gpu_idle import settle_round
+from gpuwarden.services.drain import DrainState
+from gpuwarden.services.kinds import drain_round
 
 
 @logger.inject_lambda_context(correlation_id_path="event_id")
@@ -18,5 +18,5 @@ from gpuwarden.services.gpu_idle import settle_round
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     state = DrainState.model_validate(event)
     recorder = Recorder(deps(), state.event_id)
-    next_state = settle_round(recorder, drain_step(recorder, state))  # gpu-idle: retire / give back
+    next_state = drain_round(recorder, state)  # settled by its kind (gpu-idle: retire / give back)
     return next_state.model_dump(mode="json") | {"wait_seconds": max(1, round(next_state.wait_seconds))}

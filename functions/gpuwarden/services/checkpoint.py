@@ -2,49 +2,45 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.checkpoint import CheckpointSpec, checkpoint_by, checkpoint_spec, requested_for
-from gpuwarden.domain.errors import Conflict, GpuwardenError, NotFound
+from gpuwarden.domain.errors import GpuwardenError, NotFound
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.context import Recorder
+from gpuwarden.services.writes import Patch, annotate, update_pod
 
-_MAX_CONFLICTS = 5
+#: Done to a pod just before it is asked to checkpoint (a kind's hook).
+PreparePod = Callable[[Recorder, PodView], None]
 
 
 def _claim(recorder: Recorder, pod: PodView, by: datetime) -> PodView | None:
     """Write the request on the pod (RV-checked): the writer that wins delivers; None if another did."""
-    kube = recorder.deps.kube
-    patch = {
-        "metadata": {
-            "annotations": {
-                ann.CHECKPOINT_REQUESTED: ann.rfc3339(by),
-                ann.CHECKPOINT_EVENT: recorder.event_id,
-                ann.CHECKPOINT_DONE: None,
-                ann.CHECKPOINT_FAILED: None,
-            }
+    event_id = recorder.event_id
+    patch = annotate(
+        {
+            ann.CHECKPOINT_REQUESTED: ann.rfc3339(by),
+            ann.CHECKPOINT_EVENT: event_id,
+            ann.CHECKPOINT_DONE: None,
+            ann.CHECKPOINT_FAILED: None,
         }
-    }
-    for _ in range(_MAX_CONFLICTS):
-        if requested_for(pod, recorder.event_id):
-            return None
-        try:
-            return kube.patch_pod(pod.namespace, pod.name, patch, pod.resource_version)
-        except Conflict:
-            fresh = kube.get_pod(pod.namespace, pod.name)
-            if fresh is None:
-                return None
-            pod = fresh
-        except NotFound:
-            return None
-    return None
+    )
+
+    def decide(current: PodView) -> Patch | None:
+        return None if requested_for(current, event_id) else patch
+
+    claimed = update_pod(recorder.deps.kube, pod, decide)
+    return claimed.obj if claimed.written else None
 
 
 def _deliver(recorder: Recorder, node: NodeView, pod: PodView, spec: CheckpointSpec, by: datetime) -> None:
     deps = recorder.deps
-    timeout = max(1.0, (by - deps.clock()).total_seconds())
+    wanted = max(1.0, (by - deps.clock()).total_seconds())
+    timeout = max(1.0, deps.time_left(wanted))
+    started = deps.clock()
     try:
         if spec.mode in ("signal", "exec"):
             outcome = deps.kube.exec_in_pod(pod.namespace, pod.name, spec.container, spec.exec_command(), timeout)
@@ -65,6 +61,9 @@ def _deliver(recorder: Recorder, node: NodeView, pod: PodView, spec: CheckpointS
     )
     if spec.mode == "signal" and ok:
         return  # the workload acknowledges by annotating its own pod
+    if not ok and timeout < wanted and (deps.clock() - started).total_seconds() >= timeout * 0.95:
+        # cut at the invocation's time budget, not failed: the drain waits for the ack until `by`
+        return
     key = ann.CHECKPOINT_DONE if ok else ann.CHECKPOINT_FAILED
     value = ann.rfc3339(deps.clock()) if ok else detail[:200]
     try:
@@ -80,6 +79,7 @@ def request_checkpoints(
     pods: list[PodView],
     deadline: datetime | None,
     pool: ThreadPoolExecutor,
+    prepare: PreparePod | None = None,
 ) -> list[Future[None]]:
     """Ask every opted-in pod at once. Returns the deliveries still running (exec/http wait for the answer)."""
     deps = recorder.deps
@@ -88,6 +88,8 @@ def request_checkpoints(
 
     def ask(pod: PodView, spec: CheckpointSpec) -> None:
         by = checkpoint_by(now, spec.timeout_seconds, deadline)
+        if prepare is not None:
+            prepare(recorder, pod)
         claimed = _claim(recorder, pod, by)
         if claimed is None:
             return

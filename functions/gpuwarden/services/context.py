@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -37,6 +38,27 @@ class Deps:
     start_drain: Callable[[dict[str, Any]], None] | None = None
     #: One-time EventBridge Scheduler schedules (maintenance plans); None locally.
     scheduler: SchedulerPort | None = None
+    #: Seconds this invocation may still wait (its remaining time minus a safety margin), set per
+    #: invocation by the Lambda handlers; None locally, where the CLI waits as long as it takes.
+    remaining: Callable[[], float] | None = None
+
+    def time_left(self, wanted: float) -> float:
+        """``wanted`` seconds of waiting, cut to what the invocation has left (never below 0)."""
+        if self.remaining is None:
+            return wanted
+        return max(0.0, min(wanted, self.remaining()))
+
+    @property
+    def out_of_time(self) -> bool:
+        return self.remaining is not None and self.remaining() <= 0
+
+
+#: Worker threads of one invocation: checkpoint deliveries, replacement, evictions in a round.
+POOL_SIZE = 16
+
+
+def worker_pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=POOL_SIZE)
 
 
 #: Action type → Kubernetes Event reason on the node (CONTRACT §2).

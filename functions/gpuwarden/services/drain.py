@@ -28,10 +28,9 @@ from gpuwarden.domain.drain import (
 from gpuwarden.domain.notice import Kind
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.observability import Metric, put
-from gpuwarden.services.checkpoint import request_checkpoints
-from gpuwarden.services.context import Recorder
+from gpuwarden.services.checkpoint import PreparePod, request_checkpoints
+from gpuwarden.services.context import Recorder, worker_pool
 
-_POOL_SIZE = 16
 #: After the deadline the instance is gone; keep trying this long for what the API still lists.
 _PAST_DEADLINE_GRACE = 30.0
 
@@ -101,7 +100,12 @@ def _next_wait(state: DrainState, steps: list[PodStep], max_backoff: float) -> f
     return 0.5
 
 
-def drain_step(recorder: Recorder, state: DrainState, pool: ThreadPoolExecutor | None = None) -> DrainState:
+def drain_step(
+    recorder: Recorder,
+    state: DrainState,
+    pool: ThreadPoolExecutor | None = None,
+    prepare: PreparePod | None = None,
+) -> DrainState:
     """One round. Returns the next state; `done` when only skipped pods remain (or the node is gone)."""
     deps = recorder.deps
     state = state.model_copy(update={"round": state.round + 1})
@@ -115,11 +119,11 @@ def drain_step(recorder: Recorder, state: DrainState, pool: ThreadPoolExecutor |
     steps = decide_round(pods, ctx)
     by_key = {p.key: p for p in pods}
     own_pool = pool is None
-    pool = pool or ThreadPoolExecutor(max_workers=_POOL_SIZE)
+    pool = pool or worker_pool()
     try:
         late = [by_key[s.pod] for s in steps if s.step == "signal"]
         if late:
-            request_checkpoints(recorder, node, late, state.deadline, pool)
+            request_checkpoints(recorder, node, late, state.deadline, pool, prepare)
         results: list[PodStep] = []
         for wave in leave_order(steps, by_key):  # lowest priority first, one wave answered before the next
             results += pool.map(lambda s: _evict(recorder, node, by_key[s.pod], s, ctx), wave)

@@ -17,12 +17,9 @@ first pod is touched, which closes the window of a racer whose write landed late
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor, wait
-from typing import Any
-
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.decide import do_not_disrupt_reason, window_refusal
-from gpuwarden.domain.errors import Conflict, NotFound
+from gpuwarden.domain.errors import NotFound
 from gpuwarden.domain.gpu_idle import (
     CLAIMED_AT,
     Utilization,
@@ -38,26 +35,13 @@ from gpuwarden.domain.gpu_idle import (
     state_refusal,
 )
 from gpuwarden.domain.notice import Kind, Notice
-from gpuwarden.domain.views import NodeView, PodView
+from gpuwarden.domain.views import NodeView
 from gpuwarden.observability import logger
-from gpuwarden.services.checkpoint import request_checkpoints
 from gpuwarden.services.context import Deps, Recorder
-from gpuwarden.services.drain import DrainState, drain_step
-from gpuwarden.services.node_ops import find_node, mark_node, window_allowance
+from gpuwarden.services.drain import DrainState
+from gpuwarden.services.node_ops import find_node, not_ours, window_allowance
+from gpuwarden.services.pipeline import Disruption, KindHooks, Steps, give_back, run, take
 from gpuwarden.services.result import Outcome, Result, notice_result
-
-_POOL_SIZE = 16
-_MAX_CONFLICTS = 8
-#: gpuwarden's node annotations, cleared when a node is given back.
-_OURS = (
-    ann.EVENT_ID,
-    ann.KIND,
-    ann.DEADLINE,
-    ann.CORDONED_BY_US,
-    ann.DRAIN_STARTED,
-    ann.DRAIN_COMPLETED,
-    CLAIMED_AT,
-)
 
 
 def handle_gpu_idle(notice: Notice, deps: Deps, drain_locally: bool = True) -> Result:
@@ -67,29 +51,27 @@ def handle_gpu_idle(notice: Notice, deps: Deps, drain_locally: bool = True) -> R
         return _skip(notice, recorder, None, refused)
     node = find_node(deps.kube, deps.cloud, notice.instance_id, notice.node_name)
     if node is None:
-        return _skip(notice, recorder, None, f"{notice.target} is not a node of cluster {deps.policy.cluster}")
-    refused = gpu_refusal(node) or held_elsewhere(node, notice.event_id)
-    if refused is not None:
-        return _skip(notice, recorder, node, refused)
-    pods = [p for p in deps.kube.list_pods_on_node(node.name) if p.node_name == node.name]
+        return _skip(notice, recorder, None, not_ours(notice, deps.policy.cluster))
+    d = Disruption(notice, deps, node, HOOKS, drain_locally)
+    d.recorder = recorder
     resumed = node.annotations.get(ann.EVENT_ID) == notice.event_id
-    if not resumed:
-        refused = _guardrails(deps, node, pods)
-        if refused is not None:
-            return _skip(notice, recorder, node, refused)
-    held, refused = _take_slot(recorder, notice, node)
-    if held is None:
-        return _skip(notice, recorder, node, refused or "no slot")
-    state = _reclaim(recorder, notice, held, pods, drain_locally)
-    return _finish(notice, recorder, held, state, resumed)
+    taken = take(d, "gpu idle: reclaiming the node")
+    if taken.stopped:
+        return _skip(notice, recorder, taken.node, taken.refused or taken.held_reason())
+    state = run(d, Steps(replace=False))
+    return _finish(notice, recorder, d.node, state, resumed)
 
 
 # ------------------------------------------------------------------ guardrails
 
 
-def _guardrails(deps: Deps, node: NodeView, pods: list[PodView]) -> str | None:
+def _guardrails(d: Disruption) -> str | None:
+    deps, node = d.deps, d.node
+    refused = gpu_refusal(node) or held_elsewhere(node, d.notice.event_id)
+    if refused is not None or node.annotations.get(ann.EVENT_ID) == d.notice.event_id:
+        return refused  # a resumed reclaim was let through once already
     policy = deps.policy.gpu_idle
-    refused = do_not_disrupt_reason(node, pods)
+    refused = do_not_disrupt_reason(node, d.pods)
     if refused is not None:
         return refused
     nodes = deps.kube.list_nodes()
@@ -111,22 +93,13 @@ def _window_refusal(deps: Deps, node: NodeView) -> str | None:
     return window_refusal(window_allowance(deps.kube, deps.policy.windows, deps.window_clock(), node))
 
 
-def _take_slot(recorder: Recorder, notice: Notice, node: NodeView) -> tuple[NodeView | None, str | None]:
-    """Cordon + taint + annotate with a claim time, then keep the slot only within the cap."""
-    deps = recorder.deps
-    claim = {CLAIMED_AT: node.annotations.get(CLAIMED_AT) or claim_stamp(deps.clock())}
-    mark = mark_node(deps.kube, node, notice, extra=claim)
-    if mark.held_by is not None:
-        return None, f"node {node.name} is already being handled for {mark.held_by}"
-    held = mark.node
-    if mark.changed:
-        taint = f"{ann.TAINT_KEY}={notice.kind.value}:NoSchedule"
-        recorder.add("cordon", held, taint=taint, reason="gpu idle: reclaiming the node")
-    refused = _over_cap(deps, held)
-    if refused is not None:
-        release_node(recorder, held.name, notice.event_id, refused)
-        return None, refused
-    return held, None
+def _claim_time(d: Disruption) -> dict[str, str]:
+    """The mark carries the slot's claim time: racers order themselves by it (see the module doc)."""
+    return {CLAIMED_AT: d.node.annotations.get(CLAIMED_AT) or claim_stamp(d.deps.clock())}
+
+
+def _cap(d: Disruption) -> str | None:
+    return _over_cap(d.deps, d.node)
 
 
 def _over_cap(deps: Deps, held: NodeView) -> str | None:
@@ -134,38 +107,7 @@ def _over_cap(deps: Deps, held: NodeView) -> str | None:
     return cap_refusal(held.name, gpu_idle_holders(nodes), deps.policy.gpu_idle.max_nodes_per_evaluation)
 
 
-# ------------------------------------------------------------------ the reclaim
-
-
-def _reclaim(
-    recorder: Recorder, notice: Notice, node: NodeView, pods: list[PodView], drain_locally: bool
-) -> DrainState | None:
-    deps = recorder.deps
-    state = DrainState(node=node.name, event_id=notice.event_id, kind=Kind.GPU_IDLE, started_at=deps.clock())
-    with ThreadPoolExecutor(max_workers=_POOL_SIZE) as pool:
-        refused = None if deps.dry_run else _over_cap(deps, node)
-        if refused is not None:  # a racer's write landed late: give the slot back untouched
-            release_node(recorder, node.name, notice.event_id, refused)
-            return state.model_copy(update={"done": True, "outcome": "over-cap"})
-        deliveries = request_checkpoints(recorder, node, pods, None, pool)
-        if not deps.dry_run:
-            state = settle_round(recorder, drain_step(recorder, state, pool))
-            while not state.done and not all(f.done() for f in deliveries):
-                wait(deliveries, timeout=state.wait_seconds, return_when="FIRST_COMPLETED")
-                state = settle_round(recorder, drain_step(recorder, state, pool))
-        wait(deliveries)
-        for future in deliveries:
-            future.result()
-        recorder.flush()
-    if deps.dry_run or state.done:
-        return None if deps.dry_run else state
-    if deps.start_drain is not None and not drain_locally:
-        deps.start_drain(state.model_dump(mode="json"))
-        return state
-    while not state.done:
-        deps.sleep(state.wait_seconds)
-        state = settle_round(recorder, drain_step(recorder, state))
-    return state
+# ------------------------------------------------------------------ settling a round
 
 
 def settle_round(recorder: Recorder, state: DrainState) -> DrainState:
@@ -183,7 +125,7 @@ def settle_round(recorder: Recorder, state: DrainState) -> DrainState:
         if state.outcome in ("drained", "drained-late"):
             _retire(recorder, state.node)
         elif state.outcome == "blocked":
-            release_node(recorder, state.node, state.event_id, f"drain blocked: {'; '.join(state.blocked[:5])}")
+            give_back(recorder, state.node, state.event_id, f"drain blocked: {'; '.join(state.blocked[:5])}")
         return state
     if (deps.clock() - state.started_at).total_seconds() <= limit:
         return state
@@ -193,7 +135,7 @@ def settle_round(recorder: Recorder, state: DrainState) -> DrainState:
     )
     recorder.add("drain-blocked", node, reason=reason)
     recorder.flush()
-    release_node(recorder, state.node, state.event_id, reason)
+    give_back(recorder, state.node, state.event_id, reason)
     return state.model_copy(update={"done": True, "outcome": "blocked"})
 
 
@@ -235,26 +177,8 @@ def _retire(recorder: Recorder, node_name: str) -> None:
     recorder.flush()
 
 
-def release_node(recorder: Recorder, node_name: str, event_id: str, reason: str) -> None:
-    """Give the node back: remove gpuwarden's taint, its cordon only if gpuwarden set it, and
-    gpuwarden's annotations. RV-checked; a node another notice holds now is left alone."""
-    kube = recorder.deps.kube
-    for _ in range(_MAX_CONFLICTS):
-        node = kube.get_node(node_name)
-        if node is None or node.annotations.get(ann.EVENT_ID) != event_id:
-            return
-        spec: dict[str, Any] = {"taints": [t.as_dict() for t in node.taints if t.key != ann.TAINT_KEY]}
-        if node.annotations.get(ann.CORDONED_BY_US) == "true":
-            spec["unschedulable"] = False
-        patch = {"metadata": {"annotations": dict.fromkeys(_OURS)}, "spec": spec}
-        try:
-            released = kube.patch_node(node_name, patch, node.resource_version)
-        except Conflict:
-            continue
-        recorder.add("release", released, reason=reason)
-        recorder.flush()
-        return
-    logger.warning("node not released after conflicts", extra={"node": node_name, "event_id": event_id})
+#: The gpu-idle kind: its guardrails, the slot taken with the mark, retire or give back when settled.
+HOOKS = KindHooks(guard=_guardrails, mark_extra=_claim_time, after_mark=_cap, settle=settle_round)
 
 
 # ------------------------------------------------------------------ results

@@ -16,30 +16,24 @@ asks again; refused with no time to spare, the drain runs, because the deadline 
 from __future__ import annotations
 
 import hashlib
-from concurrent.futures import ThreadPoolExecutor, wait
 from datetime import datetime, timedelta
 
 from dateutil.parser import isoparse
 
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.decide import do_not_disrupt_reason
-from gpuwarden.domain.errors import Conflict
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.views import NodeView
 from gpuwarden.domain.windows import OpenWindow, latest_allowed_window_before
-from gpuwarden.services.checkpoint import request_checkpoints
 from gpuwarden.services.context import Deps, Recorder
-from gpuwarden.services.drain import DrainState, drain_step
-from gpuwarden.services.interruption import drain_to_end, not_ours
-from gpuwarden.services.node_ops import find_node, mark_node, window_allowance
-from gpuwarden.services.replace import ensure_replacement
+from gpuwarden.services.node_ops import find_node, not_ours, window_allowance
+from gpuwarden.services.pipeline import Disruption, KindHooks, Steps, run, take
 from gpuwarden.services.result import Result, notice_result
+from gpuwarden.services.writes import Patch, annotate, update_node
 
 KIND = Kind.SCHEDULED_MAINTENANCE.value
 #: How long a refused, due plan waits before it asks the windows again.
 RETRY_AFTER = timedelta(minutes=5)
-_MAX_CONFLICTS = 5
-_POOL_SIZE = 16
 
 
 def plan_id_for(event_id: str) -> str:
@@ -162,24 +156,21 @@ def _annotate_plan(
     recorder: Recorder, node: NodeView, notice: Notice, plan_id: str, held: str
 ) -> tuple[NodeView, bool]:
     """Write the plan on the node, RV-checked. (node, False) when a concurrent delivery wrote it first."""
-    kube = recorder.deps.kube
-    annotations = {
-        ann.MAINTENANCE_PLAN: held,
-        ann.MAINTENANCE_PLAN_ID: plan_id,
-        ann.MAINTENANCE_EVENT_ID: notice.event_id,
-        ann.MAINTENANCE_DEADLINE: ann.rfc3339(notice.deadline or recorder.deps.clock()),
-    }
-    for _ in range(_MAX_CONFLICTS):
-        if node.annotations.get(ann.MAINTENANCE_PLAN_ID) == plan_id and node.annotations.get(ann.MAINTENANCE_PLAN):
-            return node, False
-        try:
-            return kube.patch_node(node.name, {"metadata": {"annotations": annotations}}, node.resource_version), True
-        except Conflict:
-            fresh = kube.get_node(node.name)
-            if fresh is None:
-                break
-            node = fresh
-    return node, False
+    patch = annotate(
+        {
+            ann.MAINTENANCE_PLAN: held,
+            ann.MAINTENANCE_PLAN_ID: plan_id,
+            ann.MAINTENANCE_EVENT_ID: notice.event_id,
+            ann.MAINTENANCE_DEADLINE: ann.rfc3339(notice.deadline or recorder.deps.clock()),
+        }
+    )
+
+    def decide(current: NodeView) -> Patch | None:
+        planned = current.annotations.get(ann.MAINTENANCE_PLAN_ID) == plan_id
+        return None if planned and current.annotations.get(ann.MAINTENANCE_PLAN) else patch
+
+    written = update_node(recorder.deps.kube, node, decide)
+    return written.obj or node, written.written
 
 
 def _schedule(recorder: Recorder, node: NodeView, plan_id: str, at: datetime, name: str | None = None) -> None:
@@ -243,55 +234,35 @@ def _when_due(notice: Notice, recorder: Recorder, node: NodeView, drain_locally:
     return notice_result(notice, recorder, node, outcome="ignored", reason=reason)
 
 
+def _no_do_not_disrupt(d: Disruption) -> str | None:
+    return do_not_disrupt_reason(d.node, d.pods)
+
+
+#: The windows were asked when the plan was made (and again when it fell due): the mark only
+#: checks `karpenter.sh/do-not-disrupt`.
+HOOKS = KindHooks(guard=_no_do_not_disrupt)
+
+
 def _execute(notice: Notice, recorder: Recorder, node: NodeView, drain_locally: bool, why: str) -> Result:
     """Cordon + taint ``scheduled-maintenance``, checkpoint, replace, drain with the voluntary rules."""
     deps = recorder.deps
-    pods = [p for p in deps.kube.list_pods_on_node(node.name) if p.node_name == node.name]
-    refused = do_not_disrupt_reason(node, pods)
-    if refused is not None:
-        recorder.add("refused", node, reason=refused)
+    d = Disruption(notice, deps, node, HOOKS, drain_locally)
+    d.recorder = recorder
+    taken = take(d, why)
+    if taken.refused is not None:
+        recorder.add("refused", node, reason=taken.refused)
         recorder.flush()
-        return notice_result(notice, recorder, node, outcome="ignored", reason=f"{why}; refused: {refused}")
-    mark = mark_node(deps.kube, node, notice)
-    if mark.held_by is not None:
-        reason = f"node {node.name} is already being handled for {mark.held_by}"
-        return notice_result(notice, recorder, node, outcome="ignored", reason=reason)
-    node = mark.node
-    if mark.changed:
-        recorder.add("cordon", node, taint=f"{ann.TAINT_KEY}={KIND}:NoSchedule", reason=why)
-    state = _drain(recorder, notice, node, drain_locally)
-    outcome = "dry-run" if deps.dry_run else "handled" if mark.changed else "duplicate"
+        return notice_result(notice, recorder, node, outcome="ignored", reason=f"{why}; refused: {taken.refused}")
+    if taken.held_by is not None:
+        return notice_result(notice, recorder, node, outcome="ignored", reason=taken.held_reason())
+    state = run(d, Steps(replace=deps.policy.replacement.enabled))
+    outcome = "dry-run" if deps.dry_run else "handled" if taken.changed else "duplicate"
     return notice_result(
         notice,
         recorder,
-        node,
+        d.node,
         outcome=outcome,
         reason=why,
         drain=state.model_dump(mode="json") if state else None,
         seconds_left=state.seconds_left if state else None,
     )
-
-
-def _drain(recorder: Recorder, notice: Notice, node: NodeView, drain_locally: bool) -> DrainState | None:
-    deps = recorder.deps
-    pods = [p for p in deps.kube.list_pods_on_node(node.name) if p.node_name == node.name]
-    with ThreadPoolExecutor(max_workers=_POOL_SIZE) as pool:
-        deliveries = request_checkpoints(recorder, node, pods, notice.deadline, pool)
-        if deps.policy.replacement.enabled:
-            deliveries.append(pool.submit(ensure_replacement, recorder, node, notice, pods))
-        wait(deliveries)
-        for future in deliveries:
-            future.result()
-    recorder.flush()
-    if deps.dry_run:
-        return None
-    state = DrainState(
-        node=node.name, event_id=notice.event_id, kind=notice.kind, deadline=notice.deadline, started_at=deps.clock()
-    )
-    state = drain_step(recorder, state)
-    if state.done:
-        return state
-    if deps.start_drain is not None and not drain_locally:
-        deps.start_drain(state.model_dump(mode="json"))
-        return state
-    return drain_to_end(recorder, state)

@@ -9,14 +9,16 @@ Exactly one of ``node`` / ``instance_id``. ``dry_run`` and ``force`` must be JSO
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Self
+from typing import Annotated, Literal, Self, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 from pydantic_core import PydanticCustomError
 
 from ._common import InstanceId, NodeName
 
-RunbookAction = Literal["cordon", "uncordon", "drain", "checkpoint", "replace", "status", "plan"]
+RunbookAction = Literal["plan", "status", "cordon", "uncordon", "drain", "checkpoint", "replace"]
+#: The runbook's actions, in the order the CLI lists them: the one list (services map each to its code).
+RUNBOOK_ACTIONS: tuple[str, ...] = get_args(RunbookAction)
 
 
 class RunbookRequest(BaseModel):

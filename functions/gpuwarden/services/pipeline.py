@@ -1,0 +1,251 @@
+"""The one disruption sequence every kind runs (docs: the pipeline).
+
+    resolve the node (the caller) → guards → mark (cordon + taint + annotations) → urgent
+    deliveries (checkpoint requests) → replacement → first drain rounds → hand off to the drain
+    workflow (deployed) or loop here (locally) → settle each round (retire / give back).
+
+A kind changes the sequence only through its `KindHooks` (what its guards are, what the mark
+carries, what runs after the mark, what is done to a pod before it is asked to checkpoint,
+when no replacement may be launched, what "settled" means after a drain round) and through
+`Steps` (which of checkpoint / replacement / drain this notice asks for). Whether a PDB may be
+overridden at the deadline is the kind's own `Kind.voluntary`. `services.kinds` maps every kind
+to its hooks, for the drain workflow's rounds.
+
+Inside Lambda every wait here is cut to the invocation's time budget (`Deps.remaining`): what
+does not fit is handed to the drain workflow, whose rounds are re-entrant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+
+from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.notice import Notice
+from gpuwarden.domain.views import NodeView, PodView
+from gpuwarden.services.checkpoint import PreparePod, request_checkpoints
+from gpuwarden.services.context import Deps, Recorder, worker_pool
+from gpuwarden.services.drain import DrainState, drain_step
+from gpuwarden.services.node_ops import mark_node
+from gpuwarden.services.replace import ensure_replacement
+from gpuwarden.services.writes import release_node
+
+Guard = Callable[["Disruption"], str | None]
+Settle = Callable[[Recorder, DrainState], DrainState]
+RoundReport = Callable[[DrainState], None]
+
+
+def no_guard(_: Disruption) -> str | None:
+    return None
+
+
+def no_extra(_: Disruption) -> Mapping[str, str]:
+    return {}
+
+
+def as_is(_: Recorder, state: DrainState) -> DrainState:
+    return state
+
+
+@dataclass(frozen=True)
+class KindHooks:
+    """What one kind changes in the sequence. The defaults are an involuntary kind's."""
+
+    #: Before the mark: a refusal (with its reason) leaves the node untouched.
+    guard: Guard = no_guard
+    #: Annotations the mark writes with gpuwarden's own (one write).
+    mark_extra: Callable[[Disruption], Mapping[str, str]] = no_extra
+    #: After the mark, before any pod is touched: a refusal gives the node back.
+    after_mark: Guard = no_guard
+    #: Done to each pod just before it is asked to checkpoint.
+    prepare_pod: PreparePod | None = None
+    #: Why no replacement may be launched for this node now (None: go on).
+    replacement_guard: Guard = no_guard
+    #: After every drain round (here and in the drain workflow): retire, give back, or as is.
+    settle: Settle = as_is
+    #: Deployed: start the drain workflow before the first round, beside the deliveries
+    #: (an involuntary notice's drain must not wait for this invocation).
+    hand_off_at_once: bool = False
+
+
+#: Spot interruptions and rebalance recommendations (and the capacity-reservation kinds): no
+#: guard beyond the plan, no settling, the drain workflow started at once.
+URGENT = KindHooks(hand_off_at_once=True)
+
+
+@dataclass(frozen=True)
+class Steps:
+    """What this notice asks for once the node is marked."""
+
+    checkpoint: bool = True
+    replace: bool = True
+    drain: bool = True
+
+
+@dataclass
+class Disruption:
+    """One run of the sequence on one node."""
+
+    notice: Notice
+    deps: Deps
+    node: NodeView
+    hooks: KindHooks
+    drain_locally: bool = True
+    recorder: Recorder = field(init=False)
+    #: Called with the state after every drain round this process runs (a terminal's progress).
+    on_round: RoundReport | None = None
+    _pods: list[PodView] | None = None
+
+    def __post_init__(self) -> None:
+        self.recorder = Recorder(self.deps, self.notice.event_id)
+
+    @property
+    def pods(self) -> list[PodView]:
+        """The pods on the node, listed once when first needed (an involuntary kind cordons first)."""
+        if self._pods is None:
+            listed = self.deps.kube.list_pods_on_node(self.node.name)
+            self._pods = [p for p in listed if p.node_name == self.node.name]
+        return self._pods
+
+
+@dataclass(frozen=True)
+class Taken:
+    """What the guards and the mark decided. ``refused``/``held_by`` set: nothing more happens."""
+
+    node: NodeView
+    changed: bool = False
+    refused: str | None = None
+    held_by: str | None = None
+
+    @property
+    def stopped(self) -> bool:
+        return self.refused is not None or self.held_by is not None
+
+    def held_reason(self) -> str:
+        return f"node {self.node.name} is already being handled for {self.held_by}"
+
+
+def take(d: Disruption, why: str) -> Taken:
+    """Guards, then the mark (recorded as `cordon` when this run wrote it), then `after_mark`."""
+    refused = d.hooks.guard(d)
+    if refused is not None:
+        return Taken(d.node, refused=refused)
+    mark = mark_node(d.deps.kube, d.node, d.notice, extra=d.hooks.mark_extra(d))
+    if mark.held_by is not None:
+        return Taken(mark.node, held_by=mark.held_by)
+    d.node = mark.node
+    if mark.changed:
+        taint = f"{ann.TAINT_KEY}={d.notice.kind.value}:NoSchedule"
+        d.recorder.add("cordon", d.node, taint=taint, reason=why)
+    refused = d.hooks.after_mark(d)
+    if refused is not None:
+        give_back(d.recorder, d.node.name, d.notice.event_id, refused)
+        return Taken(d.node, changed=mark.changed, refused=refused)
+    return Taken(d.node, changed=mark.changed)
+
+
+def give_back(recorder: Recorder, node: str, event_id: str, reason: str) -> None:
+    """Release the node while ``event_id`` still holds it; recorded as `release`."""
+    released = release_node(recorder.deps.kube, node, held_for=event_id)
+    if released.written and released.obj is not None:
+        recorder.add("release", released.obj, reason=reason)
+        recorder.flush()
+
+
+def run(d: Disruption, steps: Steps) -> DrainState | None:
+    """Urgent deliveries, replacement, first rounds; then the drain workflow or the local loop.
+    None when no drain runs (a dry run, or a notice that only prepares the node)."""
+    deps = d.deps
+    state = _start(d) if steps.drain and not deps.dry_run else None
+    handed_off = False
+    with worker_pool() as pool:
+        deliveries: list[Future[None]] = []
+        if steps.checkpoint:
+            deliveries = request_checkpoints(d.recorder, d.node, d.pods, d.notice.deadline, pool, d.hooks.prepare_pod)
+        if steps.replace:
+            deliveries.append(pool.submit(_replace, d))
+        if state is not None and d.hooks.hand_off_at_once and _hand_off(d, state):
+            handed_off = True
+        elif state is not None:
+            state = _first_rounds(d, state, deliveries, pool)
+        _settle_deliveries(deliveries)
+        d.recorder.flush()
+    if state is None or state.done or handed_off or _hand_off(d, state):
+        return state
+    return drain_to_end(d.recorder, state, d.hooks, d.on_round)
+
+
+def _hand_off(d: Disruption, state: DrainState) -> bool:
+    """Deployed: start the drain workflow with ``state`` (idempotent by execution name)."""
+    if d.deps.start_drain is None or d.drain_locally:
+        return False
+    d.deps.start_drain(state.model_dump(mode="json"))
+    return True
+
+
+def _start(d: Disruption) -> DrainState:
+    notice = d.notice
+    return DrainState(
+        node=d.node.name,
+        event_id=notice.event_id,
+        kind=notice.kind,
+        deadline=notice.deadline,
+        started_at=d.deps.clock(),
+    )
+
+
+def _replace(d: Disruption) -> None:
+    refused = d.hooks.replacement_guard(d)
+    if refused is not None:
+        d.recorder.add("replacement-skipped", reason=refused)
+        return
+    ensure_replacement(d.recorder, d.node, d.notice, d.pods)
+
+
+def _settle_deliveries(deliveries: list[Future[None]]) -> None:
+    wait(deliveries)
+    for future in deliveries:
+        future.result()
+
+
+def round_of(
+    recorder: Recorder, state: DrainState, hooks: KindHooks, pool: ThreadPoolExecutor | None = None
+) -> DrainState:
+    """One drain round and the kind's `settle` after it (here, and in the drain workflow)."""
+    return hooks.settle(recorder, drain_step(recorder, state, pool, hooks.prepare_pod))
+
+
+def _first_rounds(
+    d: Disruption, state: DrainState, deliveries: list[Future[None]], pool: ThreadPoolExecutor
+) -> DrainState:
+    """Drain rounds while the checkpoint deliveries (exec, POST) are still under way, within the
+    invocation's time budget."""
+    state = _report(d, round_of(d.recorder, state, d.hooks, pool))
+    while not state.done and not d.deps.out_of_time:
+        # only the deliveries still running: a finished one would end every wait at once (a hot loop)
+        pending = [f for f in deliveries if not f.done()]
+        if not pending:
+            break
+        wait(pending, timeout=d.deps.time_left(state.wait_seconds), return_when="FIRST_COMPLETED")
+        state = _report(d, round_of(d.recorder, state, d.hooks, pool))
+    return state
+
+
+def _report(d: Disruption, state: DrainState) -> DrainState:
+    if d.on_round is not None:
+        d.on_round(state)
+    return state
+
+
+def drain_to_end(
+    recorder: Recorder, state: DrainState, hooks: KindHooks = URGENT, on_round: RoundReport | None = None
+) -> DrainState:
+    """The local driver of the rounds (deployed, the Step Functions loop does this). Inside a
+    Lambda with no drain workflow it stops at the time budget, the drain not done."""
+    while not state.done and not recorder.deps.out_of_time:
+        recorder.deps.sleep(state.wait_seconds)
+        state = round_of(recorder, state, hooks)
+        if on_round is not None:
+            on_round(state)
+    return state

@@ -1,0 +1,98 @@
+"""What every runbook action shares: the request's run, its answer, and the manual kind's rules.
+
+A runbook request is the `manual` kind: voluntary, so without ``force`` the budget windows and
+`karpenter.sh/do-not-disrupt` may refuse it; ``force`` overrides those two and never a
+PodDisruptionBudget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gpuwarden.domain.decide import do_not_disrupt_reason, window_refusal
+from gpuwarden.domain.notice import Notice
+from gpuwarden.domain.pdb import PdbView
+from gpuwarden.domain.views import NodeView, PodView
+from gpuwarden.services.context import Deps, Recorder
+from gpuwarden.services.drain import DrainState
+from gpuwarden.services.node_ops import window_allowance
+from gpuwarden.services.result import Outcome
+from gpuwarden.sources import RunbookRequest
+
+#: Actions that only read: they run on dry-run ports whatever the request says.
+READ_ONLY_ACTIONS = frozenset({"plan", "status"})
+FORCE_HINT = " (force overrides it)"
+
+
+@dataclass(frozen=True)
+class DrainProgress:
+    """One line of a drain's progress, for a terminal: what is left and what holds it."""
+
+    node: str
+    remaining: int
+    waiting: int
+    #: PodDisruptionBudget ("namespace/name") → pods whose eviction it refuses now
+    blocked: dict[str, int]
+    elapsed_seconds: float
+    done: bool
+    outcome: str
+
+
+Progress = Callable[[DrainProgress], None]
+
+
+@dataclass
+class Run:
+    request: RunbookRequest
+    deps: Deps
+    recorder: Recorder
+    node: NodeView
+    pods: list[PodView]
+    notice: Notice
+    pdbs: list[PdbView]
+    drain_locally: bool
+    progress: Progress | None
+
+
+@dataclass(frozen=True)
+class Answer:
+    outcome: Outcome
+    reason: str
+    status: dict[str, Any] | None = None
+    drain: DrainState | None = None
+
+
+def who(run: Run) -> str:
+    why = f": {run.request.reason}" if run.request.reason else ""
+    return f"manual {run.request.action}, asked by {run.deps.caller}{why}"
+
+
+def manual_refusal(deps: Deps, node: NodeView, pods: list[PodView], force: bool) -> str | None:
+    """Why a voluntary disruption must not happen now (do-not-disrupt, a window), or None."""
+    if force:
+        return None
+    held = do_not_disrupt_reason(node, pods)
+    if held is not None:
+        return held + FORCE_HINT
+    if not deps.policy.windows:
+        return None
+    refused = window_refusal(window_allowance(deps.kube, deps.policy.windows, deps.window_clock(), node))
+    return refused + FORCE_HINT if refused else None
+
+
+def refusal(run: Run) -> str | None:
+    return manual_refusal(run.deps, run.node, run.pods, run.request.force)
+
+
+def refuse(run: Run, why: str) -> Answer:
+    run.recorder.add("refused", run.node, reason=f"{who(run)}; refused: {why}")
+    run.recorder.flush()
+    return Answer("ignored", f"{run.request.action} of {run.node.name} refused: {why}")
+
+
+def done(run: Run, changed: bool, reason: str) -> Answer:
+    if run.deps.dry_run:
+        return Answer("dry-run", f"dry run: {reason}")
+    return Answer("handled" if changed else "duplicate", reason)
