@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from gpuwarden.domain import annotations as ann
-from gpuwarden.domain.errors import Conflict, GpuwardenError, KubeError
+from gpuwarden.domain.errors import GpuwardenError, KubeError
 from gpuwarden.domain.schedule import Window
 from gpuwarden.domain.schedule.nodepool import (
     NodePoolPlan,
@@ -36,10 +36,10 @@ from gpuwarden.domain.schedule.nodepool import (
 from gpuwarden.observability import Metric, logger, put
 from gpuwarden.services.context import Deps, Recorder
 from gpuwarden.services.result import Result
+from gpuwarden.services.writes import Patch, update
 from gpuwarden.sources import WindowTick
 
 KIND = "budget-window"
-_MAX_CONFLICTS = 5
 #: Kubernetes Event reasons on a NodePool.
 WRITE_FAILED = "NodePoolWriteFailed"
 CAP_SKIPPED = "BudgetWindowCapSkipped"
@@ -104,28 +104,38 @@ def reconcile_nodepool(deps: Deps, pool: dict[str, Any], now: datetime) -> PoolR
     Raises KubeError when the write is refused or outlives its retries, GpuwardenError when
     the saved originals do not read."""
     name = pool["metadata"]["name"]
-    for _ in range(_MAX_CONFLICTS):
-        plan, patch = _plan(pool, deps.policy.windows, now)
+    reports: list[PoolReport] = []
+
+    def decide(current: dict[str, Any]) -> Patch | None:
+        plan, patch = _plan(current, deps.policy.windows, now)
         report = PoolReport(name, windows=plan.windows, reason=plan.reason, skipped=plan.skipped)
-        if patch is None:
-            return report
-        current = PoolFields.of(pool.get("spec") or {})
-        changes = [PoolChange(name, f, was, to, plan.reason) for f, was, to in changed_fields(current, plan.target)]
-        try:
-            written = deps.kube.patch_nodepool(name, patch, pool["metadata"].get("resourceVersion"))
-        except Conflict:
-            fresh = deps.kube.get_nodepool(name)
-            if fresh is None:
-                return PoolReport(name, outcome="gone", reason="deleted while being reconciled")
-            pool = fresh
-            continue
-        saved = ((written.get("metadata") or {}).get("annotations") or {}).get(ann.SAVED_BUDGETS)
-        if not deps.dry_run:
-            entry = {"saved_budgets": saved or "", "reason": plan.reason, "at": now.isoformat()}
-            deps.ledger.record(f"nodepool#{name}", entry)
-        report.outcome, report.changes = "written", changes
+        fields = PoolFields.of(current.get("spec") or {})
+        report.changes = [
+            PoolChange(name, f, was, to, plan.reason) for f, was, to in changed_fields(fields, plan.target)
+        ]
+        reports.append(report)
+        return patch
+
+    written = update(
+        f"NodePool {name}",
+        pool,
+        decide,
+        lambda patch, rv: deps.kube.patch_nodepool(name, patch, rv),
+        lambda: deps.kube.get_nodepool(name),
+        lambda current: current["metadata"].get("resourceVersion"),
+    )
+    if written.obj is None:
+        return PoolReport(name, outcome="gone", reason="deleted while being reconciled")
+    report = reports[-1]
+    if not written.written:
+        report.changes = []
         return report
-    raise KubeError(f"NodePool {name}: {_MAX_CONFLICTS} write conflicts in a row", status=409)
+    saved = ((written.obj.get("metadata") or {}).get("annotations") or {}).get(ann.SAVED_BUDGETS)
+    if not deps.dry_run:
+        entry = {"saved_budgets": saved or "", "reason": report.reason, "at": now.isoformat()}
+        deps.ledger.record(f"nodepool#{name}", entry)
+    report.outcome = "written"
+    return report
 
 
 def _post_event(deps: Deps, pool: dict[str, Any], reason: str, message: str, warning: bool) -> None:
