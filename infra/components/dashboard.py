@@ -89,11 +89,12 @@ class Dashboard(Construct):
                 ],
             ),
             _graph(
-                "Nodes: cordoned, replacements, lost undrained",
+                "Nodes: cordoned, replacements, lost undrained; NodePool writes refused",
                 [
                     gpuwarden_metric(Metric.NODES_CORDONED),
                     gpuwarden_metric(Metric.REPLACEMENTS),
                     gpuwarden_metric(Metric.NODES_LOST_UNDRAINED),
+                    gpuwarden_metric(Metric.NODEPOOL_WRITES_FAILED),
                 ],
                 [gpuwarden_metric(Metric.DRAIN_SECONDS, "p90", "drain seconds p90")],
             ),
