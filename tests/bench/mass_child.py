@@ -1,17 +1,23 @@
-"""Child of the mass-interruption benchmark: 10 workers, 100 Spot warnings, drains to the end.
+"""Child of the mass-interruption benchmark: one process per concurrent Lambda, as deployed.
 
 `python -m tests.bench.mass_child PLAN_JSON` with KUBECONFIG pointing at the simulator.
-The plan carries the Spot events and the simulator's clock (anchor + speed), so every
-worker's `deps.clock` is the sim clock, as in the integration tests.
 
-Each worker has its own dependencies (its own ApiClient and KubeClient, with the deployed
-rate limits `Settings().kube_qps` / `kube_burst`), like one Lambda execution environment
-each. Work is what the deployed functions do: an interruption invocation per event
-(`handle_batch`, `drain_locally=False`) on one of 10 interruption workers (its reserved
-concurrency), whose `start_drain` hands the drain to another 10 workers standing in for the
-drain function under the Step Functions loop: `drain_step` rounds, `max(1, round(wait_seconds))`
-sim seconds apart (its Wait state), taken by whichever worker is free. The workers' dependencies
-are built before the events are handed over (warm execution environments).
+The orchestrator (this process's main thread) plays EventBridge, Lambda's async invocation queue
+and the Step Functions loop; every invocation runs in a worker *process* (a `spawn`ed interpreter,
+one invocation at a time, its own ApiClient and KubeClient with the deployed rate limits), the way
+each Lambda execution environment is its own process:
+
+* ``interruption`` workers: as many as the interruption function's reserved concurrency (read
+  from the stack's definition, infra/components/functions.py). Each takes the next Spot warning
+  and runs `handle_batch(..., drain_locally=False)`: cordon, checkpoint requests, replacement,
+  and the drain workflow's start (`start_drain`).
+* ``drain`` workers: the drain function's `drain_step` rounds, `max(1, round(wait_seconds))` sim
+  seconds apart (the workflow's Wait state), each round on whichever drain worker is free.
+
+Every worker builds its dependencies before the events are handed over (warm execution
+environments) and reports `ready`; the plan's clock (anchor + wall + speed) is the sim clock in
+every process. `python -m tests.bench.mass_child --load KIND SECONDS` is a load generator for the
+simulator's own ceiling (see mass.py).
 """
 
 from __future__ import annotations
@@ -19,48 +25,19 @@ from __future__ import annotations
 import heapq
 import itertools
 import json
+import multiprocessing
+import queue
 import sys
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from tests.bench.common import emit, quiet_handler_logs
 
-Task = tuple[str, dict[str, Any]]
-
-
-@dataclass
-class Scheduler:
-    """Tasks due at a real time; workers take the earliest due one."""
-
-    expected_drains: int
-    _heap: list[tuple[float, int, Task]] = field(default_factory=list)
-    _seq: itertools.count[int] = field(default_factory=itertools.count)
-    _cond: threading.Condition = field(default_factory=threading.Condition)
-    finished: int = 0
-
-    def put(self, task: Task, delay: float = 0.0) -> None:
-        with self._cond:
-            heapq.heappush(self._heap, (time.monotonic() + delay, next(self._seq), task))
-            self._cond.notify()
-
-    def done(self) -> None:
-        with self._cond:
-            self.finished += 1
-            self._cond.notify_all()
-
-    def take(self, deadline: float) -> Task | None:
-        with self._cond:
-            while self.finished < self.expected_drains and time.monotonic() < deadline:
-                if self._heap and self._heap[0][0] <= time.monotonic():
-                    return heapq.heappop(self._heap)[2]
-                wait = self._heap[0][0] - time.monotonic() if self._heap else 0.05
-                self._cond.wait(timeout=max(0.001, min(wait, 0.05)))
-            return None
+#: the messages workers send the orchestrator: (type, payload)
+Message = tuple[str, dict[str, Any]]
 
 
 def sim_clock(anchor: str, wall: float, speed: float) -> Callable[[], datetime]:
@@ -72,90 +49,177 @@ def sim_clock(anchor: str, wall: float, speed: float) -> Callable[[], datetime]:
     return now
 
 
-def main(plan_file: str) -> None:
+def sfn_wait(wait_seconds: float, speed: float) -> float:
+    """The drain workflow's Wait state: `max(1, round(wait_seconds))` seconds (handlers/drain.py), in real seconds."""
+    return max(1, round(wait_seconds)) / speed
+
+
+# ------------------------------------------------------------------ a Lambda execution environment
+
+
+def lambda_process(role: str, index: int, plan: dict[str, Any], tasks: Any, out: Any) -> None:
+    """One execution environment: build the dependencies once, then one invocation at a time."""
     from gpuwarden.config import Settings
-    from gpuwarden.services.context import Deps, Recorder
+    from gpuwarden.services.context import Recorder
     from gpuwarden.services.dispatch import handle_batch
     from gpuwarden.services.drain import DrainState, drain_step
     from gpuwarden.sources import parse_notices
     from gpuwarden.wiring import build_deps
 
     quiet_handler_logs()
-    plan = json.loads(Path(plan_file).read_text())
     speed = float(plan["speed"])
     clock = sim_clock(plan["anchor"], float(plan["wall"]), speed)
-    scheduler = Scheduler(expected_drains=len(plan["events"]))  # the interruption function's invocations
-    drains = Scheduler(expected_drains=len(plan["events"]))  # the drain workflow's rounds
-    results: dict[str, dict[str, Any]] = {}
-    lock = threading.Lock()
-    settings = Settings.from_env()
 
-    def sfn_wait(wait_seconds: float) -> float:
-        """The drain workflow's Wait state: `max(1, round(wait_seconds))` seconds (handlers/drain.py), sim time."""
-        return max(1, round(wait_seconds)) / speed
+    def start_drain(state: dict[str, Any]) -> None:
+        out.put(("drain", {"state": state, "delay": sfn_wait(float(state.get("wait_seconds", 0.5)), speed)}))
 
-    def make_deps(worker: int) -> Deps:
-        def start_drain(state: dict[str, Any]) -> None:
-            drains.put(("drain", state), sfn_wait(float(state.get("wait_seconds", 0.5))))
+    deps = build_deps(Settings.from_env(), caller=f"{role}-{index}", start_drain=start_drain)
+    deps.clock = clock
+    deps.window_clock = clock
+    deps.sleep = lambda seconds: time.sleep(seconds / speed)
+    out.put(("ready", {"role": role, "index": index}))
+    while (task := tasks.get()) is not None:
+        try:
+            if role == "interruption":
+                result = handle_batch(parse_notices(task), deps, drain_locally=False)
+                at = {t: [a["at"] for a in result.actions if a["type"] == t] for t in ("cordon", "signal")}
+                requested = [a["at"] for a in result.actions if a["type"] == "checkpoint-requested"]
+                report = {"node": result.node, "cordon": at["cordon"], "signal": at["signal"], "requested": requested}
+                out.put(("handled", report))
+                if result.drain and result.drain.get("done"):
+                    out.put(("finished", {**result.drain, "at": clock().isoformat()}))
+                continue
+            state = drain_step(Recorder(deps, task["event_id"]), DrainState.model_validate(task))
+            payload = state.model_dump(mode="json")
+            if state.done:
+                out.put(("finished", {**payload, "at": clock().isoformat()}))
+            else:
+                out.put(("drain", {"state": payload, "delay": sfn_wait(state.wait_seconds, speed)}))
+        except Exception as err:  # a failed invocation: counted, as the DLQ would
+            out.put(("error", {"error": f"{type(err).__name__}: {err}", "node": _node_of(task)}))
 
-        deps = build_deps(settings, caller=f"worker-{worker}", start_drain=start_drain)
-        deps.clock = clock
-        deps.window_clock = clock
-        deps.sleep = lambda seconds: time.sleep(seconds / speed)
-        return deps
 
-    def finish(state: Any, now: datetime) -> None:
-        with lock:
-            results.setdefault(state.node, {}).update(
-                drained_at=now.isoformat(), outcome=state.outcome, seconds_left=state.seconds_left
+def _node_of(task: Any) -> str | None:
+    return task.get("node") if isinstance(task, dict) else None
+
+
+# ------------------------------------------------------------------ the orchestrator
+
+
+class Orchestrator:
+    """EventBridge + Lambda's async queue (events to the interruption workers as they free up) and
+    the Step Functions loop (each drain round due after its Wait, to the drain workers)."""
+
+    def __init__(self, plan: dict[str, Any]) -> None:
+        self.plan = plan
+        self.ctx = multiprocessing.get_context("spawn")
+        self.events: Any = self.ctx.Queue()
+        self.rounds: Any = self.ctx.Queue()
+        self.out: Any = self.ctx.Queue()
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.errors: list[str] = []
+        self.finished = 0
+        self._due: list[tuple[float, int, dict[str, Any]]] = []
+        self._seq = itertools.count()
+
+    def start(self) -> list[Any]:
+        roles = [("interruption", int(self.plan["interruption_workers"]), self.events)]
+        roles.append(("drain", int(self.plan["drain_workers"]), self.rounds))
+        procs = [
+            self.ctx.Process(target=lambda_process, args=(role, i, self.plan, tasks, self.out), daemon=True)
+            for role, count, tasks in roles
+            for i in range(count)
+        ]
+        for p in procs:
+            p.start()
+        ready = 0
+        while ready < len(procs):
+            kind, _ = self.out.get(timeout=300)
+            ready += kind == "ready"
+        return procs
+
+    def handle(self, kind: str, payload: dict[str, Any]) -> None:
+        if kind == "handled":
+            self.nodes.setdefault(str(payload["node"]), {}).update(payload)
+        elif kind == "drain":
+            heapq.heappush(self._due, (time.monotonic() + payload["delay"], next(self._seq), payload["state"]))
+        elif kind == "finished":
+            self.nodes.setdefault(payload["node"], {}).update(
+                drained_at=payload["at"], outcome=payload["outcome"], seconds_left=payload.get("seconds_left")
             )
-        drains.done()
-        scheduler.done()
+            self.finished += 1
+        elif kind == "error":
+            self.errors.append(payload["error"])
+            self.finished += 1  # that node's drain will not finish
 
-    def run_task(deps: Deps, task: Task) -> None:
-        kind, payload = task
-        if kind == "event":
-            result = handle_batch(parse_notices(payload), deps, drain_locally=False)
-            cordon = next((a["at"] for a in result.actions if a["type"] == "cordon"), None)
-            with lock:
-                results.setdefault(str(result.node), {}).update(cordoned_at=cordon, handled_at=clock().isoformat())
-            if result.drain and result.drain.get("done"):
-                finish(DrainState.model_validate(result.drain), clock())
-            return
-        state = drain_step(Recorder(deps, payload["event_id"]), DrainState.model_validate(payload))
-        if state.done:
-            finish(state, clock())
-        else:
-            drains.put(("drain", state.model_dump(mode="json")), sfn_wait(state.wait_seconds))
-
-    give_up = time.monotonic() + float(plan["timeout"])
-    errors: list[str] = []
-
-    def worker(deps: Deps, queue: Scheduler) -> None:
-        while (task := queue.take(give_up)) is not None:
+    def run(self, expected: int, give_up: float) -> None:
+        while self.finished < expected and time.monotonic() < give_up:
+            while self._due and self._due[0][0] <= time.monotonic():
+                self.rounds.put(heapq.heappop(self._due)[2])
+            wait = self._due[0][0] - time.monotonic() if self._due else 0.05
             try:
-                run_task(deps, task)
-            except Exception as err:  # a failed invocation: counted, as the DLQ would
-                with lock:
-                    errors.append(f"{type(err).__name__}: {err}")
-                drains.done()  # that node's drain will not finish
-                scheduler.done()
+                kind, payload = self.out.get(timeout=max(0.001, min(wait, 0.05)))
+            except queue.Empty:
+                continue
+            self.handle(kind, payload)
 
-    workers = int(plan["workers"])
-    all_deps = [make_deps(i) for i in range(2 * workers)]  # warm workers: built before t0
-    threads = [
-        threading.Thread(target=worker, args=(d, scheduler if i < workers else drains), daemon=True)
-        for i, d in enumerate(all_deps)
-    ]
+
+def main(plan_file: str) -> None:
+    plan = json.loads(Path(plan_file).read_text())
+    clock = sim_clock(plan["anchor"], float(plan["wall"]), float(plan["speed"]))
+    orchestrator = Orchestrator(plan)
+    procs = orchestrator.start()  # warm: every execution environment is up before t0
     ready = clock()
+    sent = ready.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # EventBridge's `time`: whole seconds
     for event in plan["events"]:
-        scheduler.put(("event", event))
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    emit({"nodes": results, "errors": errors[:20], "error_count": len(errors), "ready": ready.isoformat()})
+        orchestrator.events.put({**event, "time": sent})  # all 100 warnings at once, now
+    orchestrator.run(len(plan["events"]), time.monotonic() + float(plan["timeout"]))
+    for _ in range(int(plan["interruption_workers"])):
+        orchestrator.events.put(None)
+    for _ in range(int(plan["drain_workers"])):
+        orchestrator.rounds.put(None)
+    for p in procs:
+        p.join(timeout=10)
+        if p.is_alive():
+            p.terminate()
+    emit(
+        {
+            "nodes": orchestrator.nodes,
+            "errors": orchestrator.errors[:20],
+            "error_count": len(orchestrator.errors),
+            "ready": ready.isoformat(),
+            "processes": len(procs),
+        }
+    )
+
+
+# ------------------------------------------------------------------ the simulator's ceiling
+
+
+def load(kind: str, seconds: float, node: str) -> None:
+    """Send `kind` requests back to back for `seconds` (a warm client, no rate limit); print the count."""
+    from gpuwarden.adapters.kube import KubeClient, client_from_kubeconfig
+
+    kube = KubeClient(client_from_kubeconfig(str(Path(__import__("os").environ["KUBECONFIG"]))))
+    calls: dict[str, Callable[[], object]] = {
+        "get-node": lambda: kube.get_node(node),
+        "list-pods-on-node": lambda: kube.list_pods_on_node(node),
+        "patch-node": lambda: kube.patch_node(node, {"metadata": {"annotations": {"bench": str(time.time())}}}, None),
+    }
+    call = calls[kind]
+    call()  # warm the connection
+    sys.__stdout__.write("GO\n")  # type: ignore[union-attr]
+    sys.__stdout__.flush()  # type: ignore[union-attr]
+    sys.stdin.readline()  # every load process starts at once
+    done, end = 0, time.monotonic() + seconds
+    while time.monotonic() < end:
+        call()
+        done += 1
+    emit({"requests": done, "seconds": seconds})
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[1] == "--load":
+        load(sys.argv[2], float(sys.argv[3]), sys.argv[4])
+    else:
+        main(sys.argv[1])
