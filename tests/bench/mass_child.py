@@ -77,14 +77,27 @@ def lambda_process(role: str, index: int, plan: dict[str, Any], tasks: Any, out:
     deps.clock = clock
     deps.window_clock = clock
     deps.sleep = lambda seconds: time.sleep(seconds / speed)
+    profile = _profiler(role, index, plan)
     out.put(("ready", {"role": role, "index": index}))
     while (task := tasks.get()) is not None:
         try:
             if role == "interruption":
+                began, sent = clock(), deps.kube.requests  # type: ignore[attr-defined]
+                if profile is not None:
+                    profile.enable()
                 result = handle_batch(parse_notices(task), deps, drain_locally=False)
+                if profile is not None:
+                    profile.disable()
                 at = {t: [a["at"] for a in result.actions if a["type"] == t] for t in ("cordon", "signal")}
-                requested = [a["at"] for a in result.actions if a["type"] == "checkpoint-requested"]
-                report = {"node": result.node, "cordon": at["cordon"], "signal": at["signal"], "requested": requested}
+                report = {
+                    "node": result.node,
+                    "cordon": at["cordon"],
+                    "signal": at["signal"],
+                    "began": began.isoformat(),
+                    "ended": clock().isoformat(),
+                    "requests": deps.kube.requests - sent,  # type: ignore[attr-defined]
+                    "worker": index,
+                }
                 out.put(("handled", report))
                 if result.drain and result.drain.get("done"):
                     out.put(("finished", {**result.drain, "at": clock().isoformat()}))
@@ -97,6 +110,17 @@ def lambda_process(role: str, index: int, plan: dict[str, Any], tasks: Any, out:
                 out.put(("drain", {"state": payload, "delay": sfn_wait(state.wait_seconds, speed)}))
         except Exception as err:  # a failed invocation: counted, as the DLQ would
             out.put(("error", {"error": f"{type(err).__name__}: {err}", "node": _node_of(task)}))
+    if profile is not None:
+        profile.dump_stats(plan["profile"])
+
+
+def _profiler(role: str, index: int, plan: dict[str, Any]) -> Any:
+    """cProfile of the first interruption process's invocations, when the plan asks for one."""
+    if not plan.get("profile") or role != "interruption" or index != 0:
+        return None
+    import cProfile
+
+    return cProfile.Profile()
 
 
 def _node_of(task: Any) -> str | None:
