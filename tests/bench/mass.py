@@ -17,6 +17,8 @@ processes, back to back, per request type), and the peak rate it served during t
 
 `GPUWARDEN_BENCH_MASS_RUNS` (default 3) runs the scene that many times on fresh simulators;
 each figure is the median (and min/max) over the runs of that run's worst node.
+`GPUWARDEN_BENCH_MASS_PROFILE=FILE` writes a cProfile of one interruption process's invocations;
+`GPUWARDEN_BENCH_MASS_CONCURRENCY=N` is a what-if with another reserved concurrency (noted as such).
 """
 
 from __future__ import annotations
@@ -185,7 +187,8 @@ def _fig(name: str, unit: str, values: list[float], goal: str | None, met: bool 
 
 
 def measure() -> tuple[list[Figure], dict[str, Any]]:
-    workers = interruption_concurrency()
+    # GPUWARDEN_BENCH_MASS_CONCURRENCY: a what-if (another reserved concurrency); the note says so
+    workers = int(os.environ.get("GPUWARDEN_BENCH_MASS_CONCURRENCY") or interruption_concurrency())
     runs = [one_run(workers) for _ in range(int(os.environ.get("GPUWARDEN_BENCH_MASS_RUNS", "3")))]
     cordon = [r["cordon_s"] if r["cordoned"] == NODES else float("inf") for r in runs]
     signal = [r["signal_s"] if r["signalled"] == NODES * SIGNAL_PODS else float("inf") for r in runs]
@@ -200,7 +203,8 @@ def measure() -> tuple[list[Figure], dict[str, Any]]:
         f"{NODES // workers} per process in turn, so the last one began {last:.1f} s after the hand-over"
     )
     note = (
-        f"{NODES} nodes x {PODS_PER_NODE} pods; {workers} interruption processes (its reserved concurrency) + "
+        f"{NODES} nodes x {PODS_PER_NODE} pods; {workers} interruption processes "
+        f"({'its reserved concurrency' if workers == interruption_concurrency() else 'WHAT-IF, not the stack'}) + "
         f"{DRAIN_WORKERS} drain processes; sim clock {SPEED:g}x; {len(runs)} runs, 1-min load {loads} on "
         f"{os.cpu_count()} cores; failed invocations {[r['error_count'] for r in runs]}"
     )
