@@ -6,6 +6,7 @@ are left out of it, and no handler imports them."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -21,12 +22,26 @@ REPO = Path(__file__).resolve().parents[2]
 HANDLERS = sorted(p.stem for p in (REPO / "functions" / "gpuwarden" / "handlers").glob("*.py") if p.stem != "__init__")
 
 
+def source_copy(where: Path) -> Path:
+    """The checkout's sources, copied (setuptools builds in the source tree: build/, *.egg-info must
+    not land in the checkout), with every package the wheel must leave out beside the one it holds."""
+    tree = where / "src"
+    tree.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO / name, tree / name)
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc", "build", "cdk.out", "node_modules")
+    for package in ("functions", "sim", "infra", "layers", "tests"):
+        shutil.copytree(REPO / package, tree / package, ignore=skip)
+    return tree
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The project's wheel, built offline with the build backend already installed."""
     out = tmp_path_factory.mktemp("wheel")
+    tree = source_copy(out)
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(REPO)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(tree)],
         check=True,
         capture_output=True,
         text=True,
@@ -104,7 +119,7 @@ def test_pip_install_gives_a_gpuwarden_command_that_starts(tmp_path: Path) -> No
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
     pip = subprocess.run(
-        [str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", str(REPO)],
+        [str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", str(source_copy(tmp_path))],
         capture_output=True,
         text=True,
         timeout=900,

@@ -1,1 +1,0 @@
-"""The edges: Kubernetes, AWS, the ledger. The only place that imports client libraries."""

@@ -1,1 +1,0 @@
-"""Use cases: they talk to the world only through the ports in `domain.ports`."""
