@@ -263,6 +263,21 @@ def test_the_last_idle_gpu_node_of_a_pool_is_reclaimed_by_default(world: World) 
     assert claim is None or claim["metadata"].get("deletionTimestamp")
 
 
+def test_a_freeze_is_named_even_when_the_last_of_pool_guard_would_refuse_too(world: World) -> None:
+    # Given the last node of its pool, a policy that keeps one per pool, and a freeze open now
+    idle_cluster(world.sim, extra_nodes=0)
+    put_utilization(INSTANCE, NODE, IDLE)
+    freeze = {"name": "freeze", "schedule": "* * * * *", "timezone": "UTC", "duration": "2h", "max_disruptions": 0}
+    both = Policy.model_validate({"cluster": CLUSTER, "windows": [freeze], "gpu_idle": {"min_nodes_per_nodepool": 1}})
+    # When the alarm arrives
+    result = run(world, contributor_event(NODE, INSTANCE), both)
+    # Then the reason is the window the user configured, not the guard
+    assert result["outcome"] == "ignored"
+    assert "window 'freeze'" in result["reason"]
+    assert "min_nodes_per_nodepool" not in result["reason"]
+    assert_untouched(world, NODE)
+
+
 def test_closed_budget_window_refuses_the_reclaim(world: World) -> None:
     idle_cluster(world.sim)
     put_utilization(INSTANCE, NODE, IDLE)

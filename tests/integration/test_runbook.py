@@ -217,9 +217,10 @@ def test_force_overrides_do_not_disrupt_but_never_a_pdb(world: World) -> None:
     policy = frozen_policy(voluntary_limit_seconds=60)
     # When a drain is asked without force
     refused = runbook(world, policy, action="drain")
-    # Then do-not-disrupt refuses it and nothing changes
+    # Then the window refuses it, by name (contract §4: a window's refusal is the reason, whatever
+    # else — do-not-disrupt here — would also refuse), and nothing changes
     assert refused["outcome"] == "ignored"
-    assert "do-not-disrupt" in refused["reason"]
+    assert "change-freeze" in refused["reason"]
     assert not world.node(NODE)["spec"].get("unschedulable")
     # When it is forced
     forced = runbook(world, policy, action="drain", force=True)

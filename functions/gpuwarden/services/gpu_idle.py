@@ -71,13 +71,13 @@ def _guardrails(d: Disruption) -> str | None:
     if refused is not None or node.annotations.get(ann.EVENT_ID) == d.notice.event_id:
         return refused  # a resumed reclaim was let through once already
     policy = deps.policy.gpu_idle
-    refused = do_not_disrupt_reason(node, d.pods)
+    # A window's refusal comes first: it is the reason given, whatever else would also refuse.
+    refused = _window_refusal(deps, node) or do_not_disrupt_reason(node, d.pods)
     if refused is not None:
         return refused
     nodes = deps.kube.list_nodes()
     refused = cap_precheck(node.name, gpu_idle_holders(nodes), policy.max_nodes_per_evaluation)
     refused = refused or min_nodes_refusal(node, nodes, policy.min_nodes_per_nodepool)
-    refused = refused or _window_refusal(deps, node)
     if refused is not None:
         return refused
     if node.instance_id is None:

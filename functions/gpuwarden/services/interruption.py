@@ -6,8 +6,8 @@ from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.decide import plan_interruption
 from gpuwarden.domain.drain import DrainContext, decide_round
 from gpuwarden.domain.notice import Kind, Notice
+from gpuwarden.domain.schedule import Allowance, voluntary_allowance
 from gpuwarden.domain.views import NodeView, PodView
-from gpuwarden.domain.windows import Allowance, voluntary_allowance
 from gpuwarden.services.context import Deps, Recorder
 from gpuwarden.services.node_ops import find_node, not_ours, window_allowance
 from gpuwarden.services.pipeline import URGENT, Disruption, Steps, run, take

@@ -23,8 +23,8 @@ from dateutil.parser import isoparse
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.decide import do_not_disrupt_reason
 from gpuwarden.domain.notice import Kind, Notice
+from gpuwarden.domain.schedule import OpenWindow, latest_allowed_window_before
 from gpuwarden.domain.views import NodeView
-from gpuwarden.domain.windows import OpenWindow, latest_allowed_window_before
 from gpuwarden.services.context import Deps, Recorder
 from gpuwarden.services.node_ops import find_node, not_ours, window_allowance
 from gpuwarden.services.pipeline import Disruption, KindHooks, Steps, run, take

@@ -10,8 +10,8 @@ from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.errors import KubeError
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.ports import CloudPort, KubePort
+from gpuwarden.domain.schedule import Allowance, Window, voluntary_allowance
 from gpuwarden.domain.views import NodeView, Taint
-from gpuwarden.domain.windows import Allowance, Window, voluntary_allowance
 from gpuwarden.services.writes import Patch, update_node
 
 _INSTANCE_CACHE: dict[str, str] = {}

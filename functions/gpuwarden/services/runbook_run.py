@@ -70,15 +70,14 @@ def who(run: Run) -> str:
 
 
 def manual_refusal(deps: Deps, node: NodeView, pods: list[PodView], force: bool) -> str | None:
-    """Why a voluntary disruption must not happen now (do-not-disrupt, a window), or None."""
+    """Why a voluntary disruption must not happen now (a window, then do-not-disrupt), or None.
+    A window's refusal is the reason given, whatever else would also refuse."""
     if force:
         return None
-    held = do_not_disrupt_reason(node, pods)
-    if held is not None:
-        return held + FORCE_HINT
-    if not deps.policy.windows:
-        return None
-    refused = window_refusal(window_allowance(deps.kube, deps.policy.windows, deps.window_clock(), node))
+    refused = None
+    if deps.policy.windows:
+        refused = window_refusal(window_allowance(deps.kube, deps.policy.windows, deps.window_clock(), node))
+    refused = refused or do_not_disrupt_reason(node, pods)
     return refused + FORCE_HINT if refused else None
 
 
