@@ -13,11 +13,10 @@ import json
 import random
 import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
+from gpuwarden.adapters.events import event_body, nodepool_ref
 from gpuwarden.domain.errors import Conflict, KubeError, NotFound
 from gpuwarden.domain.ports import EvictionOutcome, ExecOutcome
 from gpuwarden.domain.views import NodeView, PodView, node_from_json, pod_from_json
@@ -293,36 +292,15 @@ class KubeClient:
 
     # -- events, PDBs, Karpenter ---------------------------------------------------------
     def create_node_event(self, node: NodeView, reason: str, message: str, warning: bool = False) -> None:
-        involved = {"apiVersion": "v1", "kind": "Node", "name": node.name, "uid": node.name}
-        self._post_event(involved, reason, message, warning)
+        body = event_body(
+            {"apiVersion": "v1", "kind": "Node", "name": node.name, "uid": node.name}, reason, message, warning
+        )
+        self._json("POST", "/api/v1/namespaces/default/events", body=body)
 
     def create_nodepool_event(
         self, nodepool: Mapping[str, Any], reason: str, message: str, warning: bool = False
     ) -> None:
-        meta = nodepool.get("metadata") or {}
-        involved = {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "name": meta.get("name")}
-        if meta.get("uid"):
-            involved["uid"] = meta["uid"]
-        self._post_event(involved, reason, message, warning)
-
-    def _post_event(self, involved: Mapping[str, Any], reason: str, message: str, warning: bool) -> None:
-        """A core/v1 Event in ``default`` (the namespace of events about cluster-scoped objects)."""
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"name": f"{involved['name']}.{uuid.uuid4().hex[:16]}", "namespace": "default"},
-            "involvedObject": dict(involved),
-            "reason": reason,
-            "message": message[:1024],
-            "type": "Warning" if warning else "Normal",
-            "source": {"component": "gpuwarden"},
-            "reportingComponent": "gpuwarden",
-            "reportingInstance": "gpuwarden",
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
+        body = event_body(nodepool_ref(nodepool), reason, message, warning)
         self._json("POST", "/api/v1/namespaces/default/events", body=body)
 
     def list_pdbs(self, namespace: str) -> list[dict[str, Any]]:
