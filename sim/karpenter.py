@@ -445,6 +445,11 @@ class Karpenter:
         kind, instances = parsed
         return [a for instance in instances for a in self.deliver_interruption(instance, kind)]
 
+    @property
+    def batching(self) -> bool:
+        """The provisioner has pods waiting for its batch window to close."""
+        return self._need_since is not None
+
     def created_nodeclaims(self) -> list[str]:
         """Every NodeClaim the provisioner created."""
         return [n for names in self.replacements.values() for n in names]
@@ -510,6 +515,17 @@ class Karpenter:
         acts = kind in CORDON_AND_DRAIN or kind in FORCEFUL
         if acts and not _meta(claim).get("deletionTimestamp") and self._delete(f"{NODECLAIMS}/{name}"):
             self._record(now, "nodeclaim-deleted", name, kind.value)
+            self._displace(claim)
+
+    def _displace(self, claim: Obj) -> None:
+        """The pods of a node marked for deletion go into the provisioner's batch at once: evicted
+        or not, their controllers bring them back as pending pods that need this capacity."""
+        node = (claim.get("status") or {}).get("nodeName")
+        if not node:
+            return
+        for pod in self._list("/api/v1/pods", f"spec.nodeName={node}"):
+            if gpu_request(pod) > 0 and self._needs_home(pod, {str(node)}):
+                self._batch.setdefault(pod["metadata"]["uid"], pod)
 
     # ------------------------------------------------------------------ NodeClaim lifecycle
 
