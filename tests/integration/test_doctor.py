@@ -259,3 +259,18 @@ def test_a_terminal_gets_a_table_with_the_fixes() -> None:
     assert "WARN" in lines[2]
     assert "fix: uninstall it" in lines[3]
     assert lines[-1] == "0 error(s), 1 warning(s)"
+
+
+def test_a_list_the_identity_may_not_do_is_a_warning_on_the_checks_that_need_it(
+    sim: KubeSim, aws: None, tmp_path: Path
+) -> None:
+    healthy_cluster(sim)
+    put_gpu_metric()
+    sim.authorizer.deny("list", "deployments", group="apps")
+    code, report = doctor(sim, tmp_path)
+    found = by_check(report)
+    assert found["karpenter-interruption-queue"]["severity"] == "warn"
+    assert "Deployments forbidden (403)" in found["karpenter-interruption-queue"]["message"]
+    assert found["node-termination-handler"]["severity"] == "warn"
+    assert found["cluster-access"]["severity"] == "ok"  # gpuwarden itself never lists Deployments
+    assert code == 0

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.checkpoint import BadCheckpoint, checkpoint_spec
-from gpuwarden.domain.errors import CloudError
+from gpuwarden.domain.errors import CloudError, KubeError
 from gpuwarden.domain.policy import Policy
 from gpuwarden.domain.views import DO_NOT_DISRUPT, NODEPOOL_LABEL, PodView, pod_from_json
 from gpuwarden.services import rbac
@@ -78,6 +78,8 @@ class ClusterFacts:
     nodepools: list[dict[str, Any]] = field(default_factory=list)
     karpenter: list[KarpenterInstall] = field(default_factory=list)
     termination_handlers: list[str] = field(default_factory=list)  # "DaemonSet kube-system/aws-node-…"
+    #: what could not be read (a missing CRD, a 403), by what: the checks that need it say so
+    unread: dict[str, str] = field(default_factory=dict)
 
     @property
     def queue_on(self) -> bool:
@@ -131,11 +133,27 @@ def karpenter_install(deployment: Mapping[str, Any], reads: DoctorReads) -> Karp
         found = _queue_in_container(container)
         if found:
             return KarpenterInstall(where, found[0], found[1])
-    legacy = reads.get_configmap(namespace, LEGACY_SETTINGS[0])
+    try:
+        legacy = reads.get_configmap(namespace, LEGACY_SETTINGS[0])
+    except KubeError as err:
+        if err.status != 403:
+            raise
+        legacy = None  # the env var and the flag are the settings of every Karpenter since v0.32
     queue = ((legacy or {}).get("data") or {}).get(LEGACY_SETTINGS[1])
     if queue:
         return KarpenterInstall(where, str(queue), f"ConfigMap {LEGACY_SETTINGS[0]} {LEGACY_SETTINGS[1]}")
     return KarpenterInstall(where, None)
+
+
+def _optional(facts: ClusterFacts, what: str, read: Callable[[], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """A read a cluster may refuse (no Karpenter CRDs: 404; no list permission: 403): remembered, not fatal."""
+    try:
+        return read()
+    except KubeError as err:
+        if err.status not in (403, 404):
+            raise
+        facts.unread[what] = "not installed (404)" if err.status == 404 else "forbidden (403)"
+        return []
 
 
 def read_facts(reads: DoctorReads) -> ClusterFacts:
@@ -145,14 +163,23 @@ def read_facts(reads: DoctorReads) -> ClusterFacts:
         pool = ((node.get("metadata") or {}).get("labels") or {}).get(NODEPOOL_LABEL)
         if pool:
             facts.pool_of_node[str(node["metadata"]["name"])] = str(pool)
-    facts.nodepools = reads.list_nodepools()
-    facts.karpenter = [karpenter_install(d, reads) for d in reads.list_deployments("") if _is_karpenter(d)]
-    for kind, items in (("DaemonSet", reads.list_daemonsets("")), ("Deployment", reads.list_deployments(""))):
+    facts.nodepools = _optional(facts, "NodePools", reads.list_nodepools)
+    deployments = _optional(facts, "Deployments", lambda: reads.list_deployments(""))
+    daemonsets = _optional(facts, "DaemonSets", lambda: reads.list_daemonsets(""))
+    facts.karpenter = [karpenter_install(d, reads) for d in deployments if _is_karpenter(d)]
+    for kind, items in (("DaemonSet", daemonsets), ("Deployment", deployments)):
         for obj in items:
             if _is_nth(obj):
                 meta = obj.get("metadata") or {}
                 facts.termination_handlers.append(f"{kind} {meta.get('namespace')}/{meta.get('name')}")
     return facts
+
+
+def _unread(facts: ClusterFacts, check: str, *needs: str) -> Finding | None:
+    missing = [f"{what} {facts.unread[what]}" for what in needs if what in facts.unread and what != "NodePools"]
+    if not missing:
+        return None
+    return Finding(check, Severity.WARN, f"not checked: {', '.join(missing)}", "allow this identity to list them")
 
 
 def _names(items: Sequence[str]) -> str:
@@ -186,6 +213,8 @@ def check_cluster_access(reads: DoctorReads, policy: Policy) -> Finding:
 
 
 def check_interruption_queue(facts: ClusterFacts) -> Finding:
+    if unread := _unread(facts, "karpenter-interruption-queue", "Deployments"):
+        return unread
     with_queue = [k for k in facts.karpenter if k.queue]
     if not facts.karpenter:
         return Finding("karpenter-interruption-queue", Severity.OK, "no Karpenter Deployment found")
@@ -213,6 +242,8 @@ def check_interruption_queue(facts: ClusterFacts) -> Finding:
 
 
 def check_termination_handler(facts: ClusterFacts) -> Finding:
+    if unread := _unread(facts, "node-termination-handler", "Deployments", "DaemonSets"):
+        return unread
     if not facts.termination_handlers:
         return Finding("node-termination-handler", Severity.OK, "no aws-node-termination-handler found")
     return Finding(
