@@ -7,30 +7,16 @@ asks for it and POWERTOOLS_TRACE_DISABLED is not set.
 from __future__ import annotations
 
 import os
-from enum import StrEnum
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 
+from gpuwarden.domain.actions import Metric
+
+__all__ = ["Metric", "count_event", "logger", "metrics", "put", "tracer"]
+
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "gpuwarden"))
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "Gpuwarden"))
-
-
-class Metric(StrEnum):
-    EVENTS = "Events"
-    NODES_CORDONED = "NodesCordoned"
-    CHECKPOINT_REQUESTS = "CheckpointRequests"
-    CHECKPOINT_ACKS = "CheckpointAcks"
-    CHECKPOINT_TIMEOUTS = "CheckpointTimeouts"
-    PODS_EVICTED = "PodsEvicted"
-    PODS_DELETED = "PodsDeleted"
-    EVICTIONS_BLOCKED = "EvictionsBlocked"
-    REPLACEMENTS = "ReplacementsLaunched"
-    DRAIN_SECONDS = "DrainSeconds"
-    SECONDS_LEFT_AT_DRAIN_END = "SecondsLeftAtDrainEnd"
-    DRAINS_PAST_DEADLINE = "DrainsPastDeadline"
-    NODES_LOST_UNDRAINED = "NodesLostUndrained"
-    NODEPOOL_WRITES_FAILED = "NodePoolWritesFailed"
 
 
 def _disabled() -> bool:

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from gpuwarden.domain.actions import EvictionResult
 from gpuwarden.domain.ports import CloudPort, EvictionOutcome, ExecOutcome, HttpPort, KubePort
 from gpuwarden.domain.views import NodeView, PodView, Taint
 
@@ -73,7 +74,7 @@ class DryRunKube:
 
     def evict_pod(self, namespace: str, name: str, uid: str, grace_seconds: int | None) -> EvictionOutcome:
         self._intend("evict", pod=f"{namespace}/{name}", uid=uid, grace_seconds=grace_seconds)
-        return EvictionOutcome("evicted")
+        return EvictionOutcome(EvictionResult.EVICTED)
 
     def delete_pod(self, namespace: str, name: str, uid: str, grace_seconds: int) -> bool:
         self._intend("delete", pod=f"{namespace}/{name}", uid=uid, grace_seconds=grace_seconds)

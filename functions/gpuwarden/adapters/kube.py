@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gpuwarden.adapters.events import event_body, nodepool_ref
+from gpuwarden.domain.actions import EvictionResult
 from gpuwarden.domain.errors import Conflict, KubeError, NotFound
 from gpuwarden.domain.ports import EvictionOutcome, ExecOutcome
 from gpuwarden.domain.views import NodeView, PodView, node_from_json, pod_from_json
@@ -229,13 +230,13 @@ class KubeClient:
         path = f"/api/v1/namespaces/{namespace}/pods/{name}/eviction"
         status, data = self._request("POST", path, body=body)
         if 200 <= status < 300:
-            return EvictionOutcome("evicted")
+            return EvictionOutcome(EvictionResult.EVICTED)
         if status in (404, 409):  # gone, or another pod under the same name now
-            return EvictionOutcome("gone")
+            return EvictionOutcome(EvictionResult.GONE)
         message, causes = _status_message(data)
         if status == 429:
             detail = "; ".join(str(c.get("message", "")) for c in causes if c.get("message"))
-            return EvictionOutcome("blocked", detail or message)
+            return EvictionOutcome(EvictionResult.BLOCKED, detail or message)
         raise KubeError(f"POST {path}: {status} {message}", status=status)
 
     def delete_pod(self, namespace: str, name: str, uid: str, grace_seconds: int) -> bool:

@@ -52,6 +52,8 @@ class PodStep:
     grace_seconds: int | None = None
     #: A ``wait`` only because pods of this lower priority have not been asked to leave yet.
     held_for: int | None = None
+    #: A ``wait`` because a PodDisruptionBudget refused the eviction (HTTP 429): the drain backs off.
+    blocked: bool = False
 
     def as_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"pod": self.pod, "step": self.step, "reason": self.reason}
@@ -207,7 +209,7 @@ def on_eviction_blocked(pod: PodView, ctx: DrainContext, why: str) -> PodStep:
     if must_delete(pod, ctx):
         grace = max(MIN_GRACE_SECONDS, min(pod.grace_seconds, grace_left(ctx) or MIN_GRACE_SECONDS))
         return PodStep(pod.key, "delete", f"still blocked at deadline - grace ({why})", grace)
-    return PodStep(pod.key, "wait", f"eviction blocked: {why}")
+    return PodStep(pod.key, "wait", f"eviction blocked: {why}", blocked=True)
 
 
 def drain_finished(steps: Iterable[PodStep]) -> bool:

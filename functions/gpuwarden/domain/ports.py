@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from gpuwarden.domain.actions import EvictionResult
 from gpuwarden.domain.views import NodeView, PodView
 
 
@@ -21,7 +22,7 @@ class EvictionOutcome:
     """evicted, blocked (a PDB said 429, with its message), or gone (404, or 409: the name now
     belongs to another pod; nothing left to do)."""
 
-    result: str
+    result: EvictionResult
     message: str = ""
 
 

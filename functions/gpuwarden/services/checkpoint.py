@@ -7,6 +7,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 
 from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.checkpoint import CheckpointSpec, checkpoint_by, checkpoint_spec, requested_for
 from gpuwarden.domain.errors import GpuwardenError, NotFound
 from gpuwarden.domain.views import NodeView, PodView
@@ -54,7 +55,7 @@ def _deliver(recorder: Recorder, node: NodeView, pod: PodView, spec: CheckpointS
     except (GpuwardenError, OSError, ValueError) as err:
         ok, detail = False, f"{type(err).__name__}: {err}"
     recorder.add(
-        "signal" if spec.mode == "signal" else "checkpoint-delivered",
+        ActionType.SIGNAL if spec.mode == "signal" else ActionType.CHECKPOINT_DELIVERED,
         pod=pod.key,
         mode=spec.mode,
         result=detail,
@@ -70,7 +71,7 @@ def _deliver(recorder: Recorder, node: NodeView, pod: PodView, spec: CheckpointS
         deps.kube.patch_pod(pod.namespace, pod.name, {"metadata": {"annotations": {key: value}}}, None)
     except NotFound:
         return
-    recorder.add("checkpoint-ack" if ok else "checkpoint-failed", node, pod=pod.key, reason=detail)
+    recorder.add(ActionType.CHECKPOINT_ACK if ok else ActionType.CHECKPOINT_FAILED, node, pod=pod.key, reason=detail)
 
 
 def request_checkpoints(
@@ -93,7 +94,7 @@ def request_checkpoints(
         claimed = _claim(recorder, pod, by)
         if claimed is None:
             return
-        recorder.add("checkpoint-requested", node, pod=pod.key, mode=spec.mode, by=ann.rfc3339(by))
+        recorder.add(ActionType.CHECKPOINT_REQUESTED, node, pod=pod.key, mode=spec.mode, by=ann.rfc3339(by))
         _deliver(recorder, node, claimed, spec, by)
 
     futures: list[Future[None]] = []

@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.errors import KubeError
 from gpuwarden.domain.policy import Policy
 from gpuwarden.domain.ports import CloudPort, HttpPort, KubePort, LedgerPort, SchedulerPort
 from gpuwarden.domain.views import NodeView
-from gpuwarden.observability import Metric, logger, put
+from gpuwarden.observability import logger, put
 
 
 def utcnow() -> datetime:
@@ -61,38 +62,6 @@ def worker_pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=POOL_SIZE)
 
 
-#: Action type → Kubernetes Event reason on the node (CONTRACT §2).
-EVENT_REASONS = {
-    "cordon": "GpuwardenCordoned",
-    "checkpoint-requested": "CheckpointRequested",
-    "checkpoint-ack": "CheckpointCompleted",
-    "checkpoint-failed": "CheckpointFailed",
-    "evict": "PodEvicted",
-    "delete": "PodDeleted",
-    "replacement": "ReplacementLaunched",
-    "replacement-failed": "ReplacementFailed",
-    "drain-complete": "DrainCompleted",
-    "drain-blocked": "DrainBlocked",
-    "node-lost-undrained": "NodeLostUndrained",
-    "refused": "DisruptionRefused",
-    "maintenance-planned": "MaintenancePlanned",
-    "retire": "NodeRetired",
-    "release": "GpuwardenUncordoned",
-    "retire-skipped": "NodeNotRetired",
-}
-_WARNINGS = frozenset({"checkpoint-failed", "replacement-failed", "drain-blocked", "node-lost-undrained"})
-_METRICS = {
-    "cordon": Metric.NODES_CORDONED,
-    "checkpoint-requested": Metric.CHECKPOINT_REQUESTS,
-    "checkpoint-ack": Metric.CHECKPOINT_ACKS,
-    "evict": Metric.PODS_EVICTED,
-    "delete": Metric.PODS_DELETED,
-    "eviction-blocked": Metric.EVICTIONS_BLOCKED,
-    "replacement": Metric.REPLACEMENTS,
-    "node-lost-undrained": Metric.NODES_LOST_UNDRAINED,
-}
-
-
 @dataclass
 class Recorder:
     """Every step, in order: into the JSON result, a structured log line, a metric, and a
@@ -101,21 +70,22 @@ class Recorder:
     deps: Deps
     event_id: str
     actions: list[dict[str, Any]] = field(default_factory=list)
-    _pending: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    _pending: dict[tuple[str, ActionType], list[str]] = field(default_factory=dict)
     _nodes: dict[str, NodeView] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add(self, type_: str, node: NodeView | None = None, **details: Any) -> dict[str, Any]:
+    def add(self, type_: ActionType, node: NodeView | None = None, **details: Any) -> dict[str, Any]:
+        """Record one step; with ``node``, its Kubernetes Event (if the type has one) goes out at `flush`."""
         action = {"type": type_, "at": self.deps.clock().isoformat(), **details}
         with self._lock:
             self.actions.append(action)
-            if node is not None and type_ in EVENT_REASONS:
+            if node is not None and type_.event_reason is not None:
                 key = (node.name, type_)
                 self._pending.setdefault(key, []).append(_describe(action))
                 self._nodes[node.name] = node
-        logger.info(type_, extra={"event_id": self.event_id, **details})
-        if type_ in _METRICS and not self.deps.dry_run:
-            put(_METRICS[type_])
+        logger.info(type_.value, extra={"event_id": self.event_id, **details})
+        if type_.metric is not None and not self.deps.dry_run:
+            put(type_.metric)
         return action
 
     def flush(self) -> None:
@@ -127,10 +97,11 @@ class Recorder:
         for (node_name, type_), lines in pending.items():
             node = self._nodes[node_name]
             message = lines[0] if len(lines) == 1 else f"{len(lines)} pods: " + "; ".join(lines)
+            reason = type_.event_reason or type_.value
             try:
-                self.deps.kube.create_node_event(node, EVENT_REASONS[type_], message, type_ in _WARNINGS)
+                self.deps.kube.create_node_event(node, reason, message, type_.warning)
             except KubeError as err:  # an Event is a courtesy: the step itself is done
-                logger.warning("event not posted", extra={"reason": EVENT_REASONS[type_], "error": str(err)})
+                logger.warning("event not posted", extra={"reason": reason, "error": str(err)})
 
 
 def _describe(action: dict[str, Any]) -> str:

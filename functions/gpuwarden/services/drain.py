@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.actions import ActionType, DrainOutcome, EvictionResult
 from gpuwarden.domain.checkpoint import acknowledged
 from gpuwarden.domain.drain import (
     CHECKPOINT_TIMED_OUT,
@@ -47,7 +48,7 @@ class DrainState(BaseModel):
     blocked_rounds: int = 0
     done: bool = False
     wait_seconds: float = 0.0
-    outcome: str = "draining"
+    outcome: DrainOutcome = DrainOutcome.DRAINING
     remaining: int = 0
     waiting: list[str] = []
     blocked: list[str] = []
@@ -65,18 +66,18 @@ def _evict(recorder: Recorder, node: NodeView, pod: PodView, step: PodStep, ctx:
     if step.step == "delete":
         grace = max(MIN_GRACE_SECONDS, pod.grace_seconds if step.grace_seconds is None else step.grace_seconds)
         if kube.delete_pod(namespace, name, pod.uid, grace):
-            recorder.add("delete", node, pod=pod.key, reason=step.reason, grace_seconds=grace)
+            recorder.add(ActionType.DELETE, node, pod=pod.key, reason=step.reason, grace_seconds=grace)
         return step
     outcome = kube.evict_pod(namespace, name, pod.uid, step.grace_seconds)
-    if outcome.result == "evicted":
-        recorder.add("evict", node, pod=pod.key, reason=step.reason, grace_seconds=step.grace_seconds)
+    if outcome.result == EvictionResult.EVICTED:
+        recorder.add(ActionType.EVICT, node, pod=pod.key, reason=step.reason, grace_seconds=step.grace_seconds)
         if step.reason == CHECKPOINT_TIMED_OUT and not recorder.deps.dry_run:
             put(Metric.CHECKPOINT_TIMEOUTS)
         return step
-    if outcome.result == "gone":
+    if outcome.result == EvictionResult.GONE:
         return PodStep(pod.key, "skip", "gone")
     follow = on_eviction_blocked(pod, ctx, outcome.message)
-    recorder.add("eviction-blocked", pod=pod.key, reason=outcome.message)
+    recorder.add(ActionType.EVICTION_BLOCKED, pod=pod.key, reason=outcome.message)
     if follow.step == "delete":
         return _evict(recorder, node, pod, follow, ctx)
     return follow
@@ -95,7 +96,7 @@ def _context(state: DrainState, recorder: Recorder, now: datetime) -> DrainConte
 
 
 def _next_wait(state: DrainState, steps: list[PodStep], max_backoff: float) -> float:
-    if any(s.reason.startswith("eviction blocked") for s in steps):
+    if any(s.blocked for s in steps):
         return float(min(max_backoff, 0.5 * 2 ** min(state.blocked_rounds, 6)))
     return 0.5
 
@@ -156,9 +157,14 @@ def _gone_early(recorder: Recorder, state: DrainState, now: datetime) -> DrainSt
         f"node {state.node} was removed before the drain finished (Karpenter, or the instance went); "
         f"checkpointed: {', '.join(state.checkpointed) or 'none'}; not checkpointed: {', '.join(missing) or 'none'}"
     )
-    recorder.add("node-gone", reason=reason, checkpointed=state.checkpointed, not_checkpointed=missing)
+    recorder.add(ActionType.NODE_GONE, reason=reason, checkpointed=state.checkpointed, not_checkpointed=missing)
     recorder.flush()
-    update = {"done": True, "outcome": "gone-early", "seconds_left": seconds_left, "not_checkpointed": missing}
+    update = {
+        "done": True,
+        "outcome": DrainOutcome.GONE_EARLY,
+        "seconds_left": seconds_left,
+        "not_checkpointed": missing,
+    }
     return state.model_copy(update=update)
 
 
@@ -169,21 +175,15 @@ def _next_due(state: DrainState, steps: list[PodStep], pods: dict[str, PodView],
     if state.kind.voluntary or state.deadline is None:
         return None
     deadline = state.deadline
-    times = [
-        deadline - timedelta(seconds=pods[s.pod].grace_seconds)
-        for s in steps
-        if s.reason.startswith("eviction blocked")
-    ]
+    times = [deadline - timedelta(seconds=pods[s.pod].grace_seconds) for s in steps if s.blocked]
     times += [t for s in steps if s.held_for is not None and (t := hold_until(pods[s.pod], ctx)) is not None]
     return min(((t - ctx.now).total_seconds() for t in times), default=None)
 
 
 def _progress(recorder: Recorder, state: DrainState, node: NodeView, steps: list[PodStep], now: datetime) -> DrainState:
     remaining = [s for s in steps if s.step != "skip"]
-    blocked = [f"{s.pod}: {s.reason}" for s in remaining if s.reason.startswith("eviction blocked")]
-    waiting = [
-        f"{s.pod}: {s.reason}" for s in remaining if s.step == "wait" and not s.reason.startswith("eviction blocked")
-    ]
+    blocked = [f"{s.pod}: {s.reason}" for s in remaining if s.blocked]
+    waiting = [f"{s.pod}: {s.reason}" for s in remaining if s.step == "wait" and not s.blocked]
     seconds_left = (state.deadline - now).total_seconds() if state.deadline else None
     state = state.model_copy(
         update={
@@ -199,18 +199,18 @@ def _progress(recorder: Recorder, state: DrainState, node: NodeView, steps: list
     recorder.flush()
     if seconds_left is not None and seconds_left < -_PAST_DEADLINE_GRACE:
         recorder.add(
-            "drain-blocked",
+            ActionType.DRAIN_BLOCKED,
             node,
             reason=f"deadline passed {-seconds_left:.0f}s ago: " + "; ".join(blocked[:5]),
         )
         recorder.flush()
         put(Metric.DRAINS_PAST_DEADLINE)
-        return state.model_copy(update={"done": True, "outcome": "deadline-passed"})
+        return state.model_copy(update={"done": True, "outcome": DrainOutcome.DEADLINE_PASSED})
     limit = recorder.deps.policy.drain.voluntary_limit_seconds
     if state.kind.voluntary and (now - state.started_at).total_seconds() > limit:
-        recorder.add("drain-blocked", node, reason=f"not drained after {limit}s: " + "; ".join(blocked[:5]))
+        recorder.add(ActionType.DRAIN_BLOCKED, node, reason=f"not drained after {limit}s: " + "; ".join(blocked[:5]))
         recorder.flush()
-        return state.model_copy(update={"done": True, "outcome": "blocked"})
+        return state.model_copy(update={"done": True, "outcome": DrainOutcome.BLOCKED})
     wait = _next_wait(state, steps, recorder.deps.policy.drain.max_backoff_seconds)
     return state.model_copy(update={"wait_seconds": wait})
 
@@ -224,7 +224,7 @@ def _finish(recorder: Recorder, state: DrainState, node: NodeView | None, now: d
         details["seconds_left"] = round(seconds_left, 3)
     # Recorded when the round saw the node empty, before the bookkeeping write below (which
     # faults may slow down). The Kubernetes Event goes with the first completion only.
-    recorder.add("drain-complete", node if first else None, **details)
+    recorder.add(ActionType.DRAIN_COMPLETE, node if first else None, **details)
     if node is not None and first and not recorder.deps.dry_run:
         patch = {"metadata": {"annotations": {ann.DRAIN_COMPLETED: ann.rfc3339(now)}}}
         recorder.deps.kube.patch_node(node.name, patch, None)
@@ -235,5 +235,5 @@ def _finish(recorder: Recorder, state: DrainState, node: NodeView | None, now: d
             put(Metric.SECONDS_LEFT_AT_DRAIN_END, seconds_left, "Seconds")
             if seconds_left < 0:
                 put(Metric.DRAINS_PAST_DEADLINE)
-    outcome = "drained" if seconds_left is None or seconds_left >= 0 else "drained-late"
+    outcome = DrainOutcome.DRAINED if seconds_left is None or seconds_left >= 0 else DrainOutcome.DRAINED_LATE
     return state.model_copy(update={"done": True, "outcome": outcome, "seconds_left": seconds_left})

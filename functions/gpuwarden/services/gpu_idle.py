@@ -18,6 +18,7 @@ first pod is touched, which closes the window of a racer whose write landed late
 from __future__ import annotations
 
 from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.actions import ActionType, DrainOutcome
 from gpuwarden.domain.decide import do_not_disrupt_reason, window_refusal
 from gpuwarden.domain.errors import NotFound
 from gpuwarden.domain.gpu_idle import (
@@ -34,7 +35,7 @@ from gpuwarden.domain.gpu_idle import (
     nodeclaim_for,
     state_refusal,
 )
-from gpuwarden.domain.notice import Kind, Notice
+from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.views import NodeView
 from gpuwarden.observability import logger
 from gpuwarden.services.context import Deps, Recorder
@@ -113,18 +114,16 @@ def _over_cap(deps: Deps, held: NodeView) -> str | None:
 def settle_round(recorder: Recorder, state: DrainState) -> DrainState:
     """After each `drain_step` of a gpu-idle drain (locally, or in the deployed drain loop):
     retire the node once drained; give it back when the drain cannot finish in time."""
-    if state.kind is not Kind.GPU_IDLE:
-        return state
     deps = recorder.deps
     taken = _taken_over(deps, state)
     if taken is not None:  # an involuntary notice superseded this reclaim: neither retire nor release
-        recorder.add("superseded", reason=taken)
-        return state.model_copy(update={"done": True, "outcome": "superseded"})
+        recorder.add(ActionType.SUPERSEDED, reason=taken)
+        return state.model_copy(update={"done": True, "outcome": DrainOutcome.SUPERSEDED})
     limit = deps.policy.gpu_idle.drain_limit_seconds
     if state.done:
-        if state.outcome in ("drained", "drained-late"):
+        if state.outcome.drained:
             _retire(recorder, state.node)
-        elif state.outcome == "blocked":
+        elif state.outcome is DrainOutcome.BLOCKED:
             give_back(recorder, state.node, state.event_id, f"drain blocked: {'; '.join(state.blocked[:5])}")
         return state
     if (deps.clock() - state.started_at).total_seconds() <= limit:
@@ -133,10 +132,10 @@ def settle_round(recorder: Recorder, state: DrainState) -> DrainState:
     reason = f"not drained after gpu_idle.drain_limit_seconds {limit}: " + "; ".join(
         (state.blocked or state.waiting)[:5]
     )
-    recorder.add("drain-blocked", node, reason=reason)
+    recorder.add(ActionType.DRAIN_BLOCKED, node, reason=reason)
     recorder.flush()
     give_back(recorder, state.node, state.event_id, reason)
-    return state.model_copy(update={"done": True, "outcome": "blocked"})
+    return state.model_copy(update={"done": True, "outcome": DrainOutcome.BLOCKED})
 
 
 def _taken_over(deps: Deps, state: DrainState) -> str | None:
@@ -153,7 +152,7 @@ def _retire(recorder: Recorder, node_name: str) -> None:
     deps = recorder.deps
     node = deps.kube.get_node(node_name)
     if node is None:
-        recorder.add("retire", reason=f"node {node_name} is gone already")
+        recorder.add(ActionType.RETIRE, reason=f"node {node_name} is gone already")
         return
     try:
         claims = deps.kube.list_nodeclaims()
@@ -164,16 +163,16 @@ def _retire(recorder: Recorder, node_name: str) -> None:
         if not claim.deleting:
             deps.kube.delete_nodeclaim(claim.name)
         reason = "NodeClaim deleted: Karpenter terminates the instance"
-        recorder.add("retire", node, target=f"nodeclaim/{claim.name}", reason=reason)
+        recorder.add(ActionType.RETIRE, node, target=f"nodeclaim/{claim.name}", reason=reason)
     else:
         group = deps.cloud.asg_of(node.instance_id) if node.instance_id else None
         if group is not None and node.instance_id is not None:
             deps.cloud.terminate_in_asg(node.instance_id)
             reason = "terminated in its Auto Scaling group, desired capacity decremented"
-            recorder.add("retire", node, target=f"asg/{group}", instance_id=node.instance_id, reason=reason)
+            recorder.add(ActionType.RETIRE, node, target=f"asg/{group}", instance_id=node.instance_id, reason=reason)
         else:
             reason = "neither a Karpenter NodeClaim's node nor an Auto Scaling group member: left cordoned and drained"
-            recorder.add("retire-skipped", node, reason=reason)
+            recorder.add(ActionType.RETIRE_SKIPPED, node, reason=reason)
     recorder.flush()
 
 
@@ -186,7 +185,7 @@ HOOKS = KindHooks(guard=_guardrails, mark_extra=_claim_time, after_mark=_cap, se
 
 def _skip(notice: Notice, recorder: Recorder, node: NodeView | None, reason: str) -> Result:
     if node is not None:
-        recorder.add("refused", node, reason=reason)
+        recorder.add(ActionType.REFUSED, node, reason=reason)
         recorder.flush()
     else:
         logger.info("gpu-idle ignored", extra={"event_id": notice.event_id, "reason": reason})
@@ -198,18 +197,13 @@ def _finish(notice: Notice, recorder: Recorder, node: NodeView, state: DrainStat
     outcome: Outcome = "dry-run" if deps.dry_run else "duplicate" if resumed else "handled"
     if state is None:
         reason = f"gpu idle: would reclaim node {node.name}"
-    elif state.outcome == "over-cap":
-        return notice_result(
-            notice, recorder, node, outcome="ignored", reason=recorder.actions[-1].get("reason", "over the cap")
-        )
-    elif state.outcome == "superseded":
-        return notice_result(
-            notice, recorder, node, outcome="ignored", reason=recorder.actions[-1].get("reason", "superseded")
-        )
-    elif state.outcome == "blocked":
+    elif state.outcome is DrainOutcome.SUPERSEDED:
+        taken = next(a for a in reversed(recorder.actions) if a["type"] is ActionType.SUPERSEDED)
+        return notice_result(notice, recorder, node, outcome="ignored", reason=taken["reason"])
+    elif state.outcome is DrainOutcome.BLOCKED:
         reason = f"gpu idle: drain of {node.name} blocked, node uncordoned: " + "; ".join(state.blocked[:3])
     elif state.done:
-        retired = next((a for a in recorder.actions if a["type"] in ("retire", "retire-skipped")), {})
+        retired = next((a for a in recorder.actions if a["type"] in (ActionType.RETIRE, ActionType.RETIRE_SKIPPED)), {})
         reason = f"gpu idle: node {node.name} drained; {retired.get('target') or retired.get('reason', '')}".rstrip()
     else:
         reason = f"gpu idle: node {node.name} cordoned, drain continues in the drain workflow"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.decide import plan_interruption
 from gpuwarden.domain.drain import DrainContext, decide_round
 from gpuwarden.domain.notice import Kind, Notice
@@ -44,7 +45,7 @@ def handle_interruption(notice: Notice, deps: Deps, *, drain_locally: bool = Tru
     if taken.held_by is not None:
         return notice_result(notice, d.recorder, node, outcome="ignored", reason=taken.held_reason())
     if plan.refused:
-        d.recorder.add("refused", d.node, reason=plan.refused)
+        d.recorder.add(ActionType.REFUSED, d.node, reason=plan.refused)
     state = run(d, Steps(checkpoint=plan.checkpoint, replace=plan.replace, drain=plan.drain))
     outcome = "dry-run" if deps.dry_run else "handled" if taken.changed else "duplicate"
     reason = plan.reason if not plan.refused else f"{plan.reason}; drain refused: {plan.refused}"
@@ -97,11 +98,11 @@ def _record_loss(notice: Notice, recorder: Recorder, node: NodeView, pods: list[
     left = [s.pod for s in decide_round(pods, ctx) if s.step != "skip"]
     drained = not left  # the pods say it, not an annotation an earlier drain may have left
     if drained:
-        recorder.add("instance-lost", reason=f"instance {state} after its node was drained")
+        recorder.add(ActionType.INSTANCE_LOST, reason=f"instance {state} after its node was drained")
         reason = f"instance {state}; node {node.name} had been drained"
     else:
         shown = ", ".join(left[:10]) + (f" and {len(left) - 10} more" if len(left) > 10 else "")
-        recorder.add("node-lost-undrained", node, reason=f"instance {state} with pods still on it: {shown}")
+        recorder.add(ActionType.NODE_LOST_UNDRAINED, node, reason=f"instance {state} with pods still on it: {shown}")
         recorder.flush()
         reason = f"instance {state} before node {node.name} was drained ({len(left)} pods lost)"
     outcome = "dry-run" if recorder.deps.dry_run else "handled"

@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from dateutil.parser import isoparse
 
 from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.decide import do_not_disrupt_reason
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.schedule import OpenWindow, latest_allowed_window_before
@@ -128,7 +129,7 @@ def _hold(notice: Notice, recorder: Recorder, node: NodeView, found: OpenWindow)
             notice, recorder, node, outcome="duplicate", reason=f"already planned: {_describe_held(held)}"
         )
     recorder.add(
-        "maintenance-planned",
+        ActionType.MAINTENANCE_PLANNED,
         node,
         plan_id=plan_id,
         window=found.name,
@@ -179,10 +180,12 @@ def _schedule(recorder: Recorder, node: NodeView, plan_id: str, at: datetime, na
     name = name or plan_id
     if deps.dry_run or deps.scheduler is None:
         why = "dry run" if deps.dry_run else "no Scheduler here (local run): invoke this tick when the window opens"
-        recorder.add("schedule-skipped", target=name, at=ann.rfc3339(at), tick=tick, reason=why)
+        recorder.add(ActionType.SCHEDULE_SKIPPED, target=name, at=ann.rfc3339(at), tick=tick, reason=why)
         return
     arn = deps.scheduler.schedule_once(name, at, tick)
-    recorder.add("scheduled", target=arn, at=ann.rfc3339(at), reason=f"maintenance-due tick for plan {plan_id}")
+    recorder.add(
+        ActionType.SCHEDULED, target=arn, at=ann.rfc3339(at), reason=f"maintenance-due tick for plan {plan_id}"
+    )
 
 
 # --------------------------------------------------------------------------- the plan is due
@@ -227,7 +230,9 @@ def _when_due(notice: Notice, recorder: Recorder, node: NodeView, drain_locally:
         return _execute(notice, recorder, node, drain_locally, late)
     retry = now + RETRY_AFTER
     plan_id = node.annotations.get(ann.MAINTENANCE_PLAN_ID) or plan_id_for(notice.event_id)
-    recorder.add("refused", node, reason=allowance.reason, window=allowance.window, retry_at=ann.rfc3339(retry))
+    recorder.add(
+        ActionType.REFUSED, node, reason=allowance.reason, window=allowance.window, retry_at=ann.rfc3339(retry)
+    )
     recorder.flush()
     _schedule(recorder, node, plan_id, retry, name=f"{plan_id}-{retry.strftime('%Y%m%d%H%M')}")
     reason = f"{why}; refused: {allowance.reason}; asking again at {ann.rfc3339(retry)}"
@@ -250,7 +255,7 @@ def _execute(notice: Notice, recorder: Recorder, node: NodeView, drain_locally: 
     d.recorder = recorder
     taken = take(d, why)
     if taken.refused is not None:
-        recorder.add("refused", node, reason=taken.refused)
+        recorder.add(ActionType.REFUSED, node, reason=taken.refused)
         recorder.flush()
         return notice_result(notice, recorder, node, outcome="ignored", reason=f"{why}; refused: {taken.refused}")
     if taken.held_by is not None:

@@ -22,6 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.checkpoint import PreparePod, request_checkpoints
@@ -29,6 +30,7 @@ from gpuwarden.services.context import Deps, Recorder, worker_pool
 from gpuwarden.services.drain import DrainState, drain_step
 from gpuwarden.services.node_ops import mark_node
 from gpuwarden.services.replace import ensure_replacement
+from gpuwarden.services.result import KARPENTER
 from gpuwarden.services.writes import release_node
 
 Guard = Callable[["Disruption"], str | None]
@@ -60,7 +62,8 @@ class KindHooks:
     after_mark: Guard = no_guard
     #: Done to each pod just before it is asked to checkpoint.
     prepare_pod: PreparePod | None = None
-    #: Why no replacement may be launched for this node now (None: go on).
+    #: Why this node's replacement is left to Karpenter (its NodeClaim is being deleted, or the
+    #: node is `karpenter.sh/disrupted`): recorded as `replacement-skipped`, ``left_to: Karpenter``.
     replacement_guard: Guard = no_guard
     #: After every drain round (here and in the drain workflow): retire, give back, or as is.
     settle: Settle = as_is
@@ -137,7 +140,7 @@ def take(d: Disruption, why: str) -> Taken:
     d.node = mark.node
     if mark.changed:
         taint = f"{ann.TAINT_KEY}={d.notice.kind.value}:NoSchedule"
-        d.recorder.add("cordon", d.node, taint=taint, reason=why)
+        d.recorder.add(ActionType.CORDON, d.node, taint=taint, reason=why)
     refused = d.hooks.after_mark(d)
     if refused is not None:
         give_back(d.recorder, d.node.name, d.notice.event_id, refused)
@@ -149,7 +152,7 @@ def give_back(recorder: Recorder, node: str, event_id: str, reason: str) -> None
     """Release the node while ``event_id`` still holds it; recorded as `release`."""
     released = release_node(recorder.deps.kube, node, held_for=event_id)
     if released.written and released.obj is not None:
-        recorder.add("release", released.obj, reason=reason)
+        recorder.add(ActionType.RELEASE, released.obj, reason=reason)
         recorder.flush()
 
 
@@ -198,7 +201,7 @@ def _start(d: Disruption) -> DrainState:
 def _replace(d: Disruption) -> None:
     refused = d.hooks.replacement_guard(d)
     if refused is not None:
-        d.recorder.add("replacement-skipped", reason=refused)
+        d.recorder.add(ActionType.REPLACEMENT_SKIPPED, reason=refused, left_to=KARPENTER)
         return
     ensure_replacement(d.recorder, d.node, d.notice, d.pods)
 

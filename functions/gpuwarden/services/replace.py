@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.errors import GpuwardenError
 from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.replacement import ReplacementChoice, choose_replacement, nodeclaim_manifest
@@ -43,29 +47,40 @@ def _launch(recorder: Recorder, choice: ReplacementChoice, node: NodeView, pods:
     return value, "EC2 Fleet instant, spot first"
 
 
-def ensure_replacement(recorder: Recorder, node: NodeView, notice: Notice, pods: list[PodView]) -> None:
+@dataclass(frozen=True)
+class Replaced:
+    """What `ensure_replacement` did: `replacement`, `replacement-skipped` or `replacement-failed`."""
+
+    type: ActionType
+    reason: str
+    target: str | None = None
+
+
+def _skip(recorder: Recorder, reason: str, **details: Any) -> Replaced:
+    recorder.add(ActionType.REPLACEMENT_SKIPPED, reason=reason, **details)
+    return Replaced(ActionType.REPLACEMENT_SKIPPED, reason)
+
+
+def ensure_replacement(recorder: Recorder, node: NodeView, notice: Notice, pods: list[PodView]) -> Replaced:
     deps = recorder.deps
     existing = node.annotations.get(ann.REPLACEMENT)
     if existing and not existing.startswith(PENDING):
-        recorder.add("replacement-skipped", reason=f"already launched: {existing}")
-        return
+        return _skip(recorder, f"already launched: {existing}")
     asg = deps.cloud.asg_of(notice.instance_id or node.instance_id or "") if not node.nodepool else None
     choice = choose_replacement(node, asg, deps.policy.replacement)
     if choice.strategy == "none":
-        recorder.add("replacement-skipped", reason=choice.reason)
-        return
+        return _skip(recorder, choice.reason)
     if existing == PENDING + notice.event_id and choice.strategy == "asg":
-        recorder.add("replacement-skipped", reason="an earlier run claimed it and may have raised the group")
-        return
+        return _skip(recorder, "an earlier run claimed it and may have raised the group")
     claimed = _claim(recorder, node)
     if claimed is None:
-        recorder.add("replacement-skipped", reason="another delivery is launching it")
-        return
+        return _skip(recorder, "another delivery is launching it")
     try:
         value, why = _launch(recorder, choice, claimed, pods)
     except GpuwardenError as err:
-        deps.kube.patch_node(node.name, {"metadata": {"annotations": {ann.REPLACEMENT: None}}}, None)
-        recorder.add("replacement-failed", node, strategy=choice.strategy, reason=str(err))
-        return
-    deps.kube.patch_node(node.name, {"metadata": {"annotations": {ann.REPLACEMENT: value}}}, None)
-    recorder.add("replacement", node, target=value, strategy=choice.strategy, reason=why)
+        deps.kube.patch_node(node.name, annotate({ann.REPLACEMENT: None}), None)
+        recorder.add(ActionType.REPLACEMENT_FAILED, node, strategy=choice.strategy, reason=str(err))
+        return Replaced(ActionType.REPLACEMENT_FAILED, str(err))
+    deps.kube.patch_node(node.name, annotate({ann.REPLACEMENT: value}), None)
+    recorder.add(ActionType.REPLACEMENT, node, target=value, strategy=choice.strategy, reason=why)
+    return Replaced(ActionType.REPLACEMENT, why, value)

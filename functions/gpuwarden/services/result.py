@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from gpuwarden.domain.actions import ActionType
+
 if TYPE_CHECKING:
     from gpuwarden.domain.notice import Notice
     from gpuwarden.domain.views import NodeView
@@ -15,15 +17,17 @@ if TYPE_CHECKING:
 Outcome = Literal["handled", "ignored", "duplicate", "dry-run", "failed"]
 #: The replacement Karpenter's provisioner makes for a node whose NodeClaim it is deleting
 LEFT_TO_KARPENTER = "left to Karpenter"
+#: ``left_to`` of a `replacement-skipped` action: Karpenter makes this node's replacement itself
+KARPENTER = "Karpenter"
 
 
 def replacement_of(actions: list[dict[str, Any]]) -> str | None:
     """What the run's actions say about the node's replacement capacity."""
     for action in actions:
-        if action["type"] == "replacement":
+        if action["type"] == ActionType.REPLACEMENT:
             return str(action.get("target"))
     for action in actions:
-        if action["type"] == "replacement-skipped" and str(action.get("reason", "")).startswith(LEFT_TO_KARPENTER):
+        if action["type"] == ActionType.REPLACEMENT_SKIPPED and action.get("left_to") == KARPENTER:
             return LEFT_TO_KARPENTER
     return None
 

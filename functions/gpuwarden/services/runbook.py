@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.checkpoint import checkpoint_spec
 from gpuwarden.domain.errors import GpuwardenError
 from gpuwarden.domain.notice import Kind, Notice
@@ -192,7 +193,7 @@ def _uncordon(run: Run, plan: list[dict[str, Any]]) -> Answer:
     if not released.written or released.obj is None:
         return Answer("ignored", f"nothing of gpuwarden's on {node.name};{kept or ' it is schedulable'}")
     what = "removed gpuwarden's taint, " + ("cordon and annotations" if cordoned_by_us else "and annotations")
-    run.recorder.add("release", released.obj, reason=f"{what} ({who(run)})")
+    run.recorder.add(ActionType.RELEASE, released.obj, reason=f"{what} ({who(run)})")
     run.recorder.flush()
     return done(run, True, f"{node.name}: {what}" + (f";{kept}" if kept else ""))
 
@@ -205,7 +206,7 @@ def _checkpoint(run: Run, plan: list[dict[str, Any]]) -> Answer:
         for future in request_checkpoints(run.recorder, run.node, run.pods, None, pool):
             future.result()
     run.recorder.flush()
-    asked = [a["pod"] for a in run.recorder.actions if a["type"] == "checkpoint-requested"]
+    asked = [a["pod"] for a in run.recorder.actions if a["type"] is ActionType.CHECKPOINT_REQUESTED]
     if asked:
         return done(run, True, f"asked {len(asked)} pods on {run.node.name} to checkpoint ({who(run)})")
     opted = [p.key for p in run.pods if checkpoint_spec(p) is not None]
@@ -218,14 +219,13 @@ def _replace(run: Run, plan: list[dict[str, Any]]) -> Answer:
     refused = refusal(run)
     if refused is not None:
         return refuse(run, refused)
-    ensure_replacement(run.recorder, run.node, run.notice, run.pods)
+    replaced = ensure_replacement(run.recorder, run.node, run.notice, run.pods)
     run.recorder.flush()
-    last = run.recorder.actions[-1]
-    if last["type"] == "replacement":
-        return done(run, True, f"launched {last['target']} for {run.node.name}: {last['reason']}")
-    if last["type"] == "replacement-failed":
-        return Answer("failed", f"replacement for {run.node.name} failed: {last['reason']}")
-    return Answer("ignored", f"no replacement launched for {run.node.name}: {last['reason']}")
+    if replaced.type is ActionType.REPLACEMENT:
+        return done(run, True, f"launched {replaced.target} for {run.node.name}: {replaced.reason}")
+    if replaced.type is ActionType.REPLACEMENT_FAILED:
+        return Answer("failed", f"replacement for {run.node.name} failed: {replaced.reason}")
+    return Answer("ignored", f"no replacement launched for {run.node.name}: {replaced.reason}")
 
 
 # --------------------------------------------------------------------------- drain
@@ -260,7 +260,7 @@ def _reporter(run: Run, started: datetime) -> Callable[[DrainState], None] | Non
 def _drain_answer(run: Run, state: DrainState) -> Answer:
     name = run.node.name
     seconds = f"{(run.deps.clock() - state.started_at).total_seconds():.0f} s"
-    if state.outcome.startswith("drained"):
+    if state.outcome.drained:
         return Answer("handled", f"drained {name} in {seconds} ({who(run)})", drain=state)
     if not state.done:
         return Answer("handled", f"draining {name}: the drain workflow continues ({who(run)})", drain=state)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.decide import do_not_disrupt_reason, window_refusal
 from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.pdb import PdbView
@@ -86,7 +87,7 @@ def refusal(run: Run) -> str | None:
 
 
 def refuse(run: Run, why: str) -> Answer:
-    run.recorder.add("refused", run.node, reason=f"{who(run)}; refused: {why}")
+    run.recorder.add(ActionType.REFUSED, run.node, reason=f"{who(run)}; refused: {why}")
     run.recorder.flush()
     return Answer("ignored", f"{run.request.action} of {run.node.name} refused: {why}")
 

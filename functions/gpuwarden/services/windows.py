@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.errors import GpuwardenError, KubeError
 from gpuwarden.domain.schedule import Window
 from gpuwarden.domain.schedule.nodepool import (
@@ -182,7 +183,7 @@ def _show(value: Any) -> str:
 def _record(recorder: Recorder, reports: list[PoolReport], drift: bool) -> list[PoolChange]:
     changes = [change for report in reports for change in report.changes]
     for c in changes:
-        kind = "nodepool-drift" if drift else "nodepool-set"
+        kind = ActionType.NODEPOOL_DRIFT if drift else ActionType.NODEPOOL_SET
         recorder.add(kind, nodepool=c.nodepool, field=c.field, was=c.was, now=c.now, reason=c.reason)
         if drift:
             logger.warning(
@@ -192,9 +193,9 @@ def _record(recorder: Recorder, reports: list[PoolReport], drift: bool) -> list[
     for report in reports:
         if report.outcome == "written":
             for why in report.skipped:
-                recorder.add("nodepool-skipped", nodepool=report.nodepool, reason=why)
+                recorder.add(ActionType.NODEPOOL_SKIPPED, nodepool=report.nodepool, reason=why)
         if report.outcome == "failed":
-            recorder.add("nodepool-failed", nodepool=report.nodepool, reason=report.reason)
+            recorder.add(ActionType.NODEPOOL_FAILED, nodepool=report.nodepool, reason=report.reason)
     return changes
 
 
