@@ -207,11 +207,13 @@ def test_reconcile_repairs_a_hand_edited_nodepool_and_reports_the_drift(world: W
     two_pools(world)
     p = policy(GPU_CAP)
     handle_window_tick(tick("open", "night-cap"), at(world, NIGHT_2230, p))
-    # When someone edits the budgets by hand, and the periodic reconcile runs
+    # When someone replaces the budgets by hand (the window's one with them), and the periodic reconcile runs
     world.sim.patch_direct("NodePool", "gpu-training", {"spec": {"disruption": {"budgets": [{"nodes": "100%"}]}}})
     result = handle_window_tick(tick("reconcile"), at(world, NIGHT_2230.replace(minute=35), p))
-    # Then the pool is back in step and the drift is reported: which pool, which field, was → now
-    assert pool(world, "gpu-training")["spec"]["disruption"]["budgets"] == [{"nodes": "10%"}, {"nodes": "2"}]
+    # Then the hand-written budget is the owner's own now (contract §4: a window never loosens what the
+    # owner set, so their edit is kept), the window's budget is back beside it, and the drift is
+    # reported: which pool, which field, was → now
+    assert pool(world, "gpu-training")["spec"]["disruption"]["budgets"] == [{"nodes": "100%"}, {"nodes": "2"}]
     assert result.actions == [
         {
             "type": "nodepool-drift",
@@ -219,13 +221,36 @@ def test_reconcile_repairs_a_hand_edited_nodepool_and_reports_the_drift(world: W
             "nodepool": "gpu-training",
             "field": "spec.disruption.budgets",
             "was": [{"nodes": "100%"}],
-            "now": [{"nodes": "10%"}, {"nodes": "2"}],
+            "now": [{"nodes": "100%"}, {"nodes": "2"}],
             "reason": result.actions[0]["reason"],
         }
     ]
     assert "drift repaired: gpu-training spec.disruption.budgets" in result.reason
     # And a second reconcile finds nothing to do
     assert handle_window_tick(tick("reconcile"), at(world, NIGHT_2230, p)).actions == []
+    # And when the window closes, the owner's latest budgets come back, not the ones saved at the open
+    handle_window_tick(tick("close", "night-cap"), at(world, MORNING_0630, p))
+    assert pool(world, "gpu-training")["spec"]["disruption"]["budgets"] == [{"nodes": "100%"}]
+
+
+def test_an_owner_who_tightens_a_pool_while_a_window_is_open_keeps_it_tight_after(world: World) -> None:
+    # Given the night-cap open on gpu-training (own budget 10%, own GPU limit 64, capped to 8)
+    two_pools(world)
+    p = policy(GPU_CAP)
+    handle_window_tick(tick("open", "night-cap"), at(world, NIGHT_2230, p))
+    # When its owner freezes it and lowers its GPU limit below the cap, keeping the window's budget
+    edit = {"spec": {"disruption": {"budgets": [{"nodes": "0"}, {"nodes": "2"}]}, "limits": {"nvidia.com/gpu": "4"}}}
+    world.sim.patch_direct("NodePool", "gpu-training", edit)
+    handle_window_tick(tick("reconcile"), at(world, NIGHT_2230.replace(minute=35), p))
+    # Then the reconcile keeps the owner's values (the cap of 8 is not lower than 4)
+    spec = pool(world, "gpu-training")["spec"]
+    assert spec["disruption"]["budgets"] == [{"nodes": "0"}, {"nodes": "2"}]
+    assert spec["limits"]["nvidia.com/gpu"] == "4"
+    # And when the window closes, the owner's latest values stay: nothing is loosened back
+    handle_window_tick(tick("close", "night-cap"), at(world, MORNING_0630, p))
+    spec = pool(world, "gpu-training")["spec"]
+    assert spec["disruption"]["budgets"] == [{"nodes": "0"}]
+    assert spec["limits"]["nvidia.com/gpu"] == "4"
 
 
 def test_reconcile_opens_a_window_whose_schedule_was_missed(world: World) -> None:

@@ -201,6 +201,52 @@ def test_windows_never_loosen_a_nodepool_and_the_restore_is_exact(
     assert same_metadata(restored, original)
 
 
+owner_edits = st.one_of(
+    st.none(),
+    st.tuples(st.just("budgets"), st.lists(budget, max_size=5)),
+    st.tuples(st.just("gpu"), gpu_quantity),
+)
+
+
+def owner_edit(owner: dict[str, Any], pool: dict[str, Any], edit: Any) -> None:
+    """The owner edits their own part of the pool (kubectl edit): their budgets, in front of
+    whatever gpuwarden added after them, or the GPU limit. Applied to both views."""
+    if edit is None:
+        return
+    what, value = edit
+    if what == "budgets":
+        suffix = (pool["spec"]["disruption"].get("budgets") or [])[len(effective_budgets(owner["spec"])) :]
+        pool["spec"]["disruption"]["budgets"] = copy.deepcopy(value) + suffix
+        owner["spec"]["disruption"]["budgets"] = copy.deepcopy(value)
+    elif "replicas" not in owner["spec"]:
+        if (pool["spec"].get("limits") or {}).get(GPU_RESOURCE) == value:
+            return  # the value already shown: not an edit anyone can see
+        for view in (owner, pool):
+            view["spec"].setdefault("limits", {})[GPU_RESOURCE] = value
+
+
+@settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    nodepools(), st.lists(st.tuples(st.lists(window, max_size=3, unique_by=lambda w: w.name), owner_edits), max_size=4)
+)
+def test_the_owners_edits_while_a_window_is_open_are_kept_and_come_back(
+    original: dict[str, Any], steps: list[tuple[list[Window], Any]]
+) -> None:
+    # Given any NodePool, and a sequence of (open windows, an edit by the pool's owner)
+    owner, pool = copy.deepcopy(original), copy.deepcopy(original)
+    for windows, edit in steps:
+        owner_edit(owner, pool, edit)
+        # When the windows are reconciled
+        pool = reconcile(pool, windows)
+        # Then the pool is at least as restrictive as the owner has it now, and stable
+        assert_at_least_as_restrictive(owner, pool)
+        assert reconcile(pool, windows) == pool
+    # And when the windows close, the owner's latest values come back exactly
+    restored = reconcile(pool, [])
+    assert restored["spec"] == owner["spec"]
+    assert same_metadata(restored, owner)
+
+
 def desired(max_disruptions: int, gpu_limit: int | None = None) -> Any:
     w = Window(name="w", schedule="* * * * *", duration=HOUR, max_disruptions=max_disruptions, gpu_limit=gpu_limit)
     return desired_nodepool_state([w], NOW, POOL)

@@ -16,6 +16,8 @@ Two fields are managed: ``spec.disruption.budgets`` and ``spec.limits["nvidia.co
 - While a window is open the originals are kept (``PoolFields``, saved by the caller) and,
   when none is open any more, they come back exactly: a field that was absent is absent
   again, and a pool that had no ``spec.limits`` has none again.
+- What the owner edits in their own part while a window is open (their budgets, in front of
+  the window's; the GPU limit) is theirs: kept under the window, and what comes back after.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ __all__ = [
     "changed_fields",
     "desired_nodepool_state",
     "nodepool_patch",
+    "owner_fields",
     "plan_nodepool",
 ]
 
@@ -92,11 +95,18 @@ def desired_nodepool_state(windows: Sequence[Window], now: datetime, nodepool: s
 @dataclass(frozen=True)
 class PoolFields:
     """The managed fields of a NodePool as JSON values (None: absent); ``limits``: whether
-    ``spec.limits`` is there at all."""
+    ``spec.limits`` is there at all.
+
+    A saved copy (the owner's values while a window is open) also records what gpuwarden
+    wrote on top of them: ``added``, the budgets after the owner's, and ``wrote_gpu``, the GPU
+    cap (None: none). An edit the owner makes to their own part while a window is open is
+    theirs: it is kept, and it is what comes back when the windows close."""
 
     budgets: Any
     gpu_limit: Any
     limits: bool = True
+    added: list[Any] | None = None
+    wrote_gpu: Any = None
 
     @classmethod
     def of(cls, spec: Mapping[str, Any]) -> PoolFields:
@@ -107,16 +117,56 @@ class PoolFields:
             limits=limits is not None,
         )
 
+    def fields(self) -> PoolFields:
+        """The fields alone (no record of what gpuwarden wrote)."""
+        return PoolFields(self.budgets, self.gpu_limit, self.limits)
+
     def as_json(self) -> str:
         """JSON keeping the fields' own key order, so that they come back byte for byte."""
-        return json.dumps({"budgets": self.budgets, "gpu_limit": self.gpu_limit, "limits": self.limits})
+        saved = {"budgets": self.budgets, "gpu_limit": self.gpu_limit, "limits": self.limits}
+        if self.added is not None:
+            saved |= {"added": self.added, "wrote_gpu": self.wrote_gpu}
+        return json.dumps(saved)
 
     @classmethod
     def from_json(cls, raw: str) -> PoolFields:
         """Raises ValueError, KeyError or TypeError when ``raw`` is not what ``as_json`` wrote.
-        (A copy saved before ``limits`` was recorded reads as "limits present".)"""
+        (A copy saved before ``limits`` was recorded reads as "limits present"; one saved
+        before ``added`` was recorded never adopts an edit.)"""
         saved = json.loads(raw)
-        return cls(budgets=saved["budgets"], gpu_limit=saved["gpu_limit"], limits=bool(saved.get("limits", True)))
+        added = saved.get("added")
+        if added is not None and not isinstance(added, list):
+            raise TypeError(f"added is {type(added).__name__}, not a list")
+        return cls(
+            budgets=saved["budgets"],
+            gpu_limit=saved["gpu_limit"],
+            limits=bool(saved.get("limits", True)),
+            added=added,
+            wrote_gpu=saved.get("wrote_gpu"),
+        )
+
+
+def _own_budgets(budgets: Any) -> list[Any]:
+    return list(budgets) if isinstance(budgets, list) else [dict(b) for b in DEFAULT_BUDGETS]
+
+
+def owner_fields(saved: PoolFields, current: PoolFields) -> PoolFields:
+    """The owner's values now: the saved ones, or the owner's own edits made while a window
+    was open — budgets that still end with what gpuwarden added (that suffix dropped), or
+    budgets without it (taken whole); a GPU limit other than the one gpuwarden wrote."""
+    if saved.added is None:  # saved by an older gpuwarden: nothing recorded to tell edits apart
+        return saved.fields()
+    budgets = saved.budgets
+    now = current.budgets
+    if isinstance(now, list) and now != _own_budgets(saved.budgets) + saved.added:
+        cut = len(saved.added)
+        own = now[: len(now) - cut] if cut and now[len(now) - cut :] == saved.added else now
+        budgets = saved.budgets if own == _own_budgets(saved.budgets) else own
+    gpu, limits = saved.gpu_limit, saved.limits
+    expected = saved.wrote_gpu if saved.wrote_gpu is not None else saved.gpu_limit
+    if current.gpu_limit != expected:
+        gpu, limits = current.gpu_limit, current.limits
+    return PoolFields(budgets, gpu, limits)
 
 
 @dataclass(frozen=True)
@@ -160,9 +210,9 @@ def plan_nodepool(
     desired: NodePoolDesired, current: PoolFields, saved: PoolFields | None, *, static: bool
 ) -> NodePoolPlan:
     """Pure: from the windows' wish, the pool's fields now and the originals saved (if any)."""
-    if desired.budgets is None:  # no window open: the originals come back
-        return NodePoolPlan(target=saved or current, keep=None, windows=desired.windows, reason=desired.reason)
-    original = saved or current
+    original = owner_fields(saved, current) if saved is not None else current.fields()
+    if desired.budgets is None:  # no window open: the owner's values come back
+        return NodePoolPlan(target=original, keep=None, windows=desired.windows, reason=desired.reason)
     skipped: list[str] = []
     budgets, why = _with_window_budgets(original.budgets, desired.budgets)
     if why is not None:
@@ -172,9 +222,11 @@ def plan_nodepool(
         gpu, limits, why = _gpu_cap(original, desired.gpu_limit, static)
         if why is not None:
             skipped.append(why)
+    added = budgets[len(_own_budgets(original.budgets)) :] if budgets != original.budgets else []
+    wrote_gpu = gpu if gpu != original.gpu_limit else None
     return NodePoolPlan(
         target=PoolFields(budgets=budgets, gpu_limit=gpu, limits=limits),
-        keep=original,
+        keep=PoolFields(original.budgets, original.gpu_limit, original.limits, added=added, wrote_gpu=wrote_gpu),
         windows=desired.windows,
         reason=desired.reason,
         skipped=tuple(skipped),
