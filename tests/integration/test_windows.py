@@ -286,6 +286,13 @@ def test_dry_run_writes_nothing_to_nodepools(world: World) -> None:
 
 
 def invoke(world: World, tmp_path: Path, now: str, event: Path) -> dict[str, Any]:
+    code, answer = run_cli(world, tmp_path, now, event)
+    assert code == 0, answer
+    return answer
+
+
+def run_cli(world: World, tmp_path: Path, now: str, event: Path) -> tuple[int, dict[str, Any]]:
+    """`gpuwarden invoke EVENT` with the night-cap policy at GPUWARDEN_NOW: (exit code, JSON answer)."""
     policy_file = tmp_path / "policy.json"
     policy_file.write_text(json.dumps({"cluster": "ml-prod", "windows": [GPU_CAP]}))
     env = {
@@ -298,9 +305,8 @@ def invoke(world: World, tmp_path: Path, now: str, event: Path) -> dict[str, Any
     env.pop("GPUWARDEN_STATE_TABLE", None)
     cli = Path(sys.executable).parent / "gpuwarden"
     done = subprocess.run([str(cli), "invoke", str(event)], env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    answer: dict[str, Any] = json.loads(done.stdout)
-    return answer
+    answer: dict[str, Any] = json.loads(done.stdout) if done.stdout.strip() else {"stderr": done.stderr}
+    return done.returncode, answer
 
 
 def test_cli_invoke_of_a_window_tick_decides_at_gpuwarden_now(world: World, tmp_path: Path) -> None:

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +14,9 @@ from gpuwarden.services.windows import handle_window_tick
 from gpuwarden.sources import parse_window_tick
 from sim.builders import nodepool
 from tests.integration.conftest import EVENTS, World
-from tests.integration.test_windows import MORNING_0630, NIGHT_2230, at
+from tests.integration.test_windows import GPU_CAP, MORNING_0630, NIGHT_2230, at, run_cli
 
-NIGHT_CAP = {
-    "name": "night-cap",
-    "schedule": "0 22 * * *",
-    "timezone": "UTC",
-    "duration": "8h",
-    "max_disruptions": 2,
-    "gpu_limit": 8,
-}
+NIGHT_CAP = GPU_CAP  # 22:00-06:00 UTC, 2 disruptions, GPU cap 8
 OWNER_FROZEN: list[dict[str, Any]] = [
     {"nodes": "0"},
     {"nodes": "1", "reasons": ["Drifted"]},
@@ -52,22 +42,9 @@ def mixed_pools(world: World) -> dict[str, dict[str, Any]]:
 
 
 def invoke(world: World, tmp_path: Path, now: str, event: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    policy_file = tmp_path / "policy.json"
-    policy_file.write_text(json.dumps({"cluster": "ml-prod", "windows": [NIGHT_CAP]}))
     event_file = tmp_path / "event.json"
     event_file.write_text(json.dumps(event))
-    env = {
-        **os.environ,
-        "KUBECONFIG": str(world.sim.kubeconfig_path),
-        "GPUWARDEN_POLICY_FILE": str(policy_file),
-        "GPUWARDEN_NOW": now,
-        "POWERTOOLS_LOG_LEVEL": "ERROR",
-    }
-    env.pop("GPUWARDEN_STATE_TABLE", None)
-    cli = Path(sys.executable).parent / "gpuwarden"
-    done = subprocess.run([str(cli), "invoke", str(event_file)], env=env, capture_output=True, text=True, timeout=60)
-    answer: dict[str, Any] = json.loads(done.stdout)
-    return done.returncode, answer
+    return run_cli(world, tmp_path, now, event_file)
 
 
 def spec_of(world: World, name: str) -> dict[str, Any]:
