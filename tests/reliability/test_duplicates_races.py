@@ -162,7 +162,10 @@ def gpu_idle_event(sim: KubeSim) -> dict[str, Any]:
 def test_spot_warning_wins_over_a_concurrent_gpu_idle_reclaim(order: str, tmp_path: Path, moto_server: str) -> None:
     # Given an idle Spot GPU node (idle by CloudWatch) that is also about to be interrupted
     put_idle_utilization(moto_server)
-    with fresh_sim(speed=1.0, ack_delay=0.5) as (sim, _workloads):
+    # the trainer acknowledges its checkpoint after 5 s: the reclaim's drain is still waiting when the
+    # Spot process (a cold `gpuwarden invoke`, ~1-3 s on a loaded machine) arrives. With 0.5 s the reclaim
+    # could finish first under load, and the race this test is about never happened.
+    with fresh_sim(speed=1.0, ack_delay=5.0) as (sim, _workloads):
         cluster = build_cluster(sim, grace=1)
         node_obj = sim.get("Node", cluster.node)
         assert node_obj is not None
