@@ -42,3 +42,11 @@ def test_every_docs_page_is_linked_from_the_index() -> None:
     index = (DOCS / "README.md").read_text(encoding="utf-8")
     pages = sorted(p.name for p in DOCS.glob("*.md") if p.name != "README.md")
     assert [p for p in pages if f"({p})" not in index] == []
+
+
+def test_every_action_type_is_documented_in_results_md() -> None:
+    from gpuwarden.domain.actions import ActionType
+
+    text = (DOCS / "results.md").read_text(encoding="utf-8")
+    missing = [action.value for action in ActionType if f"`{action.value}`" not in text]
+    assert missing == []
