@@ -19,6 +19,9 @@ ARCHITECTURES = ("x86_64", "arm64")
 
 #: context key: one customer-managed KMS key for logs, table, queues and function settings
 CUSTOMER_MANAGED_KEY = "customerManagedKey"
+#: context key: the interruption function's reserved concurrency (README Security; default 100)
+INTERRUPTION_CONCURRENCY = "interruptionConcurrency"
+DEFAULT_INTERRUPTION_CONCURRENCY = 100
 #: context key that skips building the layer and the code asset (tests without a wheel cache)
 SKIP_BUNDLING = "gpuwardenSkipBundling"
 
@@ -67,6 +70,8 @@ class Settings:
     cluster_access: bool = True
     #: encrypt logs, table, queues and function environments with a KMS key the stack creates
     customer_managed_key: bool = False
+    #: one concurrent execution per node of the largest Spot burst to cordon at once
+    interruption_concurrency: int = DEFAULT_INTERRUPTION_CONCURRENCY
     skip_bundling: bool = False
 
     @classmethod
@@ -89,6 +94,7 @@ class Settings:
             fleet_role_arn=_matching(node, "fleetRoleArn", _ROLE_ARN),
             cluster_access=_bool(node.try_get_context("clusterAccess"), default=True),
             customer_managed_key=_bool(node.try_get_context(CUSTOMER_MANAGED_KEY)),
+            interruption_concurrency=_concurrency(node.try_get_context(INTERRUPTION_CONCURRENCY)),
             skip_bundling=_bool(node.try_get_context(SKIP_BUNDLING)),
         )
 
@@ -100,6 +106,21 @@ def _str(node: Node, key: str, default: str) -> str:
     if not isinstance(value, str):
         raise SettingsError(f"context {key!r} must be a string, got {value!r}")
     return value
+
+
+def _concurrency(value: Any) -> int:
+    """A reserved concurrency: a positive whole number (``-c interruptionConcurrency=200`` is a string)."""
+    if value is None or value == "":
+        return DEFAULT_INTERRUPTION_CONCURRENCY
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        number = 0
+    if isinstance(value, bool) or not 1 <= number <= 10_000:
+        raise SettingsError(
+            f"context {INTERRUPTION_CONCURRENCY!r} must be a whole number from 1 to 10000, got {value!r}"
+        )
+    return number
 
 
 def _bool(value: Any, default: bool = False) -> bool:

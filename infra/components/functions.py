@@ -26,6 +26,7 @@ from infra.components.encryption import acknowledge_aws_keys, environment_key, l
 from infra.components.network import FunctionNetwork, acknowledge_outside_vpc
 from infra.components.queues import DeadLetterQueue
 from infra.components.runtime_layer import LAMBDA_RUNTIME, lambda_architecture
+from infra.config import DEFAULT_INTERRUPTION_CONCURRENCY
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ INTERRUPTION = FunctionSpec(
     "Interruption",
     "gpuwarden.handlers.interruption.handler",
     "EC2 spot warnings, rebalance recommendations, state changes: cordon, replace, start the drain",
-    reserved_concurrency=100,
+    reserved_concurrency=DEFAULT_INTERRUPTION_CONCURRENCY,  # context interruptionConcurrency
     invoked_async=True,
 )
 DRAIN = FunctionSpec(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from aws_cdk import CfnOutput, Stack
@@ -80,7 +81,9 @@ class GpuwardenStack(Stack):
         self.drain = DrainWorkflow(self, "DrainWorkflow", drain_step=drain.function, alarms=alarms)
 
         # --- EC2 interruption, rebalance and state-change events
-        interruption = self.functions.add(functions.INTERRUPTION)
+        interruption = self.functions.add(
+            replace(functions.INTERRUPTION, reserved_concurrency=settings.interruption_concurrency)
+        )
         interruption.function.add_environment(DRAIN_STATE_MACHINE_ENV, self.drain.state_machine.state_machine_arn)
         self.drain.state_machine.grant_start_execution(interruption.role)
         self._allow_replacement(interruption)

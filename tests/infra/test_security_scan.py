@@ -16,8 +16,10 @@ from aws_cdk import App, Stack
 from aws_cdk import aws_sqs as sqs
 
 from infra import checkov
+from infra.app import build_app
 from infra.components.acknowledge import AcknowledgementError, checkov_skip
 from infra.components.functions import DRAIN, GPU_IDLE, INTERRUPTION, MAINTENANCE, RUNBOOK, WINDOWS
+from infra.config import SKIP_BUNDLING, SettingsError
 from tests.infra.conftest import FULL_CONTEXT, Synth
 
 #: every optional feature on, and the stack's customer-managed key
@@ -101,6 +103,24 @@ def test_every_function_reserves_the_concurrency_the_readme_justifies(synth: Syn
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     for spec in (INTERRUPTION, DRAIN, RUNBOOK, GPU_IDLE, MAINTENANCE, WINDOWS):
         assert f"| {spec.name} | {spec.reserved_concurrency} |" in readme, spec.name
+
+
+def test_the_interruption_concurrency_follows_context_interruption_concurrency(synth_with: Any) -> None:
+    # Given a fleet whose largest burst is 250 nodes
+    bigger: Synth = synth_with({"interruptionConcurrency": "250"})
+    # Then the interruption function reserves 250 executions, and the others keep theirs
+    by_handler = {
+        f["Properties"]["Handler"]: f["Properties"]["ReservedConcurrentExecutions"]
+        for f in bigger.resources("AWS::Lambda::Function").values()
+    }
+    assert by_handler[INTERRUPTION.handler] == 250
+    assert by_handler[DRAIN.handler] == DRAIN.reserved_concurrency
+
+
+@pytest.mark.parametrize("value", ["0", "lots", "-5", True, 10_001])
+def test_a_reserved_concurrency_that_is_not_a_positive_number_fails_the_synth(value: Any) -> None:
+    with pytest.raises(SettingsError, match="interruptionConcurrency"):
+        build_app(context={"cluster": "ml-test", SKIP_BUNDLING: True, "interruptionConcurrency": value})
 
 
 # --------------------------------------------------------------------------- context customerManagedKey=true
