@@ -285,10 +285,12 @@ class KubeClient:
             raise KubeError(f"exec {namespace}/{name}: {reason[:300]}", status=err.status) from err
         try:
             ws.run_forever(timeout=timeout)
-            output = (ws.read_stdout() or "") + (ws.read_stderr() or "")
+            # what run_forever buffered; timeout=0: a command still running at its timeout must
+            # not block the read (the client's default waits for the next frame, without a bound)
+            output = (ws.read_stdout(timeout=0) or "") + (ws.read_stderr(timeout=0) or "")
             code = ws.returncode
         finally:
-            ws.close()
+            ws.close(timeout=1)  # the close handshake of a command still running is not waited out
         return ExecOutcome(exit_code=-1 if code is None else int(code), output=output[-2000:])
 
     # -- events, PDBs, Karpenter ---------------------------------------------------------

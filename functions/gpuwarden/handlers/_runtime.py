@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
+from dataclasses import replace
 from functools import cache
 from typing import Any
 
@@ -42,3 +44,21 @@ def deps() -> Deps:
             return
 
     return build_deps(current, caller="eventbridge", start_drain=start_drain if arn else None)
+
+
+#: Kept back from the invocation's remaining time for what follows the waits: the result, the
+#: ledger record, the Events and the metrics flush. What does not fit goes to the drain workflow.
+SAFETY_MARGIN_SECONDS = 10.0
+
+
+def time_budget(context: Any) -> Callable[[], float] | None:
+    """Seconds this invocation may still wait, from Lambda's own clock (None without one)."""
+    remaining_ms = getattr(context, "get_remaining_time_in_millis", None)
+    if not callable(remaining_ms):
+        return None
+    return lambda: remaining_ms() / 1000.0 - SAFETY_MARGIN_SECONDS
+
+
+def invocation_deps(context: Any, base: Deps | None = None) -> Deps:
+    """This invocation's deps: the warm container's, bounded by the invocation's time budget."""
+    return replace(base if base is not None else deps(), remaining=time_budget(context))

@@ -7,7 +7,7 @@ from typing import Any
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpuwarden.handlers._runtime import deps
+from gpuwarden.handlers._runtime import invocation_deps
 from gpuwarden.observability import logger, metrics
 from gpuwarden.services.dispatch import handle_batch
 from gpuwarden.sources import parse_notices
@@ -17,4 +17,4 @@ from gpuwarden.sources import parse_notices
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     batch = parse_notices(event)  # raises InvalidEvent: the async invoke fails into the DLQ
-    return handle_batch(batch, deps(), drain_locally=False).to_json()
+    return handle_batch(batch, invocation_deps(context), drain_locally=False).to_json()

@@ -16,7 +16,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from gpuwarden.domain.errors import InvalidEvent
-from gpuwarden.handlers._runtime import deps
+from gpuwarden.handlers._runtime import invocation_deps
 from gpuwarden.observability import count_event, logger, metrics
 from gpuwarden.services.runbook import run_runbook
 from gpuwarden.sources import parse_runbook
@@ -50,7 +50,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     except InvalidEvent as err:
         logger.warning("invalid runbook request", extra={"errors": err.errors})
         return invalid_answer(err)
-    request_deps = runbook_deps(replace(deps(), caller=caller_of(context)), request)
+    request_deps = runbook_deps(replace(invocation_deps(context), caller=caller_of(context)), request)
     result = run_runbook(request, request_deps, drain_locally=False)
     count_event(result.kind, result.outcome)
     return result.to_json()
