@@ -143,6 +143,7 @@ SCENES.append(__import__("sim.scenes.gpu_idle", fromlist=["gpu_idle_scene"]).gpu
 SCENES.append(__import__("sim.scenes.runbook", fromlist=["runbook_scene"]).runbook_scene)
 SCENES.append(__import__("sim.scenes.windows", fromlist=["windows_scene"]).windows_scene)
 SCENES.append(__import__("sim.scenes.karpenter", fromlist=["karpenter_scene"]).karpenter_scene)
+SCENES.append(__import__("sim.scenes.capacity_block", fromlist=["capacity_block_scene"]).capacity_block_scene)
 
 
 def run_demo(speed: float = 10.0) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from sim.capacity_reservations import CapacityReservations
 from sim.core import KubeSim
 
 if TYPE_CHECKING:
@@ -18,8 +19,16 @@ if TYPE_CHECKING:
 
 
 def sim_deps(
-    sim: KubeSim, *, caller: str, policy: Policy | None = None, ledger: Any = None, dry_run: bool = False
+    sim: KubeSim,
+    *,
+    caller: str,
+    policy: Policy | None = None,
+    ledger: Any = None,
+    dry_run: bool = False,
+    reservations: CapacityReservations | None = None,
 ) -> Deps:
+    """``reservations`` answers EC2 DescribeCapacityReservations, which moto lacks (an empty account
+    when not given); every other AWS call goes wherever the environment points (moto)."""
     from gpuwarden.adapters.ledger import MemoryLedger
     from gpuwarden.config import Settings
     from gpuwarden.domain.policy import Policy
@@ -33,6 +42,9 @@ def sim_deps(
         ledger=ledger if ledger is not None else MemoryLedger(),
         policy=policy or Policy(cluster="ml-prod"),
     )
+    cloud = deps.cloud
+    if hasattr(cloud, "ec2"):
+        (reservations or CapacityReservations()).attach(cloud.ec2)
     speed = sim.clock.speed or 1.0
     deps.clock = sim.clock.now
     deps.window_clock = sim.clock.now

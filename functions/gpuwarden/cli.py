@@ -15,8 +15,9 @@ from gpuwarden.domain.errors import GpuwardenError, InvalidEvent, InvalidPolicy
 from gpuwarden.sources.runbook import RUNBOOK_ACTIONS
 
 if TYPE_CHECKING:
+    from gpuwarden.config import Settings
     from gpuwarden.services.runbook import DrainProgress
-    from gpuwarden.sources import RunbookRequest
+    from gpuwarden.sources import RunbookRequest, WindowTick
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 
@@ -35,23 +36,77 @@ def _emit(result: dict[str, Any]) -> NoReturn:
 
 
 def run_event(raw: object) -> dict[str, Any]:
-    """Parse and route one event exactly as deployed, then run it to the end (drain included)."""
+    """Parse and route one event exactly as deployed, then run it to the end (drain included).
+
+    Every failure after parsing (no cluster, no credentials, an endpoint down, retries
+    exhausted) is the failed JSON result, never an exception."""
     from gpuwarden.config import Settings
     from gpuwarden.services.dispatch import handle_batch
+    from gpuwarden.services.failures import failed_result
     from gpuwarden.sources import NoticeBatch, RunbookRequest, WindowTick, parse_event
-    from gpuwarden.wiring import build_deps
+    from gpuwarden.wiring import build_deps, deployed_rules
 
-    parsed = parse_event(raw)
+    settings = Settings.from_env()
+    parsed = parse_event(raw, deployed=deployed_rules(settings))
     if isinstance(parsed, RunbookRequest):  # as a direct invoke of the runbook function would
-        return run_local_runbook(parsed)
+        try:
+            return run_local_runbook(parsed)
+        except InvalidPolicy:
+            raise
+        except GpuwardenError as err:
+            failed = failed_result("manual", err, node=parsed.node, instance_id=parsed.instance_id)
+            return failed.to_json() | {"action": parsed.action, "dry_run": parsed.dry_run}
     if isinstance(parsed, WindowTick):
-        from gpuwarden.services.windows import handle_window_tick
-
-        return handle_window_tick(parsed, build_deps(Settings.from_env(), caller="cli")).to_json()
+        return _run_tick(parsed, settings)
     if not isinstance(parsed, NoticeBatch):
         raise GpuwardenError(f"{type(parsed).__name__} inputs are not handled by this version")
-    deps = build_deps(Settings.from_env(), caller="cli")
+    try:
+        deps = build_deps(settings, caller="cli")
+    except InvalidPolicy:
+        raise
+    except GpuwardenError as err:
+        first = parsed.notices[0] if parsed.notices else None
+        return failed_result(
+            parsed.reported_kind.value,
+            err,
+            event_id=first.event_id if first else parsed.event_id,
+            node=first.node_name if first else None,
+            instance_id=first.instance_id if first else None,
+        ).to_json()
     return handle_batch(parsed, deps, drain_locally=True).to_json()
+
+
+def _run_tick(tick: WindowTick, settings: Settings) -> dict[str, Any]:
+    from gpuwarden.services.failures import failed_result
+    from gpuwarden.services.windows import handle_window_tick
+    from gpuwarden.wiring import build_deps
+
+    try:
+        return handle_window_tick(tick, build_deps(settings, caller="cli")).to_json()
+    except InvalidPolicy:
+        raise
+    except GpuwardenError as err:
+        return failed_result(tick_kind(tick), err, event_id=tick.execution_id).to_json()
+
+
+def tick_kind(tick: WindowTick) -> str:
+    """The contract kind a Scheduler tick reports as."""
+    return {"maintenance-due": "scheduled-maintenance", "capacity-block-due": "capacity-block-plan"}.get(
+        tick.action, "budget-window"
+    )
+
+
+def fallback_kind(raw: object) -> str:
+    """The contract kind of an input whose handling failed before it was routed."""
+    from gpuwarden.sources.routing import KIND_OF
+
+    if isinstance(raw, dict):
+        tag = raw.get("detail-type", raw.get("detail_type"))
+        if isinstance(tag, str) and tag in KIND_OF:
+            return KIND_OF[tag].value
+        if "gpuwarden" in raw:
+            return "budget-window"
+    return "manual"
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -88,7 +143,7 @@ def invoke(event: TextIO) -> None:
     except InvalidPolicy as err:
         _fail_invalid(str(err))
     except GpuwardenError as err:
-        _emit({"outcome": "failed", "kind": "unknown", "reason": str(err), "actions": []})
+        _emit({"outcome": "failed", "kind": fallback_kind(raw), "node": None, "reason": str(err), "actions": []})
     _emit(result)
 
 
@@ -266,7 +321,10 @@ def runbook(
     except InvalidPolicy as err:
         _fail_invalid(str(err))
     except GpuwardenError as err:
-        result = {"outcome": "failed", "kind": "manual", "action": action, "reason": str(err), "actions": []}
+        from gpuwarden.services.failures import failed_result
+
+        failed = failed_result("manual", err, node=node, instance_id=instance_id).to_json()
+        result = failed | {"action": action, "dry_run": dry_run}
     finally:
         if progress is not None:
             progress.finish()

@@ -12,7 +12,7 @@ from typing import Any
 from dateutil.parser import isoparse
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from gpuwarden.domain.errors import InvalidPolicy
+from gpuwarden.domain.errors import CloudError, InvalidPolicy
 from gpuwarden.domain.policy import Policy
 
 
@@ -35,6 +35,8 @@ class Settings(BaseModel):
     scheduler_dead_letter_arn: str | None = None
     kube_qps: float = 50.0
     kube_burst: int = 100
+    #: GPU-idle alarm name prefixes the deployed rules take (besides gpuwarden's own), comma-separated.
+    gpu_idle_alarm_prefixes: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -56,6 +58,7 @@ class Settings(BaseModel):
             scheduler_dead_letter_arn=env.get("GPUWARDEN_SCHEDULER_DLQ_ARN") or None,
             kube_qps=float(env.get("GPUWARDEN_KUBE_QPS", "50")),
             kube_burst=int(env.get("GPUWARDEN_KUBE_BURST", "100")),
+            gpu_idle_alarm_prefixes=env.get("GPUWARDEN_GPU_IDLE_ALARM_PREFIXES") or None,
         )
 
 
@@ -84,11 +87,28 @@ def load_policy(settings: Settings) -> Policy:
             raise InvalidPolicy(f"GPUWARDEN_POLICY_FILE {path}: {err.strerror}") from err
         return parse_policy(text, str(path))
     if settings.policy_parameter:
-        from aws_lambda_powertools.utilities.parameters import get_parameter
-
-        text = str(get_parameter(settings.policy_parameter, max_age=300))
-        return parse_policy(text, f"SSM parameter {settings.policy_parameter}")
+        return parse_policy(_parameter(settings.policy_parameter), f"SSM parameter {settings.policy_parameter}")
     return Policy(cluster=settings.cluster or "default")
+
+
+def _parameter(name: str) -> str:
+    """The policy's SSM parameter (Powertools, cached 5 minutes); an SDK failure is a typed error."""
+    from aws_lambda_powertools.utilities.parameters import get_parameter
+    from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from gpuwarden.adapters.errors import aws_error
+
+    call = f"SSM GetParameter {name}"
+    try:
+        return str(get_parameter(name, max_age=300))
+    except (BotoCoreError, ClientError) as err:
+        raise aws_error(err, call) from err
+    except GetParameterError as err:
+        cause = err.__cause__ or err.__context__
+        if isinstance(cause, BotoCoreError | ClientError):
+            raise aws_error(cause, call) from err
+        raise CloudError(f"{call}: {err}") from err
 
 
 def policy_json(policy: Policy) -> str:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import getpass
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from gpuwarden.config import Settings, load_policy
-from gpuwarden.domain.errors import GpuwardenError
+from gpuwarden.domain.errors import ClusterUnreachable
 from gpuwarden.domain.policy import Policy
 from gpuwarden.domain.ports import CloudPort, HttpPort, KubePort, LedgerPort, SchedulerPort
 from gpuwarden.services.context import Deps, utcnow
@@ -17,6 +18,33 @@ from gpuwarden.services.context import Deps, utcnow
 if TYPE_CHECKING:
     from gpuwarden.services.doctor import DoctorReport
     from gpuwarden.sources import RunbookRequest
+    from gpuwarden.sources.routing import Rule
+
+
+def deployed_rules(settings: Settings) -> tuple[Rule, ...]:
+    """The EventBridge rules as deployed (with the configured GPU-idle alarm prefixes)."""
+    from gpuwarden.sources.routing import parse_prefixes, rules
+
+    return rules(parse_prefixes(settings.gpu_idle_alarm_prefixes))
+
+
+class Lazy:
+    """A port built on its first use: an event that needs no cluster (ignored at parse time, or
+    a reason to stop before any read) never touches the network or the SDK's credential chain."""
+
+    def __init__(self, build: Callable[[], Any]) -> None:
+        self._build = build
+        self._target: Any = None
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        target = self._target
+        if target is None:
+            with self._lock:
+                if self._target is None:
+                    self._target = self._build()
+                target = self._target
+        return getattr(target, name)
 
 
 def kube_api_client(settings: Settings, policy: Policy) -> Any:
@@ -26,7 +54,9 @@ def kube_api_client(settings: Settings, policy: Policy) -> Any:
 
         return client_from_kubeconfig(settings.kubeconfig.split(":")[0])
     if not settings.region:
-        raise GpuwardenError("no KUBECONFIG and no AWS region: cannot reach the cluster")
+        raise ClusterUnreachable(
+            f"no cluster: KUBECONFIG is not set and there is no AWS region to reach EKS cluster {policy.cluster}"
+        )
     from gpuwarden.adapters.eks_auth import eks_api_client
 
     return eks_api_client(policy.cluster, settings.region)
@@ -57,8 +87,13 @@ def build_deps(
     from gpuwarden.adapters.kube import KubeClient
 
     policy = policy or load_policy(settings)
-    client = api_client if api_client is not None else kube_api_client(settings, policy)
-    kube: KubePort = KubeClient(client, qps=settings.kube_qps, burst=settings.kube_burst)
+    chosen = policy
+
+    def kube_client() -> KubePort:
+        client = api_client if api_client is not None else kube_api_client(settings, chosen)
+        return KubeClient(client, qps=settings.kube_qps, burst=settings.kube_burst)
+
+    kube: KubePort = kube_client() if api_client is not None else cast(KubePort, Lazy(kube_client))
     cloud: CloudPort = Cloud(settings.region)
     http: HttpPort = PodHttp()
     is_dry = settings.dry_run if dry_run is None else dry_run

@@ -53,6 +53,12 @@ def describe_capacity(fn: GpuwardenFunction) -> None:
     )
 
 
+def describe_capacity_blocks(fn: GpuwardenFunction) -> None:
+    """Read Capacity Reservations: a Capacity Block's end date and type (read-only; DescribeCapacityReservations
+    has no resource-level permissions). Instances' reservations come from ec2:DescribeInstances."""
+    fn.allow("DescribeCapacityBlocks", ["ec2:DescribeCapacityReservations"], ["*"])
+
+
 def scale_node_groups(fn: GpuwardenFunction, cluster: str) -> None:
     """+1 desired capacity on this cluster's node groups (CONTRACT.md §2, Auto Scaling replacement)."""
     for suffix, tag in cluster_tags(cluster).items():

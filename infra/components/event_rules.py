@@ -1,4 +1,5 @@
-"""EventBridge rules: one spec per event shape; ``EventRoutes.route(SPEC, fn)`` wires one up.
+"""EventBridge rules: built from the one definition of their patterns (gpuwarden.sources.routing,
+which `gpuwarden invoke` applies too); ``EventRoutes.route(RULE, fn)`` wires one up.
 
 Every rule target retries (2 attempts, 1 h max age) and has a dead-letter queue for events
 EventBridge could not deliver; the function's own async retries and on-failure queue are set
@@ -7,8 +8,7 @@ in functions.py.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Sequence
 
 from aws_cdk import Duration
 from aws_cdk import aws_events as events
@@ -16,59 +16,42 @@ from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from gpuwarden.sources.routing import DEFAULT_ALARM_PREFIX, Rule, rules
 from infra.components.alarms import AlarmSink
 from infra.components.queues import DeadLetterQueue
 
 TARGET_RETRY_ATTEMPTS = 2
 TARGET_MAX_EVENT_AGE = Duration.hours(1)
 
-#: EC2 states after which the instance is gone or going (CONTRACT.md §1, `instance-stopping`)
-STOPPING_STATES = ("stopping", "stopped", "shutting-down", "terminated")
+
+def pattern_of(rule: Rule) -> events.EventPattern:
+    """The CDK form of a rule's pattern (gpuwarden.sources.routing: the one definition, also
+    applied by `gpuwarden invoke` and the handlers)."""
+    pattern = rule.pattern
+    return events.EventPattern(
+        source=list(pattern["source"]),
+        detail_type=list(pattern["detail-type"]),
+        detail=dict(pattern["detail"]) if "detail" in pattern else None,
+    )
 
 
-@dataclass(frozen=True)
-class RuleSpec:
-    name: str  # construct id
-    description: str
-    source: str
-    detail_type: str
-    detail: dict[str, Any] = field(default_factory=dict)
-
-    def pattern(self) -> events.EventPattern:
-        return events.EventPattern(
-            source=[self.source],
-            detail_type=[self.detail_type],
-            detail=self.detail or None,
-        )
+def deployed_rules(prefixes: Sequence[str] = (DEFAULT_ALARM_PREFIX,)) -> dict[str, Rule]:
+    """Every rule the stack deploys, by construct id."""
+    return {rule.name: rule for rule in rules(prefixes)}
 
 
-SPOT_INTERRUPTION = RuleSpec(
-    "SpotInterruption",
-    "EC2 Spot two-minute interruption warnings",
-    "aws.ec2",
-    "EC2 Spot Instance Interruption Warning",
-)
-REBALANCE = RuleSpec(
-    "Rebalance",
-    "EC2 instance rebalance recommendations",
-    "aws.ec2",
-    "EC2 Instance Rebalance Recommendation",
-)
-INSTANCE_STOPPING = RuleSpec(
-    "InstanceStopping",
-    "EC2 instances stopping or terminating",
-    "aws.ec2",
-    "EC2 Instance State-change Notification",
-    {"state": list(STOPPING_STATES)},
-)
-EC2_RULES = (SPOT_INTERRUPTION, REBALANCE, INSTANCE_STOPPING)
-SCHEDULED_MAINTENANCE = RuleSpec(
-    "ScheduledMaintenance",
-    "AWS Health scheduled changes to EC2 instances (retirement, maintenance)",
-    "aws.health",
-    "AWS Health Event",
-    {"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]},
-)
+_BY_NAME = deployed_rules()
+SPOT_INTERRUPTION = _BY_NAME["SpotInterruption"]
+REBALANCE = _BY_NAME["Rebalance"]
+INSTANCE_STOPPING = _BY_NAME["InstanceStopping"]
+CAPACITY_RESERVATION_INTERRUPTION = _BY_NAME["CapacityReservationInterruption"]
+CAPACITY_BLOCK_EXPIRY = _BY_NAME["CapacityBlockExpiry"]
+CAPACITY_BLOCK_DELIVERED = _BY_NAME["CapacityBlockDelivered"]
+SCHEDULED_MAINTENANCE = _BY_NAME["ScheduledMaintenance"]
+#: the rules that target the interruption function
+EC2_RULES = tuple(r for r in _BY_NAME.values() if r.route == "interruption")
+#: the rules that target the maintenance (planning) function
+PLANNING_RULES = tuple(r for r in _BY_NAME.values() if r.route == "maintenance")
 
 
 class EventRoutes(Construct):
@@ -84,12 +67,12 @@ class EventRoutes(Construct):
         )
         self.rules: dict[str, events.Rule] = {}
 
-    def route(self, spec: RuleSpec, function: lambda_.IFunction) -> events.Rule:
+    def route(self, spec: Rule, function: lambda_.IFunction) -> events.Rule:
         rule = events.Rule(
             self,
             spec.name,
             description=f"gpuwarden: {spec.description}",
-            event_pattern=spec.pattern(),
+            event_pattern=pattern_of(spec),
         )
         rule.add_target(
             targets.LambdaFunction(

@@ -20,14 +20,15 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from gpuwarden.domain.policy import GpuIdlePolicy
-from infra.components.event_rules import EventRoutes, RuleSpec
+from gpuwarden.sources.routing import DEFAULT_ALARM_PREFIX, Rule
+from infra.components.event_rules import EventRoutes, deployed_rules
 from infra.components.functions import GpuwardenFunction
 
 #: gpuwarden's own alarms start with this; the rules match it plus the users' prefixes.
-ALARM_PREFIX = "gpuwarden-gpu-idle"
+ALARM_PREFIX = DEFAULT_ALARM_PREFIX
 PREFIXES_CONTEXT = "gpuIdleAlarmPrefixes"
-ALARM_STATE_CHANGE = "CloudWatch Alarm State Change"
-CONTRIBUTOR_STATE_CHANGE = "CloudWatch Alarm Contributor State Change"
+#: The functions apply the same filters (gpuwarden.sources.routing) with these prefixes.
+PREFIXES_ENV = "GPUWARDEN_GPU_IDLE_ALARM_PREFIXES"
 
 GET_METRIC_DATA_REASON = (
     "cloudwatch:GetMetricData has no resource-level permissions (AWS service authorization reference): "
@@ -53,18 +54,11 @@ def alarm_prefixes(scope: Construct) -> list[str]:
     return [ALARM_PREFIX, *[p for p in extra if p != ALARM_PREFIX]]
 
 
-def rule_specs(prefixes: list[str]) -> tuple[RuleSpec, RuleSpec]:
-    detail = {"alarmName": [{"prefix": p} for p in prefixes], "state": {"value": ["ALARM"]}}
-    return (
-        RuleSpec("GpuIdleAlarm", "GPU-idle per-node alarms in ALARM", "aws.cloudwatch", ALARM_STATE_CHANGE, detail),
-        RuleSpec(
-            "GpuIdleContributor",
-            "GPU-idle fleet alarm: a node's contributor in ALARM",
-            "aws.cloudwatch",
-            CONTRIBUTOR_STATE_CHANGE,
-            detail,
-        ),
-    )
+def rule_specs(prefixes: list[str]) -> tuple[Rule, Rule]:
+    """The alarm and contributor rules: ALARM, and a GPU metric, a Metrics Insights query over one,
+    or a name with one of ``prefixes``."""
+    by_name = deployed_rules(prefixes)
+    return by_name["GpuIdleAlarm"], by_name["GpuIdleContributor"]
 
 
 class GpuIdleReclaim(Construct):
@@ -86,7 +80,9 @@ class GpuIdleReclaim(Construct):
         fn.function.add_environment(drain_env, drain.state_machine_arn)
         drain.grant_start_execution(fn.role)
         self._permissions(fn, cluster)
-        self.rules = [routes.route(spec, fn.function) for spec in rule_specs(alarm_prefixes(self))]
+        prefixes = alarm_prefixes(self)
+        fn.function.add_environment(PREFIXES_ENV, ",".join(prefixes))
+        self.rules = [routes.route(spec, fn.function) for spec in rule_specs(prefixes)]
         period = self.policy.period_seconds
         periods = max(1, self.policy.evaluation_minutes * 60 // period)
         self.alarm = cloudwatch.CfnAlarm(

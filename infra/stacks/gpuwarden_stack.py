@@ -117,7 +117,9 @@ class GpuwardenStack(Stack):
             fn.function.add_environment(DRAIN_STATE_MACHINE_ENV, self.drain.state_machine.state_machine_arn)
             self.drain.state_machine.grant_start_execution(fn.role)
             self._allow_replacement(fn)
-        self.routes.route(event_rules.SCHEDULED_MAINTENANCE, maintenance_fn.function)
+            cloud_permissions.describe_capacity_blocks(fn)  # Capacity Block plans: end dates, the reconcile
+        for rule in event_rules.PLANNING_RULES:  # scheduled maintenance, Capacity Blocks delivered
+            self.routes.route(rule, maintenance_fn.function)
         self.schedules = BudgetWindowSchedules(
             self,
             "Schedules",

@@ -58,9 +58,31 @@ def test_alarm_and_contributor_rules_match_only_gpuwardens_alarms_in_alarm(synth
     for detail_type in ("CloudWatch Alarm State Change", "CloudWatch Alarm Contributor State Change"):
         rule = _rule(synth, detail_type)
         assert rule["EventPattern"] == {
-            "source": ["aws.cloudwatch"],
+            "source": ["aws.cloudwatch", "aws.monitoring"],
             "detail-type": [detail_type],
-            "detail": {"alarmName": [{"prefix": "gpuwarden-gpu-idle"}], "state": {"value": ["ALARM"]}},
+            "detail": {
+                "state": {"value": ["ALARM"]},
+                "$or": [
+                    {"alarmName": [{"prefix": "gpuwarden-gpu-idle"}]},
+                    {
+                        "configuration": {
+                            "metrics": {
+                                "metricStat": {"metric": {"name": ["node_gpu_utilization", "DCGM_FI_DEV_GPU_UTIL"]}}
+                            }
+                        }
+                    },
+                    {
+                        "configuration": {
+                            "metrics": {
+                                "expression": [
+                                    {"wildcard": "*node_gpu_utilization*"},
+                                    {"wildcard": "*DCGM_FI_DEV_GPU_UTIL*"},
+                                ]
+                            }
+                        }
+                    },
+                ],
+            },
         }
         (target,) = rule["Targets"]
         assert target["Arn"] == {"Fn::GetAtt": [fn_id, "Arn"]}
@@ -73,8 +95,9 @@ def test_users_alarm_prefixes_from_context_are_routed_too() -> None:
     prefixes = alarm_prefixes(app)
     assert prefixes == ["gpuwarden-gpu-idle", "team-a-gpu-idle"]
     alarm_rule, contributor_rule = rule_specs(prefixes)
-    assert alarm_rule.detail["alarmName"] == [{"prefix": "gpuwarden-gpu-idle"}, {"prefix": "team-a-gpu-idle"}]
-    assert contributor_rule.detail == alarm_rule.detail
+    by_name = alarm_rule.pattern["detail"]["$or"][0]
+    assert by_name["alarmName"] == [{"prefix": "gpuwarden-gpu-idle"}, {"prefix": "team-a-gpu-idle"}]
+    assert contributor_rule.pattern["detail"] == alarm_rule.pattern["detail"]
     assert alarm_prefixes(App()) == ["gpuwarden-gpu-idle"]
 
 

@@ -24,6 +24,7 @@ STAR_RESOURCE_ACTIONS = {
     "xray:PutTraceSegments": "X-Ray has no resource-level permissions (tracing on functions and the state machine)",
     "xray:PutTelemetryRecords": "X-Ray has no resource-level permissions",
     "xray:GetSamplingRules": "X-Ray has no resource-level permissions",
+    "ec2:DescribeCapacityReservations": "EC2 Describe* actions have no resource-level permissions (Capacity Blocks)",
     "xray:GetSamplingTargets": "X-Ray has no resource-level permissions",
     "logs:CreateLogDelivery": "Step Functions log delivery APIs have no resource-level permissions",
     "logs:GetLogDelivery": "idem",
@@ -190,8 +191,11 @@ def test_exactly_the_documented_rules(synth: Synth) -> None:
     )
     assert detail_types == [
         "AWS Health Event",
+        "Capacity Block Delivered",
+        "Capacity Block Expiration Warning",
         "CloudWatch Alarm Contributor State Change",
         "CloudWatch Alarm State Change",
+        "EC2 Capacity Reservation Instance Interruption Warning",
         "EC2 Instance Rebalance Recommendation",
         "EC2 Instance State-change Notification",
         "EC2 Spot Instance Interruption Warning",

@@ -108,10 +108,12 @@ def test_invoke_reads_the_event_from_standard_input(sim: KubeSim, moto_endpoint:
 
 
 def test_invoke_a_malformed_event_exits_2_and_touches_nothing(sim: KubeSim, moto_endpoint: str, tmp_path: Path) -> None:
-    # Given a Spot warning without its instance id
+    # Given a Spot warning that names no instance (no instance id, none in `resources`)
     cluster(sim)
     broken = tmp_path / "broken.json"
-    broken.write_text(json.dumps(load_event("spot-interruption.json", detail={"instance-action": "terminate"})))
+    event = load_event("spot-interruption.json", detail={"instance-action": "terminate"})
+    event["resources"] = []
+    broken.write_text(json.dumps(event))
     # When it is invoked
     completed = invoke(sim, moto_endpoint, str(broken))
     # Then exit 2, the validation error on stderr naming the field, nothing on stdout, no request to the cluster

@@ -126,9 +126,10 @@ def test_drain_handler_driven_like_the_state_machine_reaches_done(world: World, 
 
 
 def test_malformed_event_raises_invalid_event_for_the_dead_letter_queue(world: World, state_machine: str) -> None:
-    # Given a Spot warning without an instance id
+    # Given a Spot warning that names no instance (no instance id, none in `resources`)
     cluster(world)
     event = load_event("spot-interruption.json", detail={"instance-action": "terminate"})
+    event["resources"] = []
     # When it is delivered to the handler
     with pytest.raises(InvalidEvent):
         interruption_handler.handler(event, LambdaContext())

@@ -142,9 +142,9 @@ def test_event_for_an_instance_outside_the_cluster_is_ignored_with_a_reason(worl
 
 
 def test_malformed_spot_warning_is_rejected_before_anything_is_touched(world: World) -> None:
-    # Given a Spot warning whose detail lost its instance id
+    # Given a Spot warning that names no instance (its detail lost the id, `resources` is empty)
     spot_node(world.sim, modes=(), inference=1, pdb_min_available=None)
-    raw = event(world, "spot-interruption.json", detail={"instance-action": "terminate"})
+    raw = event(world, "spot-interruption.json", detail={"instance-action": "terminate"}, resources=[])
     # When it is parsed
     with pytest.raises(InvalidEvent) as caught:
         parse_notices(raw)

@@ -4,13 +4,30 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from datetime import datetime
 from functools import cached_property
 from typing import Any
 
-from gpuwarden.domain.errors import CloudError, ReplacementError
+from gpuwarden.adapters.errors import aws_call, aws_error
+from gpuwarden.domain.errors import ReplacementError
+from gpuwarden.domain.ports import CapacityReservation
 from gpuwarden.observability import logger
 
 ASG_TAG = "aws:autoscaling:groupName"
+
+
+def _chunks(items: list[str], size: int) -> list[list[str]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def _reservation(item: dict[str, Any]) -> CapacityReservation:
+    end = item.get("EndDate")
+    return CapacityReservation(
+        reservation_id=str(item.get("CapacityReservationId", "")),
+        end=end if isinstance(end, datetime) else None,
+        state=str(item.get("State", "")),
+        reservation_type=str(item.get("ReservationType") or "default"),
+    )
 
 
 class Cloud:
@@ -44,14 +61,16 @@ class Cloud:
         with self._lock:
             if instance_id in self._instances:
                 return self._instances[instance_id]
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import BotoCoreError, ClientError
 
         try:
             answer = self.ec2.describe_instances(InstanceIds=[instance_id])
         except ClientError as err:
             if err.response.get("Error", {}).get("Code") == "InvalidInstanceID.NotFound":
                 return None
-            raise CloudError(f"DescribeInstances {instance_id}: {err}") from err
+            raise aws_error(err, f"EC2 DescribeInstances {instance_id}") from err
+        except BotoCoreError as err:
+            raise aws_error(err, f"EC2 DescribeInstances {instance_id}") from err
         found = [i for r in answer.get("Reservations", []) for i in r.get("Instances", [])]
         instance = found[0] if found else None
         if instance is not None:
@@ -70,7 +89,7 @@ class Cloud:
 
     def raise_asg_desired(self, group: str, token: str) -> str:
         """+1 desired capacity, within MaxSize. The caller guarantees once per node."""
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import BotoCoreError, ClientError
 
         try:
             groups = self.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[group])
@@ -83,28 +102,22 @@ class Cloud:
             self.autoscaling.set_desired_capacity(
                 AutoScalingGroupName=group, DesiredCapacity=desired + 1, HonorCooldown=False
             )
-        except ClientError as err:
-            raise ReplacementError(f"Auto Scaling group {group}: {err}") from err
+        except (BotoCoreError, ClientError) as err:
+            raise aws_error(err, f"Auto Scaling group {group}", base=ReplacementError) from err
         logger.info("asg desired raised", extra={"group": group, "desired": desired + 1, "token": token})
         return f"asg/{group}"
 
     def terminate_in_asg(self, instance_id: str) -> None:
-        from botocore.exceptions import ClientError
-
-        try:
+        with aws_call(f"Auto Scaling TerminateInstanceInAutoScalingGroup {instance_id}"):
             self.autoscaling.terminate_instance_in_auto_scaling_group(
                 InstanceId=instance_id, ShouldDecrementDesiredCapacity=True
             )
-        except ClientError as err:
-            raise CloudError(f"TerminateInstanceInAutoScalingGroup {instance_id}: {err}") from err
 
     def gpu_utilization(
         self, cluster: str, instance_id: str, node_name: str, minutes: int, period_seconds: int
     ) -> list[float]:
         """Container Insights `node_gpu_utilization` (Average per period) over the last `minutes`, oldest first."""
         from datetime import UTC, datetime, timedelta
-
-        from botocore.exceptions import ClientError
 
         end = datetime.now(UTC)
         dimensions = [
@@ -125,21 +138,62 @@ class Cloud:
             },
             "ReturnData": True,
         }
-        try:
+        with aws_call(f"CloudWatch GetMetricData node_gpu_utilization {node_name}"):
             answer = self.cloudwatch.get_metric_data(
                 MetricDataQueries=[query],
                 StartTime=end - timedelta(minutes=minutes),
                 EndTime=end,
                 ScanBy="TimestampAscending",
             )
-        except ClientError as err:
-            raise CloudError(f"GetMetricData node_gpu_utilization {node_name}: {err}") from err
         results = answer.get("MetricDataResults") or []
         return [float(v) for r in results for v in r.get("Values") or []]
 
+    def capacity_reservations(self, reservation_ids: Sequence[str]) -> list[CapacityReservation]:
+        """One DescribeCapacityReservations for the ids; ids EC2 does not know are left out."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        call = f"EC2 DescribeCapacityReservations {', '.join(reservation_ids[:5])}"
+        found: list[CapacityReservation] = []
+        for chunk in _chunks(list(dict.fromkeys(reservation_ids)), 100):
+            try:
+                pages = self.ec2.get_paginator("describe_capacity_reservations").paginate(CapacityReservationIds=chunk)
+                items = [r for page in pages for r in page.get("CapacityReservations", [])]
+            except ClientError as err:
+                if err.response.get("Error", {}).get("Code") == "InvalidCapacityReservationId.NotFound":
+                    items = [r for one in chunk for r in self._one_reservation(one)]
+                else:
+                    raise aws_error(err, call) from err
+            except BotoCoreError as err:
+                raise aws_error(err, call) from err
+            found += [_reservation(item) for item in items]
+        return found
+
+    def _one_reservation(self, reservation_id: str) -> list[dict[str, Any]]:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        call = f"EC2 DescribeCapacityReservations {reservation_id}"
+        try:
+            answer = self.ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") == "InvalidCapacityReservationId.NotFound":
+                return []
+            raise aws_error(err, call) from err
+        except BotoCoreError as err:
+            raise aws_error(err, call) from err
+        return list(answer.get("CapacityReservations", []))
+
+    def reservations_of(self, instance_ids: Sequence[str]) -> dict[str, str]:
+        """instance id → CapacityReservationId, from DescribeInstances (cached with the instance)."""
+        found: dict[str, str] = {}
+        for instance_id in instance_ids:
+            reservation = (self._instance(instance_id) or {}).get("CapacityReservationId")
+            if reservation:
+                found[instance_id] = str(reservation)
+        return found
+
     def launch_fleet(self, token: str, template: str, instance_types: Sequence[str], subnets: Sequence[str]) -> str:
         """EC2 Fleet `instant`: spot first over several types, on-demand when spot has none."""
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import BotoCoreError, ClientError
 
         overrides = [
             {"InstanceType": t, **({"SubnetId": s} if s else {})}
@@ -163,8 +217,8 @@ class Cloud:
                     SpotOptions={"AllocationStrategy": "price-capacity-optimized"},
                     OnDemandOptions={"AllocationStrategy": "lowest-price"},
                 )
-            except ClientError as err:
-                raise ReplacementError(f"CreateFleet ({capacity}): {err}") from err
+            except (BotoCoreError, ClientError) as err:
+                raise aws_error(err, f"EC2 CreateFleet ({capacity})", base=ReplacementError) from err
             if answer.get("Instances"):
                 return f"fleet/{answer['FleetId']}"
             logger.warning("fleet launched nothing", extra={"capacity": capacity, "errors": answer.get("Errors")})

@@ -12,6 +12,8 @@ import tempfile
 import time
 from typing import Any
 
+from gpuwarden.adapters.errors import aws_call
+
 TOKEN_PREFIX = "k8s-aws-v1."  # noqa: S105 - the scheme, not a secret
 _RENEW_AFTER_SECONDS = 600
 
@@ -43,7 +45,8 @@ def eks_api_client(cluster: str, region: str) -> Any:
     from kubernetes import client
 
     session = boto3.session.Session(region_name=region)
-    described = session.client("eks").describe_cluster(name=cluster)["cluster"]
+    with aws_call(f"EKS DescribeCluster {cluster} ({region})"):
+        described = session.client("eks").describe_cluster(name=cluster)["cluster"]
     with tempfile.NamedTemporaryFile("wb", suffix=".crt", delete=False) as ca:
         ca.write(base64.b64decode(described["certificateAuthority"]["data"]))
     configuration = client.Configuration()
@@ -59,5 +62,6 @@ def eks_api_client(cluster: str, region: str) -> Any:
             issued[0] = time.monotonic()
 
     configuration.refresh_api_key_hook = refresh  # type: ignore[assignment]
-    refresh(configuration)
+    with aws_call(f"EKS token for {cluster} (STS presign, {region})"):
+        refresh(configuration)
     return client.ApiClient(configuration)

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from gpuwarden.adapters.errors import cluster_unreachable
 from gpuwarden.adapters.events import event_body, nodepool_ref
 from gpuwarden.domain.actions import EvictionResult
 from gpuwarden.domain.errors import Conflict, KubeError, NotFound
@@ -96,6 +97,10 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
 class KubeClient:
     """The `KubePort` on a configured `kubernetes.client.ApiClient`."""
 
+    @property
+    def _host(self) -> str:
+        return str(getattr(getattr(self._api, "configuration", None), "host", "") or "(no host)")
+
     def __init__(
         self,
         api_client: Any,
@@ -161,6 +166,8 @@ class KubeClient:
                 return status, data
             except _Transient as err:
                 if attempt == self._attempts:
+                    if err.status is None:  # never reached the API server
+                        raise cluster_unreachable(self._host, err) from err
                     raise KubeError(f"{err} (after {attempt} attempts)", status=err.status) from err
                 wait = err.retry_after if err.retry_after is not None else delay * (0.5 + random.random())  # noqa: S311
                 logger.debug("kube retry", extra={"path": path, "attempt": attempt, "error": str(err)})
@@ -378,8 +385,11 @@ def client_from_kubeconfig(path: str, context: str | None = None) -> Any:
     from kubernetes import client, config
 
     configuration = client.Configuration()
-    config.load_kube_config(  # type: ignore[no-untyped-call]
-        config_file=path, context=context, client_configuration=configuration
-    )
+    try:
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=path, context=context, client_configuration=configuration
+        )
+    except (config.ConfigException, OSError, ValueError, TypeError) as err:
+        raise cluster_unreachable(f"from KUBECONFIG {path}", err) from err
     configuration.connection_pool_maxsize = 32
     return client.ApiClient(configuration)

@@ -9,6 +9,8 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
 
+from gpuwarden.adapters.errors import aws_call
+
 LEDGER_TTL_DAYS = 90
 
 
@@ -61,26 +63,29 @@ class DynamoLedger:
         values[":u"] = {"S": datetime.now(UTC).isoformat()}
         values[":x"] = {"N": str(int(time.time()) + LEDGER_TTL_DAYS * 86400)}
         sets += ["#u = :u", "#x = :x"]
-        self._client.update_item(
-            TableName=self._table_name,
-            Key=self._key(event_id),
-            UpdateExpression="SET " + ", ".join(sets),
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
-        )
+        with aws_call(f"DynamoDB UpdateItem {self._table_name}"):
+            self._client.update_item(
+                TableName=self._table_name,
+                Key=self._key(event_id),
+                UpdateExpression="SET " + ", ".join(sets),
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
 
     def count_duplicate(self, event_id: str) -> None:
-        self._client.update_item(
-            TableName=self._table_name,
-            Key=self._key(event_id),
-            # the first delivery may have died before recording: the event still ends with an outcome
-            UpdateExpression="ADD duplicates :one SET #o = if_not_exists(#o, :dup)",
-            ExpressionAttributeNames={"#o": "outcome"},
-            ExpressionAttributeValues={":one": {"N": "1"}, ":dup": {"S": "duplicate"}},
-        )
+        with aws_call(f"DynamoDB UpdateItem {self._table_name}"):
+            self._client.update_item(
+                TableName=self._table_name,
+                Key=self._key(event_id),
+                # the first delivery may have died before recording: the event still ends with an outcome
+                UpdateExpression="ADD duplicates :one SET #o = if_not_exists(#o, :dup)",
+                ExpressionAttributeNames={"#o": "outcome"},
+                ExpressionAttributeValues={":one": {"N": "1"}, ":dup": {"S": "duplicate"}},
+            )
 
     def get(self, event_id: str) -> dict[str, Any] | None:
-        item = self._client.get_item(TableName=self._table_name, Key=self._key(event_id)).get("Item")
+        with aws_call(f"DynamoDB GetItem {self._table_name}"):
+            item = self._client.get_item(TableName=self._table_name, Key=self._key(event_id)).get("Item")
         if not item:
             return None
         return {k: next(iter(v.values())) for k, v in item.items()}

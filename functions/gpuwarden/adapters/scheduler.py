@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any
 
-from gpuwarden.domain.errors import CloudError
+from gpuwarden.adapters.errors import aws_call, aws_error
 
 #: Scheduler retries a failed invocation this often, for at most this long (then the DLQ).
 RETRY_ATTEMPTS = 5
@@ -47,7 +47,7 @@ class EventBridgeScheduler:
         return boto3.session.Session().client("scheduler", region_name=self._region)
 
     def schedule_once(self, name: str, at: datetime, payload: Mapping[str, Any]) -> str:
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import BotoCoreError, ClientError
 
         target: dict[str, Any] = {
             "Arn": self.target_arn,
@@ -71,13 +71,11 @@ class EventBridgeScheduler:
         except ClientError as err:
             if err.response.get("Error", {}).get("Code") == "ConflictException":
                 return self._arn_of(name)  # a re-delivery: the plan is scheduled already
-            raise CloudError(f"CreateSchedule {self.group}/{name}: {err}") from err
+            raise aws_error(err, f"Scheduler CreateSchedule {self.group}/{name}") from err
+        except BotoCoreError as err:
+            raise aws_error(err, f"Scheduler CreateSchedule {self.group}/{name}") from err
         return str(answer["ScheduleArn"])
 
     def _arn_of(self, name: str) -> str:
-        from botocore.exceptions import ClientError
-
-        try:
+        with aws_call(f"Scheduler GetSchedule {self.group}/{name}"):
             return str(self._client.get_schedule(Name=name, GroupName=self.group)["Arn"])
-        except ClientError as err:
-            raise CloudError(f"GetSchedule {self.group}/{name}: {err}") from err

@@ -38,6 +38,15 @@ def window_refusal(allowance: Allowance) -> str | None:
     return allowance.reason
 
 
+#: The involuntary notices that a node is about to be lost, all handled as a Spot interruption.
+LOSS_WARNINGS = {
+    Kind.SPOT_INTERRUPTION: "spot interruption: the instance stops at the deadline",
+    Kind.CAPACITY_RESERVATION_INTERRUPTION: "capacity reservation reclaimed: the instance stops at the deadline",
+    Kind.CAPACITY_BLOCK_EXPIRY: "capacity block ending: EC2 terminates the block's instances at the deadline",
+    Kind.CAPACITY_BLOCK_PLAN: "capacity block ending: planned drain before EC2 starts terminating the block",
+}
+
+
 def plan_interruption(
     kind: Kind,
     node: NodeView,
@@ -47,8 +56,8 @@ def plan_interruption(
 ) -> NodePlan:
     """Spot warnings, rebalance recommendations and state changes (CONTRACT §1)."""
     replace = policy.replacement.enabled
-    if kind is Kind.SPOT_INTERRUPTION:
-        return NodePlan(True, True, replace, True, "spot interruption: the instance stops at the deadline")
+    if kind in LOSS_WARNINGS:
+        return NodePlan(True, True, replace, True, LOSS_WARNINGS[kind])
     if kind is Kind.INSTANCE_STOPPING:
         return NodePlan(False, False, False, False, "instance is stopping: record the loss")
     if kind is not Kind.REBALANCE:

@@ -27,6 +27,11 @@ class KubeError(GpuwardenError):
         self.status = status
 
 
+class ClusterUnreachable(KubeError):
+    """The Kubernetes API cannot be reached at all (no cluster configured, connection refused,
+    DNS, TLS, timeouts after the retries): nothing was read or written."""
+
+
 class Conflict(KubeError):
     """A resourceVersion-checked write lost the race (HTTP 409)."""
 
@@ -43,5 +48,22 @@ class CloudError(GpuwardenError):
     """An AWS call failed after its retries."""
 
 
+class NoCredentials(CloudError):
+    """The AWS SDK found no credentials (or no region) in its standard chain."""
+
+
+class CloudUnreachable(CloudError):
+    """An AWS endpoint could not be reached (connection refused, DNS, timeouts after the retries)."""
+
+
 class ReplacementError(GpuwardenError):
     """Replacement capacity could not be launched."""
+
+
+class HandlingFailed(GpuwardenError):
+    """Deployed: the event's handling failed and was recorded; raised so that the asynchronous
+    invocation fails into the dead-letter queue. ``result`` is the failed JSON result."""
+
+    def __init__(self, message: str, *, result: dict[str, object]) -> None:
+        super().__init__(message)
+        self.result = result

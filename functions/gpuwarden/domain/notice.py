@@ -14,6 +14,9 @@ class Kind(StrEnum):
     REBALANCE = "rebalance"
     SCHEDULED_MAINTENANCE = "scheduled-maintenance"
     INSTANCE_STOPPING = "instance-stopping"
+    CAPACITY_RESERVATION_INTERRUPTION = "capacity-reservation-interruption"
+    CAPACITY_BLOCK_EXPIRY = "capacity-block-expiry"
+    CAPACITY_BLOCK_PLAN = "capacity-block-plan"
     GPU_IDLE = "gpu-idle"
     BUDGET_WINDOW = "budget-window"
     MANUAL = "manual"
@@ -27,6 +30,10 @@ class Kind(StrEnum):
 _VOLUNTARY = frozenset({Kind.REBALANCE, Kind.SCHEDULED_MAINTENANCE, Kind.GPU_IDLE, Kind.MANUAL})
 
 SPOT_NOTICE_SECONDS = 120
+#: A Capacity Block's expiration warning comes 40 min before the block ends; EC2 starts
+#: terminating its instances 10 min after the warning, 30 min before the end (docs/kinds.md).
+CAPACITY_BLOCK_WARNING_SECONDS = 600
+CAPACITY_BLOCK_TERMINATION_LEAD_SECONDS = 1800
 
 
 class Notice(BaseModel):
@@ -43,6 +50,8 @@ class Notice(BaseModel):
     event_id: str = Field(min_length=1, max_length=256)
     instance_id: str | None = None
     node_name: str | None = None
+    #: Capacity Block kinds name a reservation (``cr-…``), not an instance.
+    capacity_reservation_id: str | None = None
     deadline: datetime | None = None
     event_time: datetime
     source: str
@@ -53,4 +62,4 @@ class Notice(BaseModel):
 
     @property
     def target(self) -> str:
-        return self.node_name or self.instance_id or "?"
+        return self.node_name or self.instance_id or self.capacity_reservation_id or "?"

@@ -46,6 +46,12 @@ class DrainPolicy(_Frozen):
     voluntary_limit_seconds: int = Field(default=3600, ge=60)
 
 
+class CapacityBlocksPolicy(_Frozen):
+    #: Ask for checkpoints (start the drain) this long before EC2 starts terminating a Capacity
+    #: Block's instances (30 min before the block ends).
+    lead_minutes: int = Field(default=30, ge=1, le=24 * 60)
+
+
 class Policy(_Frozen):
     cluster: str = Field(min_length=1, max_length=100)
     windows: Windows = Field(default_factory=list)
@@ -54,3 +60,4 @@ class Policy(_Frozen):
     replacement: ReplacementPolicy = ReplacementPolicy()
     checkpoint: CheckpointPolicy = CheckpointPolicy()
     drain: DrainPolicy = DrainPolicy()
+    capacity_blocks: CapacityBlocksPolicy = CapacityBlocksPolicy()

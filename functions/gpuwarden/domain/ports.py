@@ -26,6 +26,20 @@ class EvictionOutcome:
     message: str = ""
 
 
+@dataclass(frozen=True)
+class CapacityReservation:
+    """What gpuwarden reads of an EC2 Capacity Reservation (DescribeCapacityReservations)."""
+
+    reservation_id: str
+    end: datetime | None
+    state: str
+    reservation_type: str = "default"
+
+    @property
+    def capacity_block(self) -> bool:
+        return self.reservation_type == "capacity-block"
+
+
 class KubePort(Protocol):
     def get_node(self, name: str) -> NodeView | None: ...
     def list_nodes(self) -> list[NodeView]: ...
@@ -62,6 +76,13 @@ class CloudPort(Protocol):
     def gpu_utilization(
         self, cluster: str, instance_id: str, node_name: str, minutes: int, period_seconds: int
     ) -> list[float]: ...
+    def capacity_reservations(self, reservation_ids: Sequence[str]) -> list[CapacityReservation]:
+        """The reservations that exist among ``reservation_ids`` (one DescribeCapacityReservations)."""
+        ...
+
+    def reservations_of(self, instance_ids: Sequence[str]) -> dict[str, str]:
+        """instance id → the Capacity Reservation it runs in, for those that run in one (DescribeInstances)."""
+        ...
 
 
 class SchedulerPort(Protocol):

@@ -10,6 +10,7 @@ from typing import Any, Literal
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.policy import ReplacementPolicy
 from gpuwarden.domain.views import (
+    CAPACITY_RESERVATION_LABEL,
     CAPACITY_TYPE_LABEL,
     GPU_RESOURCE,
     INSTANCE_TYPE_LABEL,
@@ -61,6 +62,12 @@ def steering(node: NodeView, requirements: Sequence[Mapping[str, Any]]) -> tuple
     A pool is instance type + zone + capacity type; requirements are ANDed, so gpuwarden
     excludes the first of those the NodePool leaves room to avoid.
     """
+    reservation = node.capacity_reservation_id
+    if reservation:  # a reservation being reclaimed, or a Capacity Block ending: never back into it
+        return (
+            [{"key": CAPACITY_RESERVATION_LABEL, "operator": "NotIn", "values": [reservation]}],
+            f"avoid the capacity reservation {reservation}",
+        )
     if node.capacity_type != "spot":
         return [], "not spot: no capacity pool to avoid"
     candidates = (

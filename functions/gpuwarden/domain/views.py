@@ -19,6 +19,8 @@ GPU_RESOURCE = "nvidia.com/gpu"
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
 CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
+#: Karpenter (AWS provider) labels nodes launched into a Capacity Reservation / Capacity Block.
+CAPACITY_RESERVATION_LABEL = "karpenter.k8s.aws/capacity-reservation-id"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
@@ -68,6 +70,11 @@ class NodeView:
     @property
     def instance_type(self) -> str | None:
         return self.labels.get(INSTANCE_TYPE_LABEL)
+
+    @property
+    def capacity_reservation_id(self) -> str | None:
+        """The Capacity Reservation (or Capacity Block) Karpenter launched the node into."""
+        return self.labels.get(CAPACITY_RESERVATION_LABEL)
 
     @property
     def capacity_type(self) -> str | None:

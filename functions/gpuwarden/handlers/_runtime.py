@@ -10,7 +10,10 @@ from functools import cache
 from typing import Any
 
 from gpuwarden.config import Settings
+from gpuwarden.domain.errors import HandlingFailed
 from gpuwarden.services.context import Deps
+from gpuwarden.services.result import Result
+from gpuwarden.sources.routing import Rule
 
 
 def execution_name(state: dict[str, Any]) -> str:
@@ -23,6 +26,23 @@ def execution_name(state: dict[str, Any]) -> str:
 @cache
 def settings() -> Settings:
     return Settings.from_env()
+
+
+@cache
+def rules() -> tuple[Rule, ...]:
+    """The deployed EventBridge rules: a handler applies the same filters (a direct invoke too)."""
+    from gpuwarden.wiring import deployed_rules
+
+    return deployed_rules(settings())
+
+
+def answer(result: Result) -> dict[str, Any]:
+    """The JSON result; a failure (recorded in the ledger and the metric) raises so that the
+    asynchronous invocation is retried and then lands in the dead-letter queue."""
+    body = result.to_json()
+    if result.outcome == "failed":
+        raise HandlingFailed(result.reason, result=body)
+    return body
 
 
 @cache

@@ -7,7 +7,7 @@ from typing import Any
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpuwarden.handlers._runtime import invocation_deps
+from gpuwarden.handlers._runtime import answer, invocation_deps, rules
 from gpuwarden.observability import logger, metrics
 from gpuwarden.services.dispatch import handle_batch
 from gpuwarden.sources import parse_notices
@@ -16,5 +16,5 @@ from gpuwarden.sources import parse_notices
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.EVENT_BRIDGE)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    batch = parse_notices(event)  # raises InvalidEvent: the async invoke fails into the DLQ
-    return handle_batch(batch, invocation_deps(context), drain_locally=False).to_json()
+    batch = parse_notices(event, deployed=rules())  # raises InvalidEvent: the async invoke fails into the DLQ
+    return answer(handle_batch(batch, invocation_deps(context), drain_locally=False))

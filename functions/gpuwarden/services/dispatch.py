@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gpuwarden.domain.notice import Notice
+from gpuwarden.domain.errors import GpuwardenError
+from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.observability import count_event
+from gpuwarden.services.capacity import handle_block_delivered, handle_block_expiry
 from gpuwarden.services.context import Deps
+from gpuwarden.services.failures import failed_result
 from gpuwarden.services.gpu_idle import handle_gpu_idle
 from gpuwarden.services.interruption import handle_interruption
 from gpuwarden.services.maintenance import handle_maintenance
@@ -32,6 +35,13 @@ HANDLERS: dict[str, NoticeHandler] = {
 }
 
 
+#: kinds whose use case is not their route's default (a Capacity Block names a reservation, not a node)
+KIND_HANDLERS: dict[Kind, NoticeHandler] = {
+    Kind.CAPACITY_BLOCK_EXPIRY: handle_block_expiry,
+    Kind.CAPACITY_BLOCK_PLAN: handle_block_delivered,
+}
+
+
 def _counted(result: Result) -> Result:
     count_event(result.kind, result.outcome)
     return result
@@ -47,12 +57,29 @@ def _record_ignored(deps: Deps, event_id: str, route: str, reason: str) -> None:
     deps.ledger.record(event_id, {"outcome": "ignored", "kind": route, "reason": reason, "caller": deps.caller})
 
 
+def _guarded(handler: NoticeHandler, notice: Notice, deps: Deps, drain_locally: bool) -> Result:
+    """One notice's result; a failure (cluster, credentials, endpoint, retries) is the failed result."""
+    try:
+        return _counted(handler(notice, deps, drain_locally))
+    except GpuwardenError as err:
+        return failed_result(
+            notice.kind.value,
+            err,
+            event_id=notice.event_id,
+            node=notice.node_name,
+            instance_id=notice.instance_id,
+            ledger=deps.ledger,
+            caller=deps.caller,
+        )
+
+
 def handle_batch(batch: NoticeBatch, deps: Deps, *, drain_locally: bool = True) -> Result:
+    kind = batch.reported_kind.value
     if batch.ignored is not None or not batch.notices:
         reason = batch.ignored or "the event names no instance"
         if batch.event_id is not None:
-            _record_ignored(deps, batch.event_id, batch.route, reason)
-        return _counted(Result(outcome="ignored", kind=batch.route, event_id=batch.event_id, reason=reason))
+            _record_ignored(deps, batch.event_id, kind, reason)
+        return _counted(Result(outcome="ignored", kind=kind, event_id=batch.event_id, reason=reason))
     handler = HANDLERS.get(batch.route)
     if handler is None:
         first = batch.notices[0]
@@ -62,7 +89,7 @@ def handle_batch(batch: NoticeBatch, deps: Deps, *, drain_locally: bool = True) 
             event_id=first.event_id,
             reason=f"the {batch.route} handler is not part of this version",
         )
-    results = [_counted(handler(notice, deps, drain_locally)) for notice in batch.notices]
+    results = [_guarded(KIND_HANDLERS.get(n.kind, handler), n, deps, drain_locally) for n in batch.notices]
     if len(results) == 1:
         return results[0]
     outcomes = {r.outcome for r in results}

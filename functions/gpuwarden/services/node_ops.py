@@ -28,11 +28,14 @@ def find_node(kube: KubePort, cloud: CloudPort, instance_id: str | None, node_na
         node = kube.get_node(cached)
         if node is not None and node.instance_id == instance_id:
             return node
-    for node in kube.list_nodes():
+    nodes = kube.list_nodes()
+    for node in nodes:
         if node.instance_id:
             _INSTANCE_CACHE[node.instance_id] = node.name
         if node.instance_id == instance_id:
             return node
+    if all(node.instance_id for node in nodes):
+        return None  # every node's instance is known: this one is not among them (EC2 is not asked)
     dns = cloud.private_dns_name(instance_id)
     return kube.get_node(dns) if dns else None
 

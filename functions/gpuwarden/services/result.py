@@ -57,7 +57,9 @@ class Result(BaseModel):
     replacement: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude_none=True)
+        """The JSON answer; ``node`` is always there (null when the event names no node of the cluster)."""
+        data = self.model_dump(mode="json", exclude_none=True)
+        return {"outcome": data.pop("outcome"), "kind": data.pop("kind"), "node": data.pop("node", None), **data}
 
 
 def notice_result(notice: Notice, recorder: Recorder, node: NodeView | None, **fields: Any) -> Result:

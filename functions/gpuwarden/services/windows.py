@@ -218,6 +218,11 @@ def handle_window_tick(tick: WindowTick, deps: Deps, *, drain_locally: bool = Tr
 
         assert tick.plan_id is not None  # the model requires it for maintenance-due
         return run_plan(tick.plan_id, deps, drain_locally=drain_locally)
+    if tick.action == "capacity-block-due":
+        from gpuwarden.services.capacity import run_block_plan
+
+        assert tick.plan_id is not None  # the model requires it for capacity-block-due
+        return run_block_plan(tick.plan_id, deps, drain_locally=drain_locally)
     now = deps.window_clock()
     window, ignored = _scope(tick, deps)
     label = f"{tick.action} {tick.window!r}" if tick.window else tick.action
@@ -231,11 +236,16 @@ def handle_window_tick(tick: WindowTick, deps: Deps, *, drain_locally: bool = Tr
     drift = tick.action == "reconcile"
     changes = _record(recorder, reports, drift)
     failed = any(r.outcome == "failed" for r in reports)
+    reason = _summary(label, now, reports, changes, drift)
+    if drift:  # the reconcile also finds Capacity Blocks the cluster runs in (a missed delivery)
+        from gpuwarden.services.capacity import reconcile_blocks
+
+        reason += reconcile_blocks(recorder, drain_locally=drain_locally)
     return Result(
         outcome="failed" if failed else "dry-run" if deps.dry_run else "handled",
         kind=KIND,
         event_id=recorder.event_id,
-        reason=_summary(label, now, reports, changes, drift),
+        reason=reason,
         actions=recorder.actions,
         nodepools=[r.to_json() for r in reports],
     )

@@ -10,17 +10,26 @@ naming the offending fields; no other exception leaves these functions.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Annotated, Any, assert_never, get_args
 
 from pydantic import Field, TypeAdapter, ValidationError
 
 from gpuwarden.domain.errors import InvalidEvent
 
-from ._common import NoticeBatch, Route, invalid
+from ._common import NoticeBatch, invalid
+from .capacity import CapacityBlockDelivered, CapacityBlockExpirationWarning
 from .cloudwatch import AlarmContributorStateChange, AlarmStateChange
-from .ec2 import InstanceStateChange, RebalanceRecommendation, SpotInterruptionWarning
+from .ec2 import (
+    CapacityReservationInterruptionWarning,
+    InstanceStateChange,
+    RebalanceRecommendation,
+    SpotInterruptionWarning,
+)
 from .health import HealthEvent
+from .lenient import RECEIVED, with_aliases
+from .routing import KIND_OF, Route, Rule, prefixes_of, route_of_detail_type, rule_for, rules, why_no_rule
 from .runbook import RunbookRequest
 from .scheduler import MARKER, WindowTick
 
@@ -30,6 +39,7 @@ __all__ = [
     "NoticeBatch",
     "Parsed",
     "Route",
+    "Rule",
     "RunbookRequest",
     "WindowTick",
     "parse_event",
@@ -45,6 +55,9 @@ EventModel = Annotated[
     SpotInterruptionWarning
     | RebalanceRecommendation
     | InstanceStateChange
+    | CapacityReservationInterruptionWarning
+    | CapacityBlockExpirationWarning
+    | CapacityBlockDelivered
     | HealthEvent
     | AlarmStateChange
     | AlarmContributorStateChange,
@@ -55,7 +68,7 @@ EventModel = Annotated[
 
 def _detail_types() -> tuple[str, ...]:
     union = get_args(EventModel)[0]
-    return tuple(get_args(m.model_fields["detail_type"].annotation)[0] for m in get_args(union))
+    return tuple(tag for m in get_args(union) for tag in get_args(m.model_fields["detail_type"].annotation))
 
 
 DETAIL_TYPES = _detail_types()
@@ -80,14 +93,34 @@ def _mapping(raw: object, what: str) -> Mapping[str, Any]:
     return raw
 
 
-def parse_notices(raw: object) -> NoticeBatch:
-    """An EventBridge event → the notices it means (what the event-driven handlers call)."""
-    event = _mapping(raw, "an EventBridge event")
+DEFAULT_RULES = rules()
+
+
+def parse_notices(
+    raw: object, *, deployed: Sequence[Rule] = DEFAULT_RULES, received: datetime | None = None
+) -> NoticeBatch:
+    """An EventBridge event → the notices it means (what the event-driven handlers call).
+
+    Only what a ``deployed`` rule would deliver is parsed: any other event of a detail-type
+    gpuwarden knows is ignored with the reason (a CPU alarm, an instance entering ``running``).
+    ``received`` stands in for a loss warning's missing or unreadable ``time`` (default: now).
+    """
+    event = with_aliases(_mapping(raw, "an EventBridge event"))
     tag = event.get("detail-type")
     if not isinstance(tag, str) or tag not in DETAIL_TYPES:
         raise _unknown_detail_type(tag, event.get("source"))
+    if rule_for(event, deployed) is None:
+        kind = KIND_OF[tag]
+        event_id = event.get("id")
+        return NoticeBatch(
+            route=route_of_detail_type(tag, deployed),
+            notices=(),
+            ignored=why_no_rule(event, kind, prefixes_of(deployed)),
+            event_id=event_id if isinstance(event_id, str) and 0 < len(event_id) <= 128 else None,
+            kind=kind,
+        )
     try:
-        model = _EVENTS.validate_python(event)
+        model = _EVENTS.validate_python(event, context={RECEIVED: received or datetime.now(UTC)})
         return model.to_batch()
     except ValidationError as error:
         raise invalid(f"{tag} event", error, drop_tag=tag) from None
@@ -118,11 +151,11 @@ def parse_window_tick(raw: object) -> WindowTick:
         raise invalid("Scheduler input", error) from None
 
 
-def parse_event(raw: object) -> Parsed:
+def parse_event(raw: object, *, deployed: Sequence[Rule] = DEFAULT_RULES) -> Parsed:
     """Any input, routed by its shape exactly as the deployed rules and invokes would."""
-    event = _mapping(raw, "an event")
+    event = with_aliases(_mapping(raw, "an event"))
     if "detail-type" in event and "source" in event:
-        return parse_notices(event)
+        return parse_notices(event, deployed=deployed)
     if "gpuwarden" in event:
         return parse_window_tick(event)
     if "action" in event:

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from aws_lambda_powertools.utilities.parser.models.event_bridge import EventBridgeModel
 from pydantic import (
@@ -27,8 +27,7 @@ from pydantic import (
 from gpuwarden.domain.errors import InvalidEvent
 from gpuwarden.domain.notice import Kind, Notice
 
-Route = Literal["interruption", "maintenance", "gpu_idle", "windows", "runbook"]
-"""The handler module the deployed rules send an input to."""
+from .routing import Route
 
 
 @dataclass(frozen=True)
@@ -45,6 +44,14 @@ class NoticeBatch:
     ignored: str | None = None
     #: The envelope's id, so that an ignored event is recorded in the ledger too.
     event_id: str | None = None
+    #: The contract kind the event is reported as, even when it is ignored.
+    kind: Kind | None = None
+
+    @property
+    def reported_kind(self) -> Kind:
+        if self.kind is not None:
+            return self.kind
+        return self.notices[0].kind if self.notices else Kind.SPOT_INTERRUPTION
 
 
 INSTANCE_ID_RE = re.compile(r"^i-[0-9a-f]{8}([0-9a-f]{9})?$")

@@ -142,13 +142,14 @@ class AlarmStateChange(_AlarmEvent):
                 notices=(),
                 ignored=f"alarm {d.alarm_name} has no InstanceId or NodeName dimension",
                 event_id=self.id,
+                kind=Kind.GPU_IDLE,
             )
         extra = {
             "alarm_name": d.alarm_name,
             "previous_state": d.previous_state.value if d.previous_state else None,
         }
         notices = tuple(self._gpu_idle(t, d.state, extra) for t in targets)
-        return NoticeBatch(route="gpu_idle", notices=notices)
+        return NoticeBatch(route="gpu_idle", notices=notices, kind=Kind.GPU_IDLE)
 
 
 class AlarmContributor(FrozenModel):
@@ -177,6 +178,7 @@ class AlarmContributorStateChange(_AlarmEvent):
                 notices=(),
                 ignored=(f"alarm {d.alarm_name} contributor {contributor.id} has no InstanceId or NodeName attribute"),
                 event_id=self.id,
+                kind=Kind.GPU_IDLE,
             )
         extra = {"alarm_name": d.alarm_name, "contributor_id": contributor.id}
-        return NoticeBatch(route="gpu_idle", notices=(self._gpu_idle(target, d.state, extra),))
+        return NoticeBatch(route="gpu_idle", notices=(self._gpu_idle(target, d.state, extra),), kind=Kind.GPU_IDLE)

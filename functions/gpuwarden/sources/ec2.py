@@ -1,32 +1,58 @@
-"""aws.ec2 events: Spot interruption warning, rebalance recommendation, instance state change.
+"""aws.ec2 events: Spot interruption warning, rebalance recommendation, instance state change,
+interruptible Capacity Reservation interruption warning.
 
 Shapes: https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html,
-.../rebalance-recommendations.html and .../monitoring-instance-state-changes.html.
+.../rebalance-recommendations.html, .../monitoring-instance-state-changes.html and
+.../monitor-interruptible-cr.html. The warnings are read leniently (`sources.lenient`).
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from gpuwarden.domain.notice import SPOT_NOTICE_SECONDS, Kind
 
-from ._common import Envelope, FrozenModel, InstanceId, NoticeBatch, add_seconds
+from ._common import Envelope, FrozenModel, InstanceId, NoticeBatch, add_seconds, instance_id_in
+from .lenient import LossWarning, readable_time
+from .routing import STOPPING_STATES
 
 Ec2Source = Literal["aws.ec2"]
 
 # The states in which the instance, and the node on it, is lost.
-LOSS_STATES = frozenset({"stopping", "stopped", "shutting-down", "terminated"})
+LOSS_STATES = frozenset(STOPPING_STATES)
+InstanceAction = Literal["terminate", "stop", "hibernate"]
+
+
+def _action(value: object) -> object:
+    """An action gpuwarden does not know (or none) is read as terminate: the instance is lost."""
+    return value if value in ("terminate", "stop", "hibernate") else "terminate"
+
+
+LenientAction = Annotated[InstanceAction, BeforeValidator(_action)]
 
 
 class SpotWarningDetail(FrozenModel):
     instance_id: InstanceId = Field(alias="instance-id")
-    instance_action: Literal["terminate", "stop", "hibernate"] = Field(alias="instance-action")
+    instance_action: LenientAction = Field("terminate", alias="instance-action")
 
 
-class SpotInterruptionWarning(Envelope):
+class _InstanceWarning(LossWarning):
+    """A loss warning naming one instance: in ``detail.instance-id``, else in ``resources``."""
+
+    @classmethod
+    def complete(cls, event: dict[str, Any]) -> dict[str, Any]:
+        detail = event["detail"]
+        if detail.get("instance-id") is None:
+            found = [i for i in map(instance_id_in, event["resources"]) if i]
+            if found:
+                event["detail"] = {**detail, "instance-id": found[0]}
+        return event
+
+
+class SpotInterruptionWarning(_InstanceWarning):
     source: Ec2Source
     detail_type: Literal["EC2 Spot Instance Interruption Warning"] = Field(alias="detail-type")
     detail: SpotWarningDetail
@@ -45,7 +71,43 @@ class SpotInterruptionWarning(Envelope):
             deadline=self.deadline,
             detail={"instance_action": self.detail.instance_action},
         )
-        return NoticeBatch(route="interruption", notices=(notice,))
+        return NoticeBatch(route="interruption", notices=(notice,), kind=Kind.SPOT_INTERRUPTION)
+
+
+def _readable(value: object) -> datetime | None:
+    return readable_time(value)
+
+
+class ReservationWarningDetail(SpotWarningDetail):
+    termination_time: Annotated[datetime | None, BeforeValidator(_readable)] = Field(
+        None, alias="instance-termination-time"
+    )
+
+
+class CapacityReservationInterruptionWarning(_InstanceWarning):
+    """An interruptible Capacity Reservation is being reclaimed: the instance stops in 2 minutes."""
+
+    source: Ec2Source
+    detail_type: Literal[
+        "EC2 Capacity Reservation Instance Interruption Warning",
+        "EC2 Interruptible Capacity Reservation Instance Interruption Warning",
+    ] = Field(alias="detail-type")
+    detail: ReservationWarningDetail
+
+    @property
+    def deadline(self) -> datetime:
+        """``detail.instance-termination-time`` when it can be read, else two minutes after the event."""
+        return self.detail.termination_time or add_seconds(self.time, SPOT_NOTICE_SECONDS, field="time")
+
+    def to_batch(self) -> NoticeBatch:
+        kind = Kind.CAPACITY_RESERVATION_INTERRUPTION
+        notice = self.notice(
+            kind,
+            instance_id=self.detail.instance_id,
+            deadline=self.deadline,
+            detail={"instance_action": self.detail.instance_action},
+        )
+        return NoticeBatch(route="interruption", notices=(notice,), kind=kind)
 
 
 class RebalanceDetail(FrozenModel):
@@ -59,7 +121,7 @@ class RebalanceRecommendation(Envelope):
 
     def to_batch(self) -> NoticeBatch:
         notice = self.notice(Kind.REBALANCE, instance_id=self.detail.instance_id)
-        return NoticeBatch(route="interruption", notices=(notice,))
+        return NoticeBatch(route="interruption", notices=(notice,), kind=Kind.REBALANCE)
 
 
 class StateChangeDetail(FrozenModel):
@@ -80,6 +142,7 @@ class InstanceStateChange(Envelope):
                 notices=(),
                 ignored=f"instance {instance_id} entered state {state!r}: not a loss of the instance",
                 event_id=self.id,
+                kind=Kind.INSTANCE_STOPPING,
             )
         notice = self.notice(
             Kind.INSTANCE_STOPPING,
@@ -87,4 +150,4 @@ class InstanceStateChange(Envelope):
             deadline=self.time,
             detail={"state": state},
         )
-        return NoticeBatch(route="interruption", notices=(notice,))
+        return NoticeBatch(route="interruption", notices=(notice,), kind=Kind.INSTANCE_STOPPING)

@@ -17,7 +17,6 @@ from gpuwarden.domain.notice import Kind
 from ._common import (
     Envelope,
     FrozenModel,
-    HttpDate,
     Name,
     NoticeBatch,
     OptionalHttpDate,
@@ -34,11 +33,13 @@ class AffectedEntity(FrozenModel):
 
 
 class HealthDetail(FrozenModel):
-    event_arn: _ARN = Field(alias="eventArn")
+    # Karpenter's own tests send scheduled changes with an empty eventArn, eventTypeCode and
+    # startTime: a change whose start is unknown is drained now (no deadline to plan against).
+    event_arn: Annotated[str, Field(max_length=1600)] = Field("", alias="eventArn")
     service: Name
-    event_type_code: Name = Field(alias="eventTypeCode")
+    event_type_code: Annotated[str, Field(max_length=256)] = Field("", alias="eventTypeCode")
     event_type_category: Name = Field(alias="eventTypeCategory")
-    start_time: HttpDate = Field(alias="startTime")
+    start_time: OptionalHttpDate = Field(None, alias="startTime")
     end_time: OptionalHttpDate = Field(None, alias="endTime")
     status_code: Name | None = Field(None, alias="statusCode")
     event_region: Name | None = Field(None, alias="eventRegion")
@@ -86,7 +87,9 @@ class HealthEvent(Envelope):
             )
             for instance_id in instances
         )
-        return NoticeBatch(route="maintenance", notices=notices)
+        return NoticeBatch(route="maintenance", notices=notices, kind=Kind.SCHEDULED_MAINTENANCE)
 
     def _ignored(self, reason: str) -> NoticeBatch:
-        return NoticeBatch(route="maintenance", notices=(), ignored=reason, event_id=self.id)
+        return NoticeBatch(
+            route="maintenance", notices=(), ignored=reason, event_id=self.id, kind=Kind.SCHEDULED_MAINTENANCE
+        )

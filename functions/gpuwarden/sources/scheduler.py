@@ -6,9 +6,10 @@ attributes, replaced at each invocation):
 
     {
       "gpuwarden": "budget-window",                      # marks the input as ours (required)
-      "action": "open" | "close" | "reconcile" | "maintenance-due",
+      "action": "open" | "close" | "reconcile" | "maintenance-due" | "capacity-block-due",
       "window": "<policy window name>",                  # required for open / close
-      "plan_id": "<maintenance plan id>",                # required for maintenance-due
+      "plan_id": "<plan id>",                            # required for maintenance-due; the Capacity
+                                                         # Block's reservation id for capacity-block-due
       "scheduled_time": "<aws.scheduler.scheduled-time>",
       "schedule_arn": "<aws.scheduler.schedule-arn>",
       "execution_id": "<aws.scheduler.execution-id>",
@@ -30,7 +31,7 @@ from pydantic_core import PydanticCustomError
 from ._common import Name
 
 MARKER: Literal["budget-window"] = "budget-window"
-WindowAction = Literal["open", "close", "reconcile", "maintenance-due"]
+WindowAction = Literal["open", "close", "reconcile", "maintenance-due", "capacity-block-due"]
 
 
 def _unreplaced_to_none(value: object) -> object:
@@ -40,6 +41,9 @@ def _unreplaced_to_none(value: object) -> object:
 
 
 Context = BeforeValidator(_unreplaced_to_none)
+
+
+_NEEDED = {"open": "window", "close": "window", "maintenance-due": "plan_id", "capacity-block-due": "plan_id"}
 
 
 class WindowTick(BaseModel):
@@ -58,7 +62,12 @@ class WindowTick(BaseModel):
 
     @model_validator(mode="after")
     def _names_what_it_acts_on(self) -> Self:
-        needed = {"open": "window", "close": "window", "maintenance-due": "plan_id"}.get(self.action)
+        needed = {
+            "open": "window",
+            "close": "window",
+            "maintenance-due": "plan_id",
+            "capacity-block-due": "plan_id",
+        }.get(self.action)
         if needed is not None and getattr(self, needed) is None:
             raise PydanticCustomError(
                 "missing_for_action",

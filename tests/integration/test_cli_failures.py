@@ -1,0 +1,211 @@
+"""Every failure is the contract's JSON: `gpuwarden invoke` as a new user runs it, in a subprocess,
+with no cluster, no AWS credentials, an AWS endpoint that refuses connections, or a KUBECONFIG whose
+API server refuses them. Never a traceback; an event ignored at parse time touches no network."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuwarden.domain.notice import Kind
+
+GPUWARDEN = Path(sys.executable).with_name("gpuwarden")
+EVENTS = Path(__file__).resolve().parents[2] / "events"
+KINDS = {k.value for k in Kind}
+NODE = "ip-10-0-1-23.us-west-2.compute.internal"
+#: a warning of each kind, and the kind the JSON must report
+WARNINGS = [
+    ("spot-interruption.json", "spot-interruption"),
+    ("spot-interruption-empty-time.json", "spot-interruption"),
+    ("capacity-reservation-interruption.json", "capacity-reservation-interruption"),
+    ("capacity-block-expiration-warning.json", "capacity-block-expiry"),
+    ("capacity-block-delivered.json", "capacity-block-plan"),
+    ("health-scheduled-change-nth.json", "scheduled-maintenance"),
+    ("cloudwatch-alarm-state-change-gpu-idle.json", "gpu-idle"),
+    ("rebalance-recommendation.json", "rebalance"),
+    ("instance-state-change-stopping.json", "instance-stopping"),
+]
+
+
+class Listener:
+    """A localhost TCP port that counts connections (and closes them at once)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self.sock.close()
+
+
+@pytest.fixture
+def listener() -> Iterator[Listener]:
+    running = Listener()
+    try:
+        yield running
+    finally:
+        running.close()
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def kubeconfig(tmp_path: Path, port: int) -> Path:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:{port}\n    insecure-skip-tls-verify: true\n"
+        "contexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n"
+        "users:\n- name: u\n  user: {token: t}\n"
+    )
+    return path
+
+
+def invoke(sample: str, tmp_path: Path, **env: str) -> tuple[int, dict[str, Any], str]:
+    """A user's shell: no AWS_* or KUBECONFIG of ours, no credentials files, no instance metadata."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GPUWARDEN_", "KUBECONFIG", "DRY_RUN"))}
+    base |= {
+        "AWS_CONFIG_FILE": str(tmp_path / "no-config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-credentials"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "GPUWARDEN_CLUSTER": "ml-prod",
+    }
+    completed = subprocess.run(
+        [str(GPUWARDEN), "invoke", str(EVENTS / sample)],
+        capture_output=True,
+        text=True,
+        env=base | env,
+        timeout=120,
+        check=False,
+    )
+    assert "Traceback" not in completed.stderr, completed.stderr[-2000:]
+    return completed.returncode, json.loads(completed.stdout), completed.stderr
+
+
+def assert_failed(code: int, result: dict[str, Any], kind: str, *words: str) -> None:
+    assert code == 1, result
+    assert result["outcome"] == "failed"
+    assert result["kind"] == kind
+    assert "node" in result
+    assert result["actions"] == []
+    for word in words:
+        assert word in result["reason"], result["reason"]
+
+
+@pytest.mark.parametrize(("sample", "kind"), WARNINGS)
+def test_no_cluster_and_no_credentials_is_a_failed_json_result_naming_both(
+    sample: str, kind: str, tmp_path: Path
+) -> None:
+    # Given a laptop with no KUBECONFIG and no AWS credentials (a region, as the docs ask)
+    # When a sample is invoked
+    code, result, _ = invoke(sample, tmp_path, AWS_REGION="us-west-2")
+    # Then: the failed JSON, exit 1, the contract kind, node present, what failed and where
+    assert_failed(code, result, kind, "no AWS credentials", "EKS DescribeCluster ml-prod")
+    assert result["node"] in (None, NODE)  # only the GPU-idle alarm names its node
+
+
+def test_no_cluster_and_no_region_says_there_is_no_cluster(tmp_path: Path) -> None:
+    code, result, _ = invoke("spot-interruption.json", tmp_path)
+    assert_failed(code, result, "spot-interruption", "no cluster reachable", "KUBECONFIG is not set")
+
+
+def test_an_aws_endpoint_that_refuses_connections_is_a_failed_json_result(tmp_path: Path) -> None:
+    # Given credentials, but AWS_ENDPOINT_URL at a closed localhost port
+    endpoint = f"http://127.0.0.1:{closed_port()}"
+    code, result, _ = invoke(
+        "capacity-reservation-interruption.json",
+        tmp_path,
+        AWS_REGION="us-west-2",
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_ENDPOINT_URL=endpoint,
+    )
+    assert_failed(code, result, "capacity-reservation-interruption", "AWS endpoint down", endpoint)
+
+
+@pytest.mark.parametrize(("sample", "kind"), WARNINGS[:5])
+def test_a_kubeconfig_whose_api_server_refuses_connections_is_a_failed_json_result(
+    sample: str, kind: str, tmp_path: Path
+) -> None:
+    # Given KUBECONFIG pointing at a closed localhost port
+    port = closed_port()
+    code, result, _ = invoke(sample, tmp_path, KUBECONFIG=str(kubeconfig(tmp_path, port)))
+    # Then the failed JSON names the API server
+    assert_failed(code, result, kind, "no cluster reachable", f"127.0.0.1:{port}")
+
+
+@pytest.mark.parametrize(
+    ("sample", "kind"),
+    [
+        ("cloudwatch-alarm-state-change-cpu.json", "gpu-idle"),
+        ("cloudwatch-alarm-state-change-metric-math.json", "gpu-idle"),
+        ("cloudwatch-alarm-state-change-ok.json", "gpu-idle"),
+    ],
+)
+def test_an_event_ignored_at_parse_time_touches_no_network(
+    sample: str, kind: str, tmp_path: Path, listener: Listener
+) -> None:
+    # Given a cluster API and an AWS endpoint that count every connection
+    env = {
+        "KUBECONFIG": str(kubeconfig(tmp_path, listener.port)),
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{listener.port}",
+        "AWS_REGION": "us-west-2",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }
+    # When an event no deployed rule takes is invoked
+    code, result, _ = invoke(sample, tmp_path, **env)
+    # Then it is ignored with the reason, as its contract kind, and nothing was connected to
+    assert code == 0
+    assert (result["outcome"], result["kind"], result["node"]) == ("ignored", kind, None)
+    assert result["reason"]
+    assert listener.connections == 0
+
+
+def test_every_sample_answers_with_a_contract_kind_and_a_node_key_with_no_cluster(tmp_path: Path) -> None:
+    for path in sorted(EVENTS.glob("*.json")):
+        completed = subprocess.run(
+            [str(GPUWARDEN), "invoke", str(path)],
+            capture_output=True,
+            text=True,
+            env={k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KUBECONFIG", "GPUWARDEN_"))}
+            | {"AWS_CONFIG_FILE": "/nonexistent", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent"}
+            | {"AWS_EC2_METADATA_DISABLED": "true"},
+            timeout=120,
+            check=False,
+        )
+        assert "Traceback" not in completed.stderr, (path.name, completed.stderr[-1000:])
+        assert completed.returncode in (0, 1), (path.name, completed.stderr[-500:])
+        result = json.loads(completed.stdout)
+        assert result["kind"] in KINDS, (path.name, result)
+        assert "node" in result, path.name
