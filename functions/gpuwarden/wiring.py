@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from gpuwarden.config import Settings, load_policy
-from gpuwarden.domain.errors import ClusterUnreachable
+from gpuwarden.domain.errors import ClusterUnreachable, GpuwardenError
 from gpuwarden.domain.policy import Policy
 from gpuwarden.domain.ports import CloudPort, HttpPort, KubePort, LedgerPort, SchedulerPort
 from gpuwarden.services.context import Deps, utcnow
