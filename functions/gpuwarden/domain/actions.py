@@ -52,6 +52,8 @@ class ActionType(StrEnum):
     REFUSED = "refused"
     SUPERSEDED = "superseded"
     MAINTENANCE_PLANNED = "maintenance-planned"
+    CAPACITY_BLOCK_PLANNED = "capacity-block-planned"
+    CAPACITY_BLOCKS_UNKNOWN = "capacity-blocks-unknown"
     SCHEDULED = "scheduled"
     SCHEDULE_SKIPPED = "schedule-skipped"
     RETIRE = "retire"

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
 from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.errors import CloudError, GpuwardenError
 from gpuwarden.domain.notice import CAPACITY_BLOCK_TERMINATION_LEAD_SECONDS, Kind, Notice
 from gpuwarden.domain.ports import CapacityReservation
@@ -171,10 +172,10 @@ def _schedule(recorder: Recorder, reservation_id: str, at: datetime, end: dateti
     why = f"drain the nodes of Capacity Block {reservation_id} at {ann.rfc3339(at)} (it ends {ann.rfc3339(end)})"
     if deps.dry_run or deps.scheduler is None:
         local = "dry run" if deps.dry_run else "no Scheduler here (local run): invoke this tick at that time"
-        recorder.add("schedule-skipped", target=name, at=ann.rfc3339(at), tick=tick, reason=f"{why}; {local}")
+        recorder.add(ActionType.SCHEDULE_SKIPPED, target=name, at=ann.rfc3339(at), tick=tick, reason=f"{why}; {local}")
         return
     arn = deps.scheduler.schedule_once(name, at, tick)
-    recorder.add("scheduled", target=arn, at=ann.rfc3339(at), reason=why)
+    recorder.add(ActionType.SCHEDULED, target=arn, at=ann.rfc3339(at), reason=why)
 
 
 def plan_block(
@@ -189,7 +190,7 @@ def plan_block(
     recorder = Recorder(deps, event_id)
     lead = deps.policy.capacity_blocks.lead_minutes
     recorder.add(
-        "capacity-block-planned",
+        ActionType.CAPACITY_BLOCK_PLANNED,
         target=reservation_id,
         start=ann.rfc3339(start),
         deadline=ann.rfc3339(stop),
@@ -268,7 +269,7 @@ def reconcile_blocks(recorder: Recorder, *, drain_locally: bool = True) -> str:
     try:
         results = plan_blocks_in_use(recorder.deps, drain_locally=drain_locally)
     except CloudError as err:
-        recorder.add("capacity-blocks-unknown", reason=str(err))
+        recorder.add(ActionType.CAPACITY_BLOCKS_UNKNOWN, reason=str(err))
         return f"; Capacity Blocks not checked: {err}"
     recorder.actions += [a for r in results for a in r.actions]
     return "".join(f"; {r.reason}" for r in results)
