@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -82,28 +83,47 @@ def request_checkpoints(
     deadline: datetime | None,
     pool: ThreadPoolExecutor,
     prepare: PreparePod | None = None,
+    sent: threading.Event | None = None,
 ) -> list[Future[None]]:
-    """Ask every opted-in pod at once. Returns the deliveries still running (exec/http wait for the answer)."""
+    """Ask every opted-in pod at once. Returns the deliveries still running (exec/http wait for the
+    answer); ``sent`` is set once every request has been written and its delivery begun."""
     deps = recorder.deps
     now = deps.clock()
     default_timeout = deps.policy.checkpoint.default_timeout_seconds
+    asking = [
+        (pod, spec)
+        for pod in pods
+        if isinstance(spec := checkpoint_spec(pod, default_timeout, deps.policy.checkpoint.allow_exec), CheckpointSpec)
+        and not (pod.terminating or pod.finished or pod.is_daemonset or requested_for(pod, recorder.event_id))
+    ]
+    left = _Countdown(len(asking), sent)
 
     def ask(pod: PodView, spec: CheckpointSpec) -> None:
         by = checkpoint_by(now, spec.timeout_seconds, deadline)
-        if prepare is not None:
-            prepare(recorder, pod)
-        claimed = _claim(recorder, pod, by)
-        if claimed is None:
-            return
-        recorder.add(ActionType.CHECKPOINT_REQUESTED, node, pod=pod.key, mode=spec.mode, by=ann.rfc3339(by))
+        try:
+            if prepare is not None:
+                prepare(recorder, pod)
+            claimed = _claim(recorder, pod, by)
+            if claimed is None:
+                return
+            recorder.add(ActionType.CHECKPOINT_REQUESTED, node, pod=pod.key, mode=spec.mode, by=ann.rfc3339(by))
+        finally:
+            left.one_done()
         _deliver(recorder, node, claimed, spec, by)
 
-    futures: list[Future[None]] = []
-    for pod in pods:
-        spec = checkpoint_spec(pod, default_timeout, deps.policy.checkpoint.allow_exec)
-        if not isinstance(spec, CheckpointSpec) or pod.terminating or pod.finished or pod.is_daemonset:
-            continue
-        if requested_for(pod, recorder.event_id):
-            continue
-        futures.append(pool.submit(ask, pod, spec))
-    return futures
+    return [pool.submit(ask, pod, spec) for pod, spec in asking]
+
+
+class _Countdown:
+    """Sets ``event`` once ``count`` requests are out (at once when there are none)."""
+
+    def __init__(self, count: int, event: threading.Event | None) -> None:
+        self._left, self._event, self._lock = count, event, threading.Lock()
+        if count == 0 and event is not None:
+            event.set()
+
+    def one_done(self) -> None:
+        with self._lock:
+            self._left -= 1
+            if self._left == 0 and self._event is not None:
+                self._event.set()

@@ -17,6 +17,7 @@ does not fit is handed to the drain workflow, whose rounds are re-entrant.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -32,6 +33,9 @@ from gpuwarden.services.node_ops import mark_node
 from gpuwarden.services.replace import ensure_replacement
 from gpuwarden.services.result import KARPENTER
 from gpuwarden.services.writes import release_node
+
+#: How long the replacement waits for the checkpoint requests to be out (they are sent first).
+REQUESTS_FIRST_SECONDS = 5.0
 
 Guard = Callable[["Disruption"], str | None]
 Settle = Callable[[Recorder, DrainState], DrainState]
@@ -164,10 +168,15 @@ def run(d: Disruption, steps: Steps) -> DrainState | None:
     handed_off = False
     with worker_pool() as pool:
         deliveries: list[Future[None]] = []
+        sent = threading.Event()  # the urgent work first: the replacement waits for the requests
         if steps.checkpoint:
-            deliveries = request_checkpoints(d.recorder, d.node, d.pods, d.notice.deadline, pool, d.hooks.prepare_pod)
+            deliveries = request_checkpoints(
+                d.recorder, d.node, d.pods, d.notice.deadline, pool, d.hooks.prepare_pod, sent
+            )
+        else:
+            sent.set()
         if steps.replace:
-            deliveries.append(pool.submit(_replace, d))
+            deliveries.append(pool.submit(_replace, d, sent))
         if state is not None and d.hooks.hand_off_at_once and _hand_off(d, state):
             handed_off = True
         elif state is not None:
@@ -198,7 +207,8 @@ def _start(d: Disruption) -> DrainState:
     )
 
 
-def _replace(d: Disruption) -> None:
+def _replace(d: Disruption, sent: threading.Event) -> None:
+    sent.wait(d.deps.time_left(REQUESTS_FIRST_SECONDS))
     refused = d.hooks.replacement_guard(d)
     if refused is not None:
         d.recorder.add(ActionType.REPLACEMENT_SKIPPED, reason=refused, left_to=KARPENTER)

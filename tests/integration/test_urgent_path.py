@@ -1,0 +1,33 @@
+"""On an involuntary notice the urgent work goes first: the cordon, then every checkpoint request,
+and only then the replacement's claim and NodeClaim (services.pipeline.run)."""
+
+from __future__ import annotations
+
+from gpuwarden.domain import annotations as ann
+from gpuwarden.services.dispatch import handle_batch
+from gpuwarden.sources import parse_notices
+from sim.clock import rfc3339
+from tests.integration.conftest import World, load_event
+from tests.integration.scenarios import NODE, checkpoint_server, spot_node
+
+
+def test_every_checkpoint_request_is_written_before_the_replacement_is_claimed(world: World) -> None:
+    # Given a Spot node in a NodePool with trainers in all four checkpoint modes
+    with checkpoint_server() as endpoint:
+        scenario = spot_node(world.sim, http_port=endpoint.port)
+        world.sim.clear_requests()
+        # When the Spot warning arrives
+        event = load_event("spot-interruption.json", time=rfc3339(world.sim.clock.now()))
+        result = handle_batch(parse_notices(event), world.deps()).to_json()
+    # Then the API server saw the cordon, then every pod's checkpoint request, then the replacement
+    assert result["outcome"] == "handled", result["reason"]
+    writes = [r for r in world.sim.requests if r.method in ("PATCH", "POST")]
+    cordon = next(i for i, r in enumerate(writes) if r.path.endswith(f"/nodes/{NODE}"))
+    requests = [
+        i for i, r in enumerate(writes) if "/pods/" in r.path and ann.CHECKPOINT_REQUESTED.encode() in r.body
+    ]
+    claim = next(i for i, r in enumerate(writes) if ann.REPLACEMENT.encode() in r.body)
+    nodeclaim = next(i for i, r in enumerate(writes) if r.path.endswith("/nodeclaims"))
+    assert len(requests) == len(scenario.trainers)
+    assert cordon < min(requests)
+    assert max(requests) < claim < nodeclaim
