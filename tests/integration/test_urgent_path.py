@@ -23,9 +23,7 @@ def test_every_checkpoint_request_is_written_before_the_replacement_is_claimed(w
     assert result["outcome"] == "handled", result["reason"]
     writes = [r for r in world.sim.requests if r.method in ("PATCH", "POST")]
     cordon = next(i for i, r in enumerate(writes) if r.path.endswith(f"/nodes/{NODE}"))
-    requests = [
-        i for i, r in enumerate(writes) if "/pods/" in r.path and ann.CHECKPOINT_REQUESTED.encode() in r.body
-    ]
+    requests = [i for i, r in enumerate(writes) if "/pods/" in r.path and ann.CHECKPOINT_REQUESTED.encode() in r.body]
     claim = next(i for i, r in enumerate(writes) if ann.REPLACEMENT.encode() in r.body)
     nodeclaim = next(i for i, r in enumerate(writes) if r.path.endswith("/nodeclaims"))
     assert len(requests) == len(scenario.trainers)
