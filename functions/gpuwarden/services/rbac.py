@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict, Unpack
 
 from gpuwarden.domain.errors import KubeError
 from gpuwarden.observability import logger
@@ -117,40 +117,37 @@ ACCESS_WAIT_SECONDS = 180.0
 _UNAUTHORIZED = frozenset({401, 403})
 
 
-def install(
-    kube: RbacPort,
-    docs: Sequence[Mapping[str, Any]],
-    *,
-    wait_seconds: float = ACCESS_WAIT_SECONDS,
-    sleep: Callable[[float], None] = time.sleep,
-) -> list[str]:
+class AccessWait(TypedDict, total=False):
+    """How long a 401/403 is waited out (a new EKS access entry), and how to sleep meanwhile."""
+
+    wait_seconds: float
+    sleep: Callable[[float], None]
+
+
+def install(kube: RbacPort, docs: Sequence[Mapping[str, Any]], **wait: Unpack[AccessWait]) -> list[str]:
     """Create or replace each document; answers ``["ClusterRole/gpuwarden: created", ...]``."""
     done = []
     for doc in docs:
-        outcome = _authorized(partial(kube.apply_cluster_rbac, doc), wait_seconds, sleep)
+        outcome = _authorized(partial(kube.apply_cluster_rbac, doc), **wait)
         done.append(f"{doc['kind']}/{doc['metadata']['name']}: {outcome}")
     logger.info("cluster rbac applied", extra={"objects": done})
     return done
 
 
-def uninstall(
-    kube: RbacPort,
-    docs: Sequence[Mapping[str, Any]],
-    *,
-    wait_seconds: float = ACCESS_WAIT_SECONDS,
-    sleep: Callable[[float], None] = time.sleep,
-) -> list[str]:
+def uninstall(kube: RbacPort, docs: Sequence[Mapping[str, Any]], **wait: Unpack[AccessWait]) -> list[str]:
     """Delete each document, the binding first; an object already gone is fine."""
     done = []
     for doc in reversed(docs):
         kind, name = str(doc["kind"]), str(doc["metadata"]["name"])
-        deleted = _authorized(partial(kube.delete_cluster_rbac, kind, name), wait_seconds, sleep)
+        deleted = _authorized(partial(kube.delete_cluster_rbac, kind, name), **wait)
         done.append(f"{kind}/{name}: {'deleted' if deleted else 'absent'}")
     logger.info("cluster rbac removed", extra={"objects": done})
     return done
 
 
-def _authorized(call: Callable[[], Any], wait_seconds: float, sleep: Callable[[float], None]) -> Any:
+def _authorized(
+    call: Callable[[], Any], wait_seconds: float = ACCESS_WAIT_SECONDS, sleep: Callable[[float], None] = time.sleep
+) -> Any:
     waited, delay = 0.0, 2.0
     while True:
         try:
