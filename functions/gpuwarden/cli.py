@@ -16,6 +16,7 @@ from gpuwarden.sources.runbook import RUNBOOK_ACTIONS
 
 if TYPE_CHECKING:
     from gpuwarden.config import Settings
+    from gpuwarden.services.context import Deps
     from gpuwarden.services.runbook import DrainProgress
     from gpuwarden.sources import RunbookRequest, WindowTick
 
@@ -35,8 +36,10 @@ def _emit(result: dict[str, Any]) -> NoReturn:
     sys.exit(EXIT_FAILED if result.get("outcome") == "failed" else EXIT_OK)
 
 
-def run_event(raw: object) -> dict[str, Any]:
+def run_event(raw: object, deps: Deps | None = None) -> dict[str, Any]:
     """Parse and route one event exactly as deployed, then run it to the end (drain included).
+    `deps`: what to run with (default: built from the environment, as `invoke` does;
+    `gpuwarden simulate` passes the simulator's).
 
     Every failure after parsing (no cluster, no credentials, an endpoint down, retries
     exhausted) is the failed JSON result, never an exception."""
@@ -57,11 +60,11 @@ def run_event(raw: object) -> dict[str, Any]:
             failed = failed_result("manual", err, node=parsed.node, instance_id=parsed.instance_id)
             return failed.to_json() | {"action": parsed.action, "dry_run": parsed.dry_run}
     if isinstance(parsed, WindowTick):
-        return _run_tick(parsed, settings)
+        return _run_tick(parsed, settings, deps)
     if not isinstance(parsed, NoticeBatch):
         raise GpuwardenError(f"{type(parsed).__name__} inputs are not handled by this version")
     try:
-        deps = build_deps(settings, caller="cli")
+        deps = deps or build_deps(settings, caller="cli")
     except InvalidPolicy:
         raise
     except GpuwardenError as err:
@@ -76,13 +79,13 @@ def run_event(raw: object) -> dict[str, Any]:
     return handle_batch(parsed, deps, drain_locally=True).to_json()
 
 
-def _run_tick(tick: WindowTick, settings: Settings) -> dict[str, Any]:
+def _run_tick(tick: WindowTick, settings: Settings, deps: Deps | None = None) -> dict[str, Any]:
     from gpuwarden.services.failures import failed_result
     from gpuwarden.services.windows import handle_window_tick
     from gpuwarden.wiring import build_deps
 
     try:
-        return handle_window_tick(tick, build_deps(settings, caller="cli")).to_json()
+        return handle_window_tick(tick, deps or build_deps(settings, caller="cli")).to_json()
     except InvalidPolicy:
         raise
     except GpuwardenError as err:

@@ -1,0 +1,102 @@
+"""What each arm lost and paid: the ledger of the run, and the checks that it adds up."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Loss:
+    at: float
+    pod: str
+    node: str
+    gpus: int
+    #: seconds of training after the last completed checkpoint, when the pod stopped
+    seconds: float
+    how: str  # "killed", "sigterm", "evicted" ...
+
+    @property
+    def gpu_minutes(self) -> float:
+        return self.gpus * self.seconds / 60.0
+
+
+@dataclass
+class NodeBook:
+    gpus: int
+    up_at: float
+    idle_since: float | None = None
+    idle_gpu_seconds: float = 0.0
+    down_at: float | None = None
+    #: a workload pod ran here at some point
+    used: bool = False
+    replacement: bool = False
+
+
+@dataclass
+class Ledger:
+    """Counted by the world and the reactors while an arm runs."""
+
+    losses: list[Loss] = field(default_factory=list)
+    nodes: dict[str, NodeBook] = field(default_factory=dict)
+    incidents: dict[str, str] = field(default_factory=dict)  # incident id -> what became of it
+    counters: dict[str, int] = field(default_factory=dict)
+    trace: list[tuple[float, str, str]] = field(default_factory=list)  # (t, node, what)
+
+    def count(self, key: str, n: int = 1) -> None:
+        self.counters[key] = self.counters.get(key, 0) + n
+
+    def note(self, t: float, node: str, what: str) -> None:
+        self.trace.append((t, node, what))
+
+    # ------------------------------------------------------------ nodes
+
+    def node_up(self, name: str, gpus: int, t: float, replacement: bool) -> None:
+        self.nodes[name] = NodeBook(gpus=gpus, up_at=t, replacement=replacement)
+
+    def set_idle(self, name: str, idle: bool, t: float) -> bool:
+        """Returns True when the node became idle now."""
+        book = self.nodes.get(name)
+        if book is None or book.down_at is not None:
+            return False
+        if idle and book.idle_since is None:
+            book.idle_since = t
+            return True
+        if not idle and book.idle_since is not None:
+            book.idle_gpu_seconds += book.gpus * (t - book.idle_since)
+            book.idle_since = None
+        return False
+
+    def node_down(self, name: str, t: float) -> None:
+        book = self.nodes.get(name)
+        if book is None or book.down_at is not None:
+            return
+        self.set_idle(name, False, t)
+        book.down_at = t
+
+    def close(self, t: float) -> None:
+        for book in self.nodes.values():
+            if book.down_at is None and book.idle_since is not None:
+                book.idle_gpu_seconds += book.gpus * (t - book.idle_since)
+                book.idle_since = t
+
+    # ------------------------------------------------------------ figures
+
+    def figures(self) -> dict[str, Any]:
+        c = self.counters
+        return {
+            "training_gpu_minutes_lost": round(sum(loss.gpu_minutes for loss in self.losses), 1),
+            "pods_lost_work": sum(1 for loss in self.losses if loss.seconds > 0),
+            "checkpoints_requested": c.get("checkpoints_requested", 0),
+            "checkpoints_acked": c.get("checkpoints_acked", 0),
+            "checkpoints_timed_out": c.get("checkpoints_timed_out", 0),
+            "saved_on_sigterm": c.get("saved_on_sigterm", 0),
+            "idle_gpu_hours": round(sum(b.idle_gpu_seconds for b in self.nodes.values()) / 3600.0, 1),
+            "evictions_blocked_by_pdb": c.get("evictions_blocked", 0),
+            "nodes_past_deadline": c.get("nodes_past_deadline", 0),
+            "replacements_launched": sum(1 for b in self.nodes.values() if b.replacement),
+            "replacements_unused": sum(1 for b in self.nodes.values() if b.replacement and not b.used),
+            "interruptions": c.get("interruptions", 0),
+            "incidents_missed": c.get("incidents_missed", 0),
+            "gpuwarden_invocations": c.get("gpuwarden_invocations", 0),
+        }

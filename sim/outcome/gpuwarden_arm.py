@@ -1,0 +1,192 @@
+"""gpuwarden in the outcome runs: each EC2 / AWS Health / CloudWatch event as its EventBridge
+payload, routed by the CLI's router (`gpuwarden invoke`'s `run_event`) into the real services,
+with the real adapters and Kubernetes client over HTTP to the simulator. One actor thread per
+invocation, as concurrent Lambda invocations; the drain runs in the invocation to its end
+(as `gpuwarden invoke` runs it). Maintenance plans go through a Scheduler stand-in that invokes
+the planned tick at its time, through the same router.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from sim.clock import rfc3339
+from sim.outcome.events import Incident, IncidentKind
+from sim.outcome.world import World
+from sim.wiring import sim_deps
+
+EVENTS = Path(__file__).resolve().parents[2] / "events"
+_TEMPLATES = {
+    IncidentKind.SPOT_INTERRUPTION: "spot-interruption.json",
+    IncidentKind.REBALANCE: "rebalance-recommendation.json",
+    IncidentKind.MAINTENANCE: "health-scheduled-maintenance.json",
+}
+_CHECKPOINT_TIMED_OUT = "checkpoint timed out"
+
+
+class SimScheduler:
+    """EventBridge Scheduler's one-time schedules, on the engine's clock (idempotent by name)."""
+
+    def __init__(self, reactor: Gpuwarden) -> None:
+        self.reactor = reactor
+        self.names: set[str] = set()
+
+    def schedule_once(self, name: str, at: datetime, payload: Mapping[str, Any]) -> str:
+        if name not in self.names:
+            self.names.add(name)
+            tick = dict(payload)
+            engine = self.reactor.world.engine
+            when = max((at - engine.start).total_seconds(), engine.now())
+
+            def fire() -> None:
+                tick.update(scheduled_time=rfc3339(at), execution_id=name, attempt="1")
+                self.reactor.invoke(tick, f"schedule {name}")
+
+            engine.at(when, fire)
+        return f"arn:aws:scheduler:us-west-2:123456789012:schedule/default/{name}"
+
+
+class Gpuwarden:
+    def __init__(self, world: World, policy: Any) -> None:
+        from gpuwarden.adapters.ledger import MemoryLedger
+
+        self.world = world
+        self.deps = sim_deps(world.sim, caller="simulate", policy=policy, ledger=MemoryLedger())
+        self.deps.sleep = world.engine.sleep
+        self.deps.scheduler = SimScheduler(self)
+        self.results: list[dict[str, Any]] = []
+        self.failures: list[str] = []
+        self._idle_alarmed: dict[str, float] = {}
+        world.on_idle.append(self._node_idle)
+
+    # ------------------------------------------------------------ events
+
+    def on_incident(self, incident: Incident, nodes: list[str]) -> None:
+        delay = self.world.scenario.reactions.gpuwarden_seconds
+        for payload in self._payloads(incident, nodes):
+            self.world.engine.after(delay, partial(self.invoke, payload, incident.id))
+
+    def _payloads(self, incident: Incident, nodes: list[str]) -> list[dict[str, Any]]:
+        now = self.world.engine.when(incident.at)
+        if incident.kind is IncidentKind.CAPACITY_BLOCK_END:
+            pool = self.world.scenario.pool(incident.pool)
+            end = now + timedelta(minutes=40)
+            return [
+                {
+                    "version": "0",
+                    "id": incident.id,
+                    "detail-type": "Capacity Block Reservation Expiration Warning",
+                    "source": "aws.ec2",
+                    "account": "123456789012",
+                    "time": rfc3339(now),
+                    "region": self.world.scenario.region,
+                    "resources": [
+                        f"arn:aws:ec2:{self.world.scenario.region}:123456789012:capacity-reservation/"
+                        f"{pool.capacity_reservation_id}"
+                    ],
+                    "detail": {"capacity-reservation-id": pool.capacity_reservation_id, "end-date": rfc3339(end)},
+                }
+            ]
+        template = json.loads((EVENTS / _TEMPLATES[incident.kind]).read_text())
+        out = []
+        for node in nodes:
+            instance = self._instance(node)
+            event = copy.deepcopy(template)
+            event["id"] = f"{incident.id}-{instance}"
+            event["time"] = rfc3339(now)
+            if incident.kind is IncidentKind.MAINTENANCE:
+                start = now + timedelta(seconds=incident.lead or 0)
+                arn = f"arn:aws:ec2:{self.world.scenario.region}:123456789012:instance/{instance}"
+                event["detail"]["startTime"] = start.strftime("%a, %d %b %Y %H:%M:%S GMT")
+                event["detail"]["affectedEntities"][0]["entityValue"] = arn
+                event["detail"]["eventArn"] += f"-{incident.id}"
+            else:
+                event["detail"]["instance-id"] = instance
+                event["resources"] = [f"arn:aws:ec2:{self.world.scenario.region}:123456789012:instance/{instance}"]
+            out.append(event)
+        return out
+
+    def _instance(self, node: str) -> str:
+        return next(i for i, n in self.world.instance_node.items() if n == node)
+
+    def invoke(self, payload: dict[str, Any], label: str) -> None:
+        """One invocation, in its own actor: the CLI's router, the real services, to the end."""
+        self.world.ledger.count("gpuwarden_invocations")
+
+        def body() -> None:
+            from gpuwarden.cli import run_event
+            from gpuwarden.domain.errors import GpuwardenError
+
+            try:
+                result = run_event(payload, self.deps)
+            except GpuwardenError as err:  # InvalidEvent included: what this version does not parse
+                self.failures.append(f"{label}: {type(err).__name__}: {err}")
+                return
+            self._count(result)
+
+        self.world.engine.spawn(label, body)
+
+    def _count(self, result: dict[str, Any]) -> None:
+        self.results.append(result)
+        ledger = self.world.ledger
+        now = self.world.engine.now()
+        for action in result.get("actions") or []:
+            kind = action.get("type")
+            if kind == "checkpoint-requested":
+                ledger.count("checkpoints_requested")
+            elif kind == "eviction-blocked":
+                ledger.count("evictions_blocked")
+            elif kind == "evict" and action.get("reason") == _CHECKPOINT_TIMED_OUT:
+                ledger.count("checkpoints_timed_out")
+        node = result.get("node") or ""
+        ledger.note(now, node, f"gpuwarden {result.get('kind')}: {result.get('outcome')} - {result.get('reason')}")
+
+    # ------------------------------------------------------------ gpu-idle: the CloudWatch alarm
+
+    def _node_idle(self, node: str) -> None:
+        since = self.world.engine.now()
+        self._idle_alarmed[node] = since
+        minutes = self.deps.policy.gpu_idle.evaluation_minutes
+        self.world.engine.after(minutes * 60, lambda: self._alarm(node, since))
+
+    def _alarm(self, node: str, since: float) -> None:
+        book = self.world.ledger.nodes.get(node)
+        if book is None or book.down_at is not None or book.idle_since != since:
+            return  # busy again or gone: the contributor never reached ALARM
+        instance = self._instance(node)
+        self._put_idle_metrics(instance, node)
+        event = json.loads((EVENTS / "cloudwatch-alarm-contributor-state-change.json").read_text())
+        event["id"] = f"gpu-idle-{instance}-{int(since)}"
+        event["time"] = rfc3339(self.world.sim.clock.now())
+        event["detail"]["alarmContributor"]["attributes"] = {"InstanceId": instance, "NodeName": node}
+        self.invoke(event, f"gpu-idle {node}")
+
+    def _put_idle_metrics(self, instance: str, node: str) -> None:
+        """What Container Insights would have published for this node: 0 % for the whole evaluation."""
+        import boto3
+
+        policy = self.deps.policy
+        now = datetime.now(UTC)  # the adapter asks CloudWatch for the last minutes of the real clock
+        dims = [
+            {"Name": "ClusterName", "Value": policy.cluster},
+            {"Name": "InstanceId", "Value": instance},
+            {"Name": "NodeName", "Value": node},
+        ]
+        step = policy.gpu_idle.period_seconds
+        data = [
+            {
+                "MetricName": "node_gpu_utilization",
+                "Dimensions": dims,
+                "Timestamp": now - timedelta(seconds=s),
+                "Value": 0.0,
+            }
+            for s in range(step // 2, policy.gpu_idle.evaluation_minutes * 60, step)
+        ]
+        client = boto3.client("cloudwatch", region_name=self.world.scenario.region)
+        client.put_metric_data(Namespace="ContainerInsights", MetricData=data)

@@ -1,0 +1,193 @@
+"""One run: the same incidents through three arms, each on its own simulated cluster.
+
+- `nothing`: no interruption handling and no consolidation; Karpenter's provisioner still
+  replaces lost capacity for pending pods. An interrupted instance dies at its deadline.
+- `karpenter`: Karpenter's interruption queue, terminator and emptiness consolidation.
+- `gpuwarden`: the same Karpenter, plus gpuwarden's real handlers for every event.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import partial
+from typing import Any
+
+from sim.outcome.accounting import Ledger
+from sim.outcome.engine import Engine
+from sim.outcome.events import Incident, IncidentKind, generate
+from sim.outcome.scenario import Scenario
+from sim.outcome.world import World
+
+Progress = Callable[[str, float, int], None]  # (arm, fraction done, incidents so far)
+
+
+class Arm(StrEnum):
+    NOTHING = "nothing"
+    KARPENTER = "karpenter"
+    GPUWARDEN = "gpuwarden"
+
+
+ARMS = (Arm.NOTHING, Arm.KARPENTER, Arm.GPUWARDEN)
+
+
+@dataclass
+class ArmResult:
+    arm: Arm
+    figures: dict[str, Any]
+    ledger: Ledger
+    seconds: float
+    engine_steps: int
+    failures: list[str] = field(default_factory=list)
+    incidents: dict[str, list[str]] = field(default_factory=dict)  # incident id -> nodes it hit
+
+
+@dataclass
+class Outcome:
+    scenario: Scenario
+    seed: int
+    days: float
+    incidents: list[Incident]
+    arms: list[ArmResult]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario.name,
+            "seed": self.seed,
+            "days": self.days,
+            "incidents": {k.value: sum(1 for i in self.incidents if i.kind is k) for k in IncidentKind},
+            "arms": {
+                r.arm.value: {
+                    **r.figures,
+                    "real_seconds": round(r.seconds, 1),
+                    "engine_steps": r.engine_steps,
+                    "gpuwarden_failures": r.failures,
+                }
+                for r in self.arms
+            },
+        }
+
+
+@contextmanager
+def _quiet_gpuwarden() -> Iterator[None]:
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    from gpuwarden.observability import logger
+
+    level = logger.log_level
+    logger.setLevel("ERROR")
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _aws(arm: Arm) -> Any:
+    if arm is not Arm.GPUWARDEN:
+        return nullcontext()
+    from sim.demo import simulated_aws
+
+    return simulated_aws()
+
+
+def run_arm(
+    scenario: Scenario,
+    arm: Arm,
+    incidents: list[Incident],
+    days: float,
+    policy: Any = None,
+    progress: Progress | None = None,
+) -> ArmResult:
+    from sim.outcome.gpuwarden_arm import Gpuwarden
+    from sim.outcome.karpenter_arm import Karpenter, Provisioner
+
+    began = time.monotonic()
+    engine = Engine(scenario.start)
+    ledger = Ledger()
+    with _aws(arm), _quiet_gpuwarden(), engine.sim:
+        world = World(scenario, engine, ledger)
+        Provisioner(world)
+        karpenter = Karpenter(world) if arm is not Arm.NOTHING else None
+        gpuwarden = Gpuwarden(world, policy or scenario.gpu_policy()) if arm is Arm.GPUWARDEN else None
+        world.build()
+        hits: dict[str, list[str]] = {}
+        chains: dict[str, list[str]] = {}
+        seen = [0]
+
+        def fire(incident: Incident) -> None:
+            nodes = _resolve(world, incident, chains)
+            hits[incident.id] = nodes
+            seen[0] += 1
+            if not nodes:
+                ledger.count("incidents_missed")
+                return
+            _ec2(world, incident, nodes)
+            if karpenter is not None:
+                karpenter.on_incident(incident, nodes)
+            if gpuwarden is not None:
+                gpuwarden.on_incident(incident, nodes)
+
+        for incident in incidents:
+            engine.at(incident.at, partial(fire, incident))
+        end = days * 86400.0
+        if progress is not None:
+            for hour in range(1, int(end // 3600) + 1):
+                engine.at(hour * 3600.0, partial(_report, progress, arm, hour * 3600.0 / end, seen))
+        engine.run_until(end)
+        ledger.close(end)
+    return ArmResult(
+        arm=arm,
+        figures=ledger.figures(),
+        ledger=ledger,
+        seconds=time.monotonic() - began,
+        engine_steps=engine.steps,
+        failures=list(gpuwarden.failures) if gpuwarden else [],
+        incidents=hits,
+    )
+
+
+def _report(progress: Progress, arm: Arm, fraction: float, seen: list[int]) -> None:
+    progress(arm.value, fraction, seen[0])
+
+
+def _resolve(world: World, incident: Incident, chains: dict[str, list[str]]) -> list[str]:
+    """The nodes an incident hits in this arm (the whole block for a Capacity Block's end)."""
+    if incident.kind is IncidentKind.CAPACITY_BLOCK_END:
+        return world.live_nodes(incident.pool)
+    if incident.chain in chains:
+        return [n for n in chains[incident.chain] if n in world.node_pods]
+    live = world.workload_order(incident.pool)
+    nodes = [live[incident.rank % len(live)]] if live else []
+    chains[incident.chain] = nodes
+    return nodes
+
+
+def _ec2(world: World, incident: Incident, nodes: list[str]) -> None:
+    """What EC2 itself does: the instance is gone at the incident's deadline, whoever reacted."""
+    now = world.engine.now()
+    for node in nodes:
+        world.ledger.note(now, node, f"{incident.kind.value} notice")
+    if incident.lead is None:
+        return
+    if incident.kind is IncidentKind.SPOT_INTERRUPTION:
+        world.ledger.count("interruptions", len(nodes))
+    for node in nodes:
+        world.engine.at(incident.at + incident.lead, partial(world.terminate_instance, node, "deadline"))
+
+
+def run(
+    scenario: Scenario,
+    seed: int | None = None,
+    days: float | None = None,
+    policy: Any = None,
+    arms: tuple[Arm, ...] = ARMS,
+    progress: Progress | None = None,
+) -> Outcome:
+    seed = scenario.seed if seed is None else seed
+    days = scenario.days if days is None else days
+    incidents = generate(scenario, seed, days)
+    results = [run_arm(scenario, arm, incidents, days, policy, progress) for arm in arms]
+    return Outcome(scenario, seed, days, incidents, results)

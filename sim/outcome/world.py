@@ -1,0 +1,508 @@
+"""The simulated cluster of one arm: nodes and NodeClaims in the simulator, the workloads on them,
+EC2 (launches, and instances that die at their deadline), and the ledger of what was lost.
+
+The workloads are the other side of gpuwarden's and Karpenter's actions: a training pod
+checkpoints every N minutes (asynchronously: the capture is taken at the interval, complete
+`checkpoint_seconds` later), stops and writes a checkpoint when gpuwarden asks (acknowledging
+with `gpuwarden.io/checkpoint-done`), and on SIGTERM stops and — if the scenario says so — writes
+one before its grace runs out. When a pod is gone, the work since its last completed checkpoint's
+capture is lost. Jobs and ReplicaSets recreate their pods; a notebook comes back when its user does.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sim import builders as b
+from sim.clock import rfc3339
+from sim.controllers import schedulable
+from sim.exec_ws import ExecRecord, ExecResult
+from sim.outcome.accounting import Ledger, Loss
+from sim.outcome.engine import Engine, OutcomeSim
+from sim.outcome.scenario import Inference, Notebooks, Pool, Scenario, Training
+
+REQUESTED = "gpuwarden.io/checkpoint-requested"
+DONE = "gpuwarden.io/checkpoint-done"
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+NAMESPACES = {"training": "ml", "inference": "serving", "notebook": "research"}
+Obj = dict[str, Any]
+Workload = Training | Inference | Notebooks
+
+
+@dataclass
+class PodLife:
+    """One pod of a workload, from its start to its end."""
+
+    key: str  # namespace/name
+    kind: str  # training | inference | notebook
+    spec: Workload
+    slot: int  # job / replica / notebook index
+    gpus: int
+    node: str = ""
+    started: float = 0.0
+    #: training stopped for good (SIGTERM)
+    stopped_at: float | None = None
+    #: progress is safe up to this time: a requested or SIGTERM checkpoint completed then
+    #: (training pauses while it writes one, and resumes after a requested one)
+    captured: float | None = None
+    #: (paused at, completes at) of a requested or SIGTERM checkpoint being written
+    saving: tuple[float, float] | None = None
+    saving_why: str = ""
+    sigterm_at: float | None = None
+    dead: bool = False
+
+    def periodic_capture(self, stop: float, now: float) -> float:
+        """The latest periodic capture taken before `stop` whose write completed by `now`."""
+        assert isinstance(self.spec, Training)
+        interval = self.spec.checkpoint_interval_minutes * 60
+        k = math.floor((min(stop, now - self.spec.checkpoint_seconds) - self.started) / interval)
+        return self.started + k * interval if k >= 1 else self.started
+
+
+@dataclass
+class Pending:
+    kind: str
+    spec: Workload
+    slot: int
+    since: float
+
+
+@dataclass
+class World:
+    scenario: Scenario
+    engine: Engine
+    ledger: Ledger
+    #: reactors subscribe here: called with (node name) when a node becomes empty of workload pods
+    on_empty: list[Callable[[str], None]] = field(default_factory=list)
+    on_idle: list[Callable[[str], None]] = field(default_factory=list)
+    #: called with a pool name when its pods wait for capacity (Karpenter's provisioner)
+    provision_hooks: list[Callable[[str], None]] = field(default_factory=list)
+    lives: dict[str, PodLife] = field(default_factory=dict)
+    pending: dict[str, list[Pending]] = field(default_factory=dict)
+    node_pods: dict[str, set[str]] = field(default_factory=dict)
+    node_pool: dict[str, str] = field(default_factory=dict)
+    instance_node: dict[str, str] = field(default_factory=dict)
+    launching: dict[str, str] = field(default_factory=dict)  # NodeClaim -> pool
+    restarts: dict[tuple[str, int], int] = field(default_factory=dict)
+    _seq: int = 0
+    _lock: threading.RLock = field(default_factory=threading.RLock)
+
+    @property
+    def sim(self) -> OutcomeSim:
+        return self.engine.sim
+
+    # ------------------------------------------------------------ build
+
+    def build(self) -> None:
+        sim = self.sim
+        sim.exec_handler = self._on_exec
+        sim.on_change(self._on_change)
+        for pool in self.scenario.pools:
+            itype = self.scenario.instance_type(pool.instance_type)
+            capacity = {"spot": ("spot",), "on-demand": ("on-demand",), "reserved": ("reserved",)}
+            obj = b.nodepool(pool.name, (itype.name,), capacity[pool.capacity_type], gpu_limit=None)
+            obj["spec"]["disruption"] = {
+                "consolidationPolicy": pool.consolidation_policy,
+                "consolidateAfter": f"{int(pool.consolidate_after_seconds)}s",
+                "budgets": [{"nodes": pool.budget_nodes}],
+            }
+            if pool.termination_grace_seconds is not None:
+                obj["spec"]["template"]["spec"]["terminationGracePeriod"] = f"{int(pool.termination_grace_seconds)}s"
+            sim.create(obj)
+            self.pending[pool.name] = []
+            for _ in range(pool.nodes):
+                self._node(pool, replacement=False)
+        sim.api.ensure_namespace("ml")
+        for spec in self.scenario.training:
+            for job in range(spec.jobs):
+                self._want("training", spec, job)
+        for inf in self.scenario.inference:
+            sim.create(b.replicaset(f"{inf.name}-rs", "serving", {"app": inf.name}, inf.replicas))
+            sim.create(b.pdb(inf.name, "serving", {"app": inf.name}, min_available=inf.min_available))
+            for replica in range(inf.replicas):
+                self._want("inference", inf, replica)
+        for nb in self.scenario.notebooks:
+            for i in range(nb.count):
+                self._want("notebook", nb, i)
+            self._schedule_notebook_day(nb, 0)
+
+    # ------------------------------------------------------------ nodes (EC2 + Karpenter's launches)
+
+    def _next_name(self) -> tuple[str, str]:
+        self._seq += 1
+        n = self._seq
+        return f"ip-10-{n // 250}-{n % 250}-7.{self.scenario.region}.compute.internal", f"i-0{n:016x}"
+
+    def _node(self, pool: Pool, replacement: bool, claim_name: str | None = None) -> str:
+        itype = self.scenario.instance_type(pool.instance_type)
+        name, instance = self._next_name()
+        zone = f"{self.scenario.region}{'abc'[self._seq % 3]}"
+        node = b.gpu_node(
+            name,
+            instance,
+            zone=zone,
+            instance_type=itype.name,
+            nodepool=pool.name,
+            capacity_type=pool.capacity_type,
+            gpus=itype.gpus,
+        )
+        if pool.capacity_type == "reserved":
+            node["metadata"]["labels"] |= {
+                "karpenter.k8s.aws/capacity-reservation-id": pool.capacity_reservation_id or "cr-0",
+                "karpenter.k8s.aws/capacity-reservation-type": "capacity-block",
+            }
+        node = self.sim.create(node)
+        if claim_name is None:
+            self.sim.create(b.nodeclaim_for(node))
+        else:
+            claim = b.nodeclaim_for(node)
+            self.sim.patch_direct("NodeClaim", claim_name, {"status": claim["status"]})
+        self.sim.create(b.daemonset_pod(node))
+        self.node_pool[name] = pool.name
+        self.node_pods[name] = set()
+        self.instance_node[instance] = name
+        self.ledger.node_up(name, itype.gpus, self.engine.now(), replacement)
+        self.ledger.note(self.engine.now(), name, "node ready")
+        self._update_idle(name)
+        return name
+
+    def launch(self, pool_name: str, why: str) -> str:
+        """A NodeClaim for one node of `pool_name` (Karpenter's provisioner)."""
+        self._seq += 1
+        claim = {
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodeClaim",
+            "metadata": {
+                "name": f"{pool_name}-{self._seq:05d}",
+                "labels": {"karpenter.sh/nodepool": pool_name},
+                "annotations": {"sim.outcome/why": why},
+                "finalizers": ["karpenter.sh/termination"],
+            },
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}},
+        }
+        return str(self.sim.create(claim)["metadata"]["name"])
+
+    def _claim_added(self, claim: Obj) -> None:
+        name = claim["metadata"]["name"]
+        if (claim.get("status") or {}).get("nodeName") or name in self.launching:
+            return
+        pool = (claim["metadata"].get("labels") or {}).get("karpenter.sh/nodepool", "")
+        if pool not in self.pending:
+            return
+        if "karpenter.sh/termination" not in (claim["metadata"].get("finalizers") or []):
+            # Karpenter's NodeClaim lifecycle controller adds its termination finalizer to every claim
+            self.engine.after(0, lambda: self._add_finalizer(name))
+        self.launching[name] = pool
+        self.ledger.note(self.engine.now(), name, "NodeClaim created")
+        launch = self.scenario.instance_type(self.scenario.pool(pool).instance_type).launch_seconds
+        self.engine.after(launch, lambda: self._materialize(name))
+
+    def _add_finalizer(self, claim_name: str) -> None:
+        claim = self.sim.get("NodeClaim", claim_name)
+        if claim is not None and not claim["metadata"].get("deletionTimestamp"):
+            finalizers = [*(claim["metadata"].get("finalizers") or []), "karpenter.sh/termination"]
+            self.sim.patch_direct("NodeClaim", claim_name, {"metadata": {"finalizers": finalizers}})
+
+    def _materialize(self, claim_name: str) -> None:
+        pool_name = self.launching.pop(claim_name, "")
+        claim = self.sim.get("NodeClaim", claim_name)
+        pool = self.scenario.pool(pool_name)
+        ended = not self.can_launch(pool)
+        if claim is None or claim["metadata"].get("deletionTimestamp") or ended:
+            if claim is not None:
+                self.release_claim(claim_name)
+            return
+        node = self._node(pool, replacement=True, claim_name=claim_name)
+        self.bind_pending(pool_name)
+        if not self.node_pods.get(node):
+            self._became_empty(node)
+
+    def can_launch(self, pool: Pool) -> bool:
+        """A Capacity Block takes no new instance once its expiration warning is out (40 min before its end)."""
+        end = pool.capacity_block_end_hours
+        return end is None or self.engine.now() < end * 3600 - 40 * 60
+
+    def in_flight_gpus(self, pool_name: str) -> int:
+        gpus = self.scenario.instance_type(self.scenario.pool(pool_name).instance_type).gpus
+        return gpus * sum(1 for p in self.launching.values() if p == pool_name)
+
+    def release_claim(self, claim_name: str) -> None:
+        if self.sim.get("NodeClaim", claim_name) is None:
+            return
+        self.sim.patch_direct("NodeClaim", claim_name, {"metadata": {"finalizers": None}})
+        if self.sim.get("NodeClaim", claim_name) is not None:
+            self.sim.delete_direct("NodeClaim", claim_name)
+
+    def terminate_instance(self, node_name: str, why: str) -> None:
+        """EC2 takes the instance: every pod on it stops at once, the node and its NodeClaim go."""
+        node = self.sim.get("Node", node_name)
+        if node is None:
+            return
+        workload = [k for k in self.node_pods.get(node_name, set()) if k in self.lives]
+        if workload and why != "karpenter":
+            self.ledger.count("nodes_past_deadline")
+        self.ledger.note(self.engine.now(), node_name, f"instance terminated ({why})")
+        for pod in self.sim.list("Pod", field_selector=f"spec.nodeName={node_name}"):
+            meta = pod["metadata"]
+            self.sim.delete_direct("Pod", meta["name"], meta["namespace"], grace_seconds=0)
+        self.sim.delete_direct("Node", node_name)
+        for claim in self.sim.list("NodeClaim"):
+            if (claim.get("status") or {}).get("nodeName") == node_name:
+                self.release_claim(claim["metadata"]["name"])
+        self.ledger.node_down(node_name, self.engine.now())
+        self.node_pods.pop(node_name, None)
+
+    def live_nodes(self, pool_name: str) -> list[str]:
+        nodes = [n for n, p in self.node_pool.items() if p == pool_name and n in self.node_pods]
+        return sorted(nodes, key=lambda n: self.ledger.nodes[n].up_at)
+
+    def workload_order(self, pool_name: str) -> list[str]:
+        """The pool's nodes ordered by the workloads they run (empty nodes last): the same job's node
+        comes at the same place in every arm, whatever the nodes are called there."""
+
+        def key(node: str) -> tuple[int, list[tuple[str, int]], float]:
+            slots = sorted(
+                (self.lives[k].spec.name, self.lives[k].slot) for k in self.node_pods[node] if k in self.lives
+            )
+            return (0 if slots else 1, slots, self.ledger.nodes[node].up_at)
+
+        return sorted(self.live_nodes(pool_name), key=key)
+
+    def claim_of(self, node_name: str) -> Obj | None:
+        claims: list[Obj] = self.sim.list("NodeClaim")
+        return next((c for c in claims if (c.get("status") or {}).get("nodeName") == node_name), None)
+
+    # ------------------------------------------------------------ pods
+
+    def _want(self, kind: str, spec: Workload, slot: int) -> None:
+        self.pending[spec.pool].append(Pending(kind, spec, slot, self.engine.now()))
+        self.bind_pending(spec.pool)
+
+    def bind_pending(self, pool_name: str) -> list[Pending]:
+        """Bind what fits (the scheduler); returns what is still pending."""
+        left: list[Pending] = []
+        for want in self.pending.get(pool_name, []):
+            node = self._fit(pool_name, want.spec.gpus)
+            if node is None:
+                left.append(want)
+            else:
+                self._start(want, node)
+        self.pending[pool_name] = left
+        return left
+
+    def _free_gpus(self, node: Obj) -> int:
+        used = sum(self.lives[k].gpus for k in self.node_pods.get(node["metadata"]["name"], set()) if k in self.lives)
+        return int(node["status"]["capacity"].get(b.GPU, "0")) - used
+
+    def _fit(self, pool_name: str, gpus: int) -> Obj | None:
+        probe = {"spec": {"tolerations": [dict(b.GPU_TOLERATION)]}}
+        for name in self.live_nodes(pool_name):
+            node = self.sim.get("Node", name)
+            if node is not None and schedulable(node, probe) and self._free_gpus(node) >= gpus:
+                return node
+        return None
+
+    def _start(self, want: Pending, node: Obj) -> None:
+        spec, slot = want.spec, want.slot
+        n = self.restarts.get((spec.name, slot), 0)
+        self.restarts[(spec.name, slot)] = n + 1
+        name = f"{spec.name}-{slot:02d}-{n}"
+        if isinstance(spec, Training):
+            pod = b.training_pod(
+                name,
+                node,
+                gpus=spec.gpus,
+                checkpoint=spec.checkpoint,
+                grace=spec.grace_seconds,
+                checkpoint_timeout=spec.checkpoint_timeout_seconds,
+                owner=("batch/v1", "Job", f"{spec.name}-{slot:02d}"),
+            )
+        elif isinstance(spec, Inference):
+            owner = self.sim.get("ReplicaSet", f"{spec.name}-rs", "serving")
+            pod = b.inference_pod(name, node, owner=owner, labels={"app": spec.name}, gpus=spec.gpus)
+            pod["spec"]["terminationGracePeriodSeconds"] = spec.grace_seconds
+        else:
+            resources = {"requests": {b.GPU: str(spec.gpus)}, "limits": {b.GPU: str(spec.gpus)}}
+            annotations = {DO_NOT_DISRUPT: "true"} if spec.do_not_disrupt else {}
+            pod = b.pod(
+                name,
+                node,
+                "research",
+                labels={"app": "jupyterhub", "component": "singleuser-server"},
+                annotations=annotations,
+                containers=[{"name": "notebook", "image": "quay.io/jupyter/pytorch-notebook", "resources": resources}],
+            )
+        key = f"{pod['metadata']['namespace']}/{name}"
+        life = PodLife(key, want.kind, spec, slot, spec.gpus, node["metadata"]["name"], self.engine.now())
+        with self._lock:
+            self.lives[key] = life
+            self.node_pods.setdefault(life.node, set()).add(key)
+        self.ledger.nodes[life.node].used = True
+        self.sim.create(pod)
+        self._update_idle(life.node)
+
+    # ------------------------------------------------------------ what the workloads see
+
+    def _on_change(self, kind: str, event: str, obj: Obj) -> None:
+        if kind == "NodeClaim" and event == "ADDED":
+            self._claim_added(obj)
+            return
+        if kind == "NodeClaim" and event == "DELETED":
+            node = (obj.get("status") or {}).get("nodeName")
+            if node and node in self.node_pods:  # the claim went without its finalizer: the instance goes too
+                self.engine.after(0, lambda: self.terminate_instance(node, "karpenter"))
+            return
+        if kind != "Pod":
+            return
+        meta = obj["metadata"]
+        life = self.lives.get(f"{meta.get('namespace')}/{meta.get('name')}")
+        if life is None or life.dead:
+            return
+        if event == "DELETED":
+            self._died(life)
+        elif meta.get("deletionTimestamp") and life.sigterm_at is None:
+            self._sigterm(life)
+        elif self._asked_by_annotation(life, meta.get("annotations") or {}):
+            self._checkpoint_requested(life, "requested")
+
+    @staticmethod
+    def _asked_by_annotation(life: PodLife, annotations: dict[str, str]) -> bool:
+        mode = life.spec.checkpoint if isinstance(life.spec, Training) else None
+        return mode == "annotate" and REQUESTED in annotations and DONE not in annotations
+
+    def _on_exec(self, record: ExecRecord) -> ExecResult:
+        life = self.lives.get(f"{record.namespace}/{record.pod}")
+        if life is not None and record.command[:2] == ["kill", "-s"]:
+            self._checkpoint_requested(life, "requested")
+        return ExecResult(0)
+
+    def _checkpoint_requested(self, life: PodLife, why: str) -> None:
+        with self._lock:
+            if life.saving is not None or life.dead or life.stopped_at is not None:
+                return
+            assert isinstance(life.spec, Training)
+            now = self.engine.now()
+            life.saving = (now, now + life.spec.checkpoint_seconds)
+            life.saving_why = why
+        self.ledger.note(now, life.node, f"{life.key}: checkpoint {why}, training paused")
+        self.engine.at(life.saving[1], lambda: self._saved(life))
+
+    def _saved(self, life: PodLife) -> None:
+        with self._lock:
+            if life.dead or life.saving is None:
+                return
+            life.captured = life.saving[1]
+            life.saving = None
+        now = self.engine.now()
+        self.ledger.note(now, life.node, f"{life.key}: checkpoint written ({life.saving_why})")
+        if life.saving_why == "on SIGTERM":
+            self.ledger.count("saved_on_sigterm")
+            return
+        namespace, name = life.key.split("/", 1)
+        if self.sim.get("Pod", name, namespace) is not None:
+            self.ledger.count("checkpoints_acked")
+            self.sim.patch_direct(
+                "Pod", name, {"metadata": {"annotations": {DONE: rfc3339(self.sim.clock.now())}}}, namespace
+            )
+
+    def _sigterm(self, life: PodLife) -> None:
+        now = self.engine.now()
+        life.sigterm_at = now
+        self.ledger.note(now, life.node, f"{life.key}: SIGTERM")
+        if life.kind != "training" or life.stopped_at is not None:
+            self._update_idle(life.node)
+            return
+        assert isinstance(life.spec, Training)
+        life.stopped_at = now
+        if life.spec.saves_on_sigterm and life.saving is None:
+            life.saving = (now, now + life.spec.checkpoint_seconds)
+            life.saving_why = "on SIGTERM"
+            self.engine.at(life.saving[1], lambda: self._saved(life))
+        self._update_idle(life.node)
+
+    def _died(self, life: PodLife) -> None:
+        now = self.engine.now()
+        with self._lock:
+            paused = None
+            if life.saving is not None and life.saving[1] <= now:
+                life.captured = life.saving[1]
+                if life.saving_why == "on SIGTERM":
+                    self.ledger.count("saved_on_sigterm")
+            elif life.saving is not None:
+                paused = life.saving[0]  # no progress since the unfinished write began
+            life.saving = None
+            life.dead = True
+            self.lives.pop(life.key, None)
+            self.node_pods.get(life.node, set()).discard(life.key)
+        if life.kind == "training":
+            stop = min(t for t in (life.stopped_at, paused, now) if t is not None)
+            capture = max(life.captured or life.started, life.periodic_capture(stop, now))
+            how = "after SIGTERM" if life.sigterm_at is not None else "killed"
+            self.ledger.losses.append(Loss(now, life.key, life.node, life.gpus, max(0.0, stop - capture), how))
+        self.ledger.note(now, life.node, f"{life.key}: gone")
+        if life.kind != "notebook" or self._notebook_busy(life.spec, now):
+            want = Pending(life.kind, life.spec, life.slot, now)
+            self.pending[life.spec.pool].append(want)
+            self.engine.after(0, lambda: self._after_loss(life.spec.pool))
+        self._update_idle(life.node)
+        if life.node in self.node_pods and not self.node_pods[life.node]:
+            self._became_empty(life.node)
+
+    def _after_loss(self, pool_name: str) -> None:
+        self.bind_pending(pool_name)
+        for hook in self.provision_hooks:
+            hook(pool_name)
+
+    def _became_empty(self, node: str) -> None:
+        for hook in self.on_empty:
+            hook(node)
+
+    # ------------------------------------------------------------ busy and idle
+
+    def _notebook_busy(self, spec: Workload, t: float) -> bool:
+        assert isinstance(spec, Notebooks)
+        when = self.engine.when(t)
+        if spec.weekdays_only and when.weekday() >= 5:
+            return False
+        return spec.busy_from_hour <= when.hour < spec.busy_to_hour
+
+    def pod_busy(self, life: PodLife, t: float) -> bool:
+        if life.sigterm_at is not None:
+            return False
+        if life.kind == "training":
+            return life.stopped_at is None
+        if life.kind == "notebook":
+            return self._notebook_busy(life.spec, t)
+        return True
+
+    def _update_idle(self, node: str) -> None:
+        if node not in self.node_pods:
+            return
+        t = self.engine.now()
+        idle = not any(self.pod_busy(self.lives[k], t) for k in self.node_pods[node] if k in self.lives)
+        if self.ledger.set_idle(node, idle, t):
+            for hook in self.on_idle:
+                hook(node)
+
+    def _schedule_notebook_day(self, spec: Notebooks, day: int) -> None:
+        if day * 86400 > self.scenario.days * 86400 + 86400:
+            return
+        self.engine.at(day * 86400 + spec.busy_from_hour * 3600, lambda: self._notebook_shift(spec, True))
+        self.engine.at(day * 86400 + spec.busy_to_hour * 3600, lambda: self._notebook_shift(spec, False))
+        self.engine.at((day + 1) * 86400, lambda: self._schedule_notebook_day(spec, day + 1))
+
+    def _notebook_shift(self, spec: Notebooks, starting: bool) -> None:
+        t = self.engine.now()
+        if starting and self._notebook_busy(spec, t):
+            present = {life.slot for life in self.lives.values() if life.spec is spec}
+            present |= {w.slot for w in self.pending[spec.pool] if w.spec is spec}
+            for i in range(spec.count):
+                if i not in present:
+                    self.pending[spec.pool].append(Pending("notebook", spec, i, t))
+            self._after_loss(spec.pool)
+        for node in list(self.node_pods):
+            self._update_idle(node)
