@@ -8,25 +8,18 @@ the planned tick at its time, through the same router.
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from sim.clock import rfc3339
-from sim.outcome.events import Incident, IncidentKind
+from sim.outcome.events import Incident
+from sim.outcome.payloads import EVENTS, instance_of, payloads
 from sim.outcome.world import World
 from sim.wiring import sim_deps
 
-EVENTS = Path(__file__).resolve().parents[2] / "events"
-_TEMPLATES = {
-    IncidentKind.SPOT_INTERRUPTION: "spot-interruption.json",
-    IncidentKind.REBALANCE: "rebalance-recommendation.json",
-    IncidentKind.MAINTENANCE: "health-scheduled-maintenance.json",
-}
 _CHECKPOINT_TIMED_OUT = "checkpoint timed out"
 
 
@@ -69,51 +62,8 @@ class Gpuwarden:
 
     def on_incident(self, incident: Incident, nodes: list[str]) -> None:
         delay = self.world.scenario.reactions.gpuwarden_seconds
-        for payload in self._payloads(incident, nodes):
+        for payload in payloads(self.world, incident, nodes):
             self.world.engine.after(delay, partial(self.invoke, payload, incident.id))
-
-    def _payloads(self, incident: Incident, nodes: list[str]) -> list[dict[str, Any]]:
-        now = self.world.engine.when(incident.at)
-        if incident.kind is IncidentKind.CAPACITY_BLOCK_END:
-            pool = self.world.scenario.pool(incident.pool)
-            end = now + timedelta(minutes=40)
-            return [
-                {
-                    "version": "0",
-                    "id": incident.id,
-                    "detail-type": "Capacity Block Reservation Expiration Warning",
-                    "source": "aws.ec2",
-                    "account": "123456789012",
-                    "time": rfc3339(now),
-                    "region": self.world.scenario.region,
-                    "resources": [
-                        f"arn:aws:ec2:{self.world.scenario.region}:123456789012:capacity-reservation/"
-                        f"{pool.capacity_reservation_id}"
-                    ],
-                    "detail": {"capacity-reservation-id": pool.capacity_reservation_id, "end-date": rfc3339(end)},
-                }
-            ]
-        template = json.loads((EVENTS / _TEMPLATES[incident.kind]).read_text())
-        out = []
-        for node in nodes:
-            instance = self._instance(node)
-            event = copy.deepcopy(template)
-            event["id"] = f"{incident.id}-{instance}"
-            event["time"] = rfc3339(now)
-            if incident.kind is IncidentKind.MAINTENANCE:
-                start = now + timedelta(seconds=incident.lead or 0)
-                arn = f"arn:aws:ec2:{self.world.scenario.region}:123456789012:instance/{instance}"
-                event["detail"]["startTime"] = start.strftime("%a, %d %b %Y %H:%M:%S GMT")
-                event["detail"]["affectedEntities"][0]["entityValue"] = arn
-                event["detail"]["eventArn"] += f"-{incident.id}"
-            else:
-                event["detail"]["instance-id"] = instance
-                event["resources"] = [f"arn:aws:ec2:{self.world.scenario.region}:123456789012:instance/{instance}"]
-            out.append(event)
-        return out
-
-    def _instance(self, node: str) -> str:
-        return next(i for i, n in self.world.instance_node.items() if n == node)
 
     def invoke(self, payload: dict[str, Any], label: str) -> None:
         """One invocation, in its own actor: the CLI's router, the real services, to the end."""
@@ -159,7 +109,7 @@ class Gpuwarden:
         book = self.world.ledger.nodes.get(node)
         if book is None or book.down_at is not None or book.idle_since != since:
             return  # busy again or gone: the contributor never reached ALARM
-        instance = self._instance(node)
+        instance = instance_of(self.world, node)
         self._put_idle_metrics(instance, node)
         event = json.loads((EVENTS / "cloudwatch-alarm-contributor-state-change.json").read_text())
         event["id"] = f"gpu-idle-{instance}-{int(since)}"

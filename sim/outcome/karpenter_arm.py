@@ -1,90 +1,155 @@
-"""Karpenter in the outcome runs: its provisioner (every arm), its interruption controller and
-terminator, and its emptiness consolidation (arms "karpenter" and "gpuwarden").
+"""Karpenter in the outcome runs: the simulator's Karpenter stand-in (`sim/karpenter.py`: its
+interruption, NodeClaim lifecycle, termination, eviction-queue and provisioner controllers, as
+their source behaves), stepped on the engine's clock, grown here with what the runs need:
 
-As Karpenter v1's source behaves (read from kubernetes-sigs/karpenter and
-aws/karpenter-provider-aws):
-- interruption: Spot interruption and scheduled-change (AWS Health) messages delete the
-  node's NodeClaim; a rebalance recommendation only publishes an Event; a Capacity Block's
-  nodes are drained 40 minutes before the block's end;
-- termination: the NodeClaim's finalizer holds it while the node is tainted
-  `karpenter.sh/disrupted:NoSchedule` and drained through the Eviction API (PDBs obeyed, a
-  429 is retried on the next requeue); DaemonSet, mirror and `karpenter.sh/do-not-disrupt`
-  pods are passed over until the NodePool's `terminationGracePeriod` (if set) runs out, when
-  they are deleted so that their own grace ends with it; the instance is terminated once no
-  drainable pod is left;
-- provisioning: pending pods are batched (`BATCH_MAX_DURATION`) and NodeClaims launched for
-  what in-flight NodeClaims do not already cover;
-- consolidation: a node with no workload pods for `consolidateAfter` is deleted, when the
-  pool's disruption budget (`nodes`, percentages rounded up) leaves room. Underutilised-node
-  replacement is not modelled: every GPU pod of the built-in scenario fills its node.
+- emptiness consolidation (`WhenEmpty`, and the empty half of `WhenEmptyOrUnderutilized`): a
+  node with no workload pod for the NodePool's `consolidateAfter` has its NodeClaim deleted when
+  the pool's disruption budgets leave room (`nodes`, percentages rounded up, the most
+  restrictive active budget; a budget with a `schedule` is active while its window is open).
+  Replacing underutilised nodes is not modelled: every GPU pod of the built-in scenario fills its
+  node, so there is nothing to repack;
+- Capacity Blocks: Karpenter drains a block's nodes 40 minutes before the block's end (from the
+  end date it reads with `ec2:DescribeCapacityReservations`, no message: aws/karpenter-provider-aws
+  designs/capacity-blocks.md) and launches nothing more into the block;
+- per-instance-type launch times (the stand-in has one `launch_seconds`).
+
+Without the interruption queue (arm "nothing") Karpenter still provisions and terminates what
+others delete; it takes no interruption message and does not consolidate.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
-from sim import errors
+from sim import karpenter as stand_in
 from sim.clock import parse_rfc3339
+from sim.karpenter import KarpenterAction
 from sim.outcome.events import Incident, IncidentKind
-from sim.outcome.world import DO_NOT_DISRUPT, World
+from sim.outcome.payloads import payloads
+from sim.outcome.world import World
 
-DISRUPTED_TAINT = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
 Obj = dict[str, Any]
+#: what the stand-in may still be doing on a deleting NodeClaim: look again this often
+_DELETING_POLL = 1.0
 
 
-class Provisioner:
-    def __init__(self, world: World) -> None:
+@dataclass
+class ScenarioKarpenter(stand_in.Karpenter):
+    launch_by_pool: dict[str, float] = field(default_factory=dict)
+    #: pools whose capacity is gone (an ending Capacity Block)
+    closed_pools: set[str] = field(default_factory=set)
+
+    def _reconcile_claim(self, claim: Obj, nodes: list[Obj], now: datetime) -> None:
+        pool = (claim["metadata"].get("labels") or {}).get(stand_in.NODEPOOL_LABEL, "")
+        if pool in self.closed_pools and not (claim.get("status") or {}).get("providerID"):
+            return  # nothing to launch into (an insufficient-capacity error, retried in vain)
+        self.launch_seconds = self.launch_by_pool.get(pool, self.launch_seconds)
+        super()._reconcile_claim(claim, nodes, now)
+
+    def _create_claim(
+        self, pool: Obj, pods: list[Obj], by_node: dict[str, Obj], claims: list[Obj], now: datetime
+    ) -> None:
+        if pool["metadata"]["name"] not in self.closed_pools:
+            super()._create_claim(pool, pods, by_node, claims, now)
+
+
+class KarpenterDriver:
+    """Steps the stand-in whenever something it watches changes, and at its own due times."""
+
+    def __init__(self, world: World, interruption_queue: bool, consolidation: bool) -> None:
         self.world = world
-        self._batching: set[str] = set()
-        world.provision_hooks.append(self.request)
-
-    def request(self, pool_name: str) -> None:
-        if pool_name in self._batching or not self.world.pending.get(pool_name):
-            return
-        self._batching.add(pool_name)
-        batch = self.world.scenario.reactions.provisioner_batch_seconds
-        self.world.engine.after(batch, lambda: self._launch(pool_name))
-
-    def _launch(self, pool_name: str) -> None:
-        self._batching.discard(pool_name)
-        world = self.world
-        left = world.bind_pending(pool_name)
-        if not left:
-            return
-        pool = world.scenario.pool(pool_name)
-        if not world.can_launch(pool):
-            return  # the Capacity Block is ending: no capacity to launch into
-        gpus = world.scenario.instance_type(pool.instance_type).gpus
-        per_node = max(1, gpus // left[0].spec.gpus)
-        needed = math.ceil(len(left) / per_node) - world.in_flight_gpus(pool_name) // gpus
-        for _ in range(max(0, needed)):
-            world.launch(pool_name, "pending pods")
-
-
-class Karpenter:
-    def __init__(self, world: World, consolidation: bool = True) -> None:
-        self.world = world
+        scenario = world.scenario
+        stand_in.GPUS.update({t.name: t.gpus for t in scenario.instance_types})
+        self.k = ScenarioKarpenter(
+            world.sim,
+            interruption_queue=interruption_queue,
+            launch_by_pool={p.name: scenario.instance_type(p.instance_type).launch_seconds for p in scenario.pools},
+            on_action=self._action,
+        )
+        self.interruption_queue = interruption_queue
         self.consolidation = consolidation
-        self._terminating: set[str] = set()
+        self._wake_at: float | None = None
         self._empty_since: dict[str, float] = {}
-        world.sim.on_change(self._on_change)
+        world.sim.on_change(self._changed)
         if consolidation:
             world.on_empty.append(self._node_empty)
 
-    # ------------------------------------------------------------ interruption controller
+    # ------------------------------------------------------------ stepping
+
+    def _changed(self, kind: str, _event: str, _obj: Obj) -> None:
+        if kind in ("Pod", "Node", "NodeClaim", "NodePool"):
+            self.wake(self.world.engine.now())
+
+    def wake(self, t: float) -> None:
+        if self._wake_at is not None and self._wake_at <= t:
+            return
+        self._wake_at = t
+        self.world.engine.at(t, partial(self._step, t))
+
+    def _step(self, t: float) -> None:
+        if self._wake_at != t:
+            return  # superseded by an earlier wake, which looked again after it ran
+        self._wake_at = None
+        self.k.settle()
+        due = self._next_due()
+        if due is not None:
+            self.wake(due)
+
+    def _next_due(self) -> float | None:
+        engine = self.world.engine
+        times: list[datetime] = [item.next_try for item in self.k._queue.values()]
+        times += [began + _seconds(self.k.terminate_seconds) for began in self.k._terminating.values()]
+        deleting = False
+        for claim in self.world.sim.list("NodeClaim"):
+            meta = claim["metadata"]
+            if meta.get("deletionTimestamp"):
+                deleting = True
+            elif not (claim.get("status") or {}).get("providerID"):
+                pool = (meta.get("labels") or {}).get(stand_in.NODEPOOL_LABEL, "")
+                if pool not in self.k.closed_pools:
+                    launch = self.k.launch_by_pool.get(pool, self.k.launch_seconds)
+                    times.append(parse_rfc3339(meta["creationTimestamp"]) + _seconds(launch))
+        now = engine.now()
+        # what is due now was done by the settle just before (the stand-in keeps finished terminations)
+        due = [s for s in ((t - engine.start).total_seconds() for t in times) if s > now]
+        if deleting:
+            due.append(engine.now() + _DELETING_POLL)
+        return min(due) if due else None
+
+    def _action(self, action: KarpenterAction) -> None:
+        world = self.world
+        if action.type == "eviction-blocked":
+            world.ledger.count("evictions_blocked")
+        life = world.lives.get(action.target)
+        node = life.node if life is not None else action.target
+        world.ledger.note(world.engine.now(), node, f"Karpenter {action.type} {action.target}")
+
+    # ------------------------------------------------------------ interruption
 
     def on_incident(self, incident: Incident, nodes: list[str]) -> None:
-        if incident.kind is IncidentKind.REBALANCE:
-            return  # RebalanceRecommendation: an Event only
-        delay = self.world.scenario.reactions.karpenter_seconds
         if incident.kind is IncidentKind.CAPACITY_BLOCK_END:
-            # Karpenter's capacity-block support drains a block's nodes 40 minutes before its end date,
-            # from the reservation's end date it already knows (designs/capacity-blocks.md), no message
-            delay = 0.0
+            if self.interruption_queue:  # the capacity-block handling ships with the same controller set
+                self.world.engine.after(0, partial(self._block_ends, incident.pool, nodes))
+            return
+        delay = self.world.scenario.reactions.karpenter_seconds
+        for event in payloads(self.world, incident, nodes):
+            self.world.engine.after(delay, partial(self._deliver, event))
+
+    def _deliver(self, event: Obj) -> None:
+        self.k.deliver_event(event)
+        self.wake(self.world.engine.now())
+
+    def _block_ends(self, pool: str, nodes: list[str]) -> None:
+        self.k.closed_pools.add(pool)
         for node in nodes:
-            self.world.engine.after(delay, partial(self._delete_claim, node, "interruption"))
+            self._delete_claim(node, "capacity block ending")
+
+    def close_pool(self, pool: str) -> None:
+        self.k.closed_pools.add(pool)
 
     def _delete_claim(self, node: str, why: str) -> None:
         claim = self.world.claim_of(node)
@@ -92,75 +157,7 @@ class Karpenter:
             return
         self.world.ledger.note(self.world.engine.now(), node, f"Karpenter deletes NodeClaim ({why})")
         self.world.sim.delete_direct("NodeClaim", claim["metadata"]["name"])
-
-    # ------------------------------------------------------------ terminator
-
-    def _on_change(self, kind: str, event: str, obj: Obj) -> None:
-        if kind != "NodeClaim" or event != "MODIFIED" or not obj["metadata"].get("deletionTimestamp"):
-            return
-        name = obj["metadata"]["name"]
-        if name in self._terminating:
-            return
-        self._terminating.add(name)
-        self.world.engine.after(0, lambda: self._terminate(name))
-
-    def _terminate(self, claim_name: str) -> None:
-        world = self.world
-        claim = world.sim.get("NodeClaim", claim_name)
-        if claim is None:
-            self._terminating.discard(claim_name)
-            return
-        node_name = (claim.get("status") or {}).get("nodeName")
-        node = world.sim.get("Node", node_name) if node_name else None
-        if node is None:
-            world.release_claim(claim_name)
-            self._terminating.discard(claim_name)
-            return
-        self._taint(node)
-        if self._drain(node, claim):
-            world.terminate_instance(node["metadata"]["name"], "karpenter")
-            self._terminating.discard(claim_name)
-            return
-        world.engine.after(world.scenario.reactions.terminator_requeue_seconds, lambda: self._terminate(claim_name))
-
-    def _taint(self, node: Obj) -> None:
-        taints = node["spec"].get("taints") or []
-        if any(t.get("key") == DISRUPTED_TAINT["key"] for t in taints):
-            return
-        self.world.sim.patch_direct("Node", node["metadata"]["name"], {"spec": {"taints": [*taints, DISRUPTED_TAINT]}})
-
-    def _drain(self, node: Obj, claim: Obj) -> bool:
-        """One pass; True when no drainable pod is left on the node."""
-        world = self.world
-        expiry = self._grace_expiry(node, claim)
-        left = 0
-        for pod in world.sim.list("Pod", field_selector=f"spec.nodeName={node['metadata']['name']}"):
-            if _daemon_or_mirror(pod):
-                continue
-            left += 1
-            meta = pod["metadata"]
-            if meta.get("deletionTimestamp"):
-                continue
-            protected = (meta.get("annotations") or {}).get(DO_NOT_DISRUPT) == "true"
-            if protected:
-                grace = int(pod["spec"].get("terminationGracePeriodSeconds", 30))
-                if expiry is not None and world.engine.now() >= expiry - grace:
-                    world.sim.delete_direct("Pod", meta["name"], meta["namespace"])
-                continue
-            try:
-                world.sim.api.evict(meta["namespace"], meta["name"], {})
-            except errors.ApiError as err:
-                if err.code != 429:
-                    raise
-                world.ledger.count("evictions_blocked")
-        return left == 0
-
-    def _grace_expiry(self, node: Obj, claim: Obj) -> float | None:
-        pool = self.world.scenario.pool(node["metadata"]["labels"]["karpenter.sh/nodepool"])
-        if pool.termination_grace_seconds is None:
-            return None
-        deleted = parse_rfc3339(claim["metadata"]["deletionTimestamp"])
-        return (deleted - self.world.engine.start).total_seconds() + pool.termination_grace_seconds
+        self.wake(self.world.engine.now())
 
     # ------------------------------------------------------------ consolidation (emptiness)
 
@@ -168,7 +165,7 @@ class Karpenter:
         now = self.world.engine.now()
         self._empty_since[node] = now
         pool = self.world.scenario.pool(self.world.node_pool[node])
-        self.world.engine.after(pool.consolidate_after_seconds, lambda: self._consolidate(node, now))
+        self.world.engine.after(pool.consolidate_after_seconds, partial(self._consolidate, node, now))
 
     def _consolidate(self, node: str, since: float) -> None:
         world = self.world
@@ -176,34 +173,43 @@ class Karpenter:
             return  # gone, or used again since
         pool_name = world.node_pool[node]
         if not self._budget_allows(pool_name):
-            world.engine.after(60, lambda: self._consolidate(node, since))
+            world.engine.after(60, partial(self._consolidate, node, since))
             return
         world.ledger.count("consolidated")
         self._delete_claim(node, "consolidation: empty")
 
     def _budget_allows(self, pool_name: str) -> bool:
         world = self.world
-        nodepool = world.sim.get("NodePool", pool_name)
-        budgets = ((nodepool or {}).get("spec") or {}).get("disruption", {}).get("budgets") or [{"nodes": "10%"}]
-        nodes = world.live_nodes(pool_name)
-        allowed = min(_allowed(b.get("nodes", "10%"), len(nodes)) for b in budgets if not b.get("schedule"))
-        disrupting = sum(
-            1
-            for c in world.sim.list("NodeClaim", label_selector=f"karpenter.sh/nodepool={pool_name}")
-            if c["metadata"].get("deletionTimestamp")
-        )
+        nodepool = world.sim.get("NodePool", pool_name) or {}
+        budgets = ((nodepool.get("spec") or {}).get("disruption") or {}).get("budgets") or [{"nodes": "10%"}]
+        total = len(world.live_nodes(pool_name))
+        active = [b for b in budgets if _active(b, world.sim.clock.now())]
+        allowed = min((_allowed(b.get("nodes", "10%"), total) for b in active), default=_allowed("10%", total))
+        claims = world.sim.list("NodeClaim", label_selector=f"{stand_in.NODEPOOL_LABEL}={pool_name}")
+        disrupting = sum(1 for c in claims if c["metadata"].get("deletionTimestamp"))
         return disrupting < allowed
 
 
-def _allowed(value: str, total: int) -> int:
+def _seconds(value: float) -> timedelta:
+    return timedelta(seconds=value)
+
+
+def _allowed(value: Any, total: int) -> int:
     text = str(value)
     if text.endswith("%"):
         return math.ceil(total * float(text[:-1]) / 100.0)
     return int(text)
 
 
-def _daemon_or_mirror(pod: Obj) -> bool:
-    meta = pod["metadata"]
-    if "kubernetes.io/config.mirror" in (meta.get("annotations") or {}):
+def _active(budget: Obj, now: datetime) -> bool:
+    """A budget without a schedule is always active; one with a schedule, while its window is open."""
+    schedule, duration = budget.get("schedule"), budget.get("duration")
+    if not schedule or not duration:
         return True
-    return any(r.get("kind") == "DaemonSet" for r in meta.get("ownerReferences") or [])
+    from gpuwarden.domain.schedule.model import Window  # the project's one cron evaluation
+
+    doc = {"name": "budget", "schedule": schedule, "timezone": "UTC", "duration": duration, "max_disruptions": 0}
+    try:
+        return Window.model_validate(doc).occurrence_at(now) is not None
+    except ValueError:
+        return True  # a budget the model cannot read counts (the most restrictive reading)

@@ -102,15 +102,15 @@ def run_arm(
     progress: Progress | None = None,
 ) -> ArmResult:
     from sim.outcome.gpuwarden_arm import Gpuwarden
-    from sim.outcome.karpenter_arm import Karpenter, Provisioner
+    from sim.outcome.karpenter_arm import KarpenterDriver
 
     began = time.monotonic()
     engine = Engine(scenario.start)
     ledger = Ledger()
     with _aws(arm), _quiet_gpuwarden(), engine.sim:
         world = World(scenario, engine, ledger)
-        Provisioner(world)
-        karpenter = Karpenter(world) if arm is not Arm.NOTHING else None
+        on = arm is not Arm.NOTHING
+        karpenter = KarpenterDriver(world, interruption_queue=on, consolidation=on)
         gpuwarden = Gpuwarden(world, policy or scenario.gpu_policy()) if arm is Arm.GPUWARDEN else None
         world.build()
         hits: dict[str, list[str]] = {}
@@ -125,8 +125,9 @@ def run_arm(
                 ledger.count("incidents_missed")
                 return
             _ec2(world, incident, nodes)
-            if karpenter is not None:
-                karpenter.on_incident(incident, nodes)
+            if incident.kind is IncidentKind.CAPACITY_BLOCK_END:
+                karpenter.close_pool(incident.pool)  # EC2 launches nothing more into an ending block
+            karpenter.on_incident(incident, nodes)
             if gpuwarden is not None:
                 gpuwarden.on_incident(incident, nodes)
 

@@ -15,6 +15,7 @@ import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from sim import builders as b
@@ -29,6 +30,8 @@ REQUESTED = "gpuwarden.io/checkpoint-requested"
 DONE = "gpuwarden.io/checkpoint-done"
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 NAMESPACES = {"training": "ml", "inference": "serving", "notebook": "research"}
+POOL_LABEL = "karpenter.sh/nodepool"
+POOL_TAINT = "sim.outcome/pool"
 Obj = dict[str, Any]
 Workload = Training | Inference | Notebooks
 
@@ -69,6 +72,16 @@ class Pending:
     spec: Workload
     slot: int
     since: float
+    pod: str
+
+
+def pool_taints(pool: str) -> list[Obj]:
+    """A GPU pool's taints: the GPU one, and one naming the pool (so a pod lands only in its own pool)."""
+    return [dict(b.GPU_TAINT), {"key": POOL_TAINT, "value": pool, "effect": "NoSchedule"}]
+
+
+def pool_tolerations(pool: str) -> list[Obj]:
+    return [dict(b.GPU_TOLERATION), {"key": POOL_TAINT, "operator": "Equal", "value": pool, "effect": "NoSchedule"}]
 
 
 @dataclass
@@ -79,14 +92,11 @@ class World:
     #: reactors subscribe here: called with (node name) when a node becomes empty of workload pods
     on_empty: list[Callable[[str], None]] = field(default_factory=list)
     on_idle: list[Callable[[str], None]] = field(default_factory=list)
-    #: called with a pool name when its pods wait for capacity (Karpenter's provisioner)
-    provision_hooks: list[Callable[[str], None]] = field(default_factory=list)
     lives: dict[str, PodLife] = field(default_factory=dict)
     pending: dict[str, list[Pending]] = field(default_factory=dict)
     node_pods: dict[str, set[str]] = field(default_factory=dict)
     node_pool: dict[str, str] = field(default_factory=dict)
     instance_node: dict[str, str] = field(default_factory=dict)
-    launching: dict[str, str] = field(default_factory=dict)  # NodeClaim -> pool
     restarts: dict[tuple[str, int], int] = field(default_factory=dict)
     _seq: int = 0
     _lock: threading.RLock = field(default_factory=threading.RLock)
@@ -110,12 +120,13 @@ class World:
                 "consolidateAfter": f"{int(pool.consolidate_after_seconds)}s",
                 "budgets": [{"nodes": pool.budget_nodes}],
             }
+            obj["spec"]["template"]["spec"]["taints"] = pool_taints(pool.name)
             if pool.termination_grace_seconds is not None:
                 obj["spec"]["template"]["spec"]["terminationGracePeriod"] = f"{int(pool.termination_grace_seconds)}s"
             sim.create(obj)
             self.pending[pool.name] = []
             for _ in range(pool.nodes):
-                self._node(pool, replacement=False)
+                self._node(pool)
         sim.api.ensure_namespace("ml")
         for spec in self.scenario.training:
             for job in range(spec.jobs):
@@ -130,14 +141,15 @@ class World:
                 self._want("notebook", nb, i)
             self._schedule_notebook_day(nb, 0)
 
-    # ------------------------------------------------------------ nodes (EC2 + Karpenter's launches)
+    # ------------------------------------------------------------ nodes (EC2; Karpenter launches the others)
 
     def _next_name(self) -> tuple[str, str]:
         self._seq += 1
         n = self._seq
         return f"ip-10-{n // 250}-{n % 250}-7.{self.scenario.region}.compute.internal", f"i-0{n:016x}"
 
-    def _node(self, pool: Pool, replacement: bool, claim_name: str | None = None) -> str:
+    def _node(self, pool: Pool) -> None:
+        """One of the pool's nodes at the start, with its NodeClaim, as Karpenter leaves them."""
         itype = self.scenario.instance_type(pool.instance_type)
         name, instance = self._next_name()
         zone = f"{self.scenario.region}{'abc'[self._seq % 3]}"
@@ -150,85 +162,54 @@ class World:
             capacity_type=pool.capacity_type,
             gpus=itype.gpus,
         )
+        node["spec"]["taints"] = pool_taints(pool.name)
         if pool.capacity_type == "reserved":
             node["metadata"]["labels"] |= {
                 "karpenter.k8s.aws/capacity-reservation-id": pool.capacity_reservation_id or "cr-0",
                 "karpenter.k8s.aws/capacity-reservation-type": "capacity-block",
             }
         node = self.sim.create(node)
-        if claim_name is None:
-            self.sim.create(b.nodeclaim_for(node))
-        else:
-            claim = b.nodeclaim_for(node)
-            self.sim.patch_direct("NodeClaim", claim_name, {"status": claim["status"]})
-        self.sim.create(b.daemonset_pod(node))
-        self.node_pool[name] = pool.name
+        self.sim.create(b.nodeclaim_for(node))
+
+    def _node_added(self, node: Obj) -> None:
+        """A node joined (at the start, or launched by Karpenter): its device plugin, then what waits."""
+        meta = node["metadata"]
+        name, labels = meta["name"], meta.get("labels") or {}
+        pool = labels.get(POOL_LABEL, "")
+        if pool not in self.pending or name in self.node_pool:
+            return
+        if not any(t.get("key") == POOL_TAINT for t in node["spec"].get("taints") or []):
+            # the kubelet registers with the NodePool template's taints (the stand-in sets the GPU one only)
+            taints = [*(node["spec"].get("taints") or []), *pool_taints(pool)[1:]]
+            self.sim.patch_direct("Node", name, {"spec": {"taints": taints}})
+        instance = str(node["spec"]["providerID"]).rsplit("/", 1)[-1]
+        self.node_pool[name] = pool
         self.node_pods[name] = set()
         self.instance_node[instance] = name
-        self.ledger.node_up(name, itype.gpus, self.engine.now(), replacement)
-        self.ledger.note(self.engine.now(), name, "node ready")
+        gpus = int(node["status"]["capacity"].get(b.GPU, "0"))
+        now = self.engine.now()
+        self.ledger.node_up(name, gpus, now, replacement=now > 0)
+        self.ledger.note(now, name, "node ready")
+        self.sim.create(b.daemonset_pod(node))
         self._update_idle(name)
-        return name
+        self.engine.after(0, partial(self._settle_new_node, pool, name))
 
-    def launch(self, pool_name: str, why: str) -> str:
-        """A NodeClaim for one node of `pool_name` (Karpenter's provisioner)."""
-        self._seq += 1
-        claim = {
-            "apiVersion": "karpenter.sh/v1",
-            "kind": "NodeClaim",
-            "metadata": {
-                "name": f"{pool_name}-{self._seq:05d}",
-                "labels": {"karpenter.sh/nodepool": pool_name},
-                "annotations": {"sim.outcome/why": why},
-                "finalizers": ["karpenter.sh/termination"],
-            },
-            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}},
-        }
-        return str(self.sim.create(claim)["metadata"]["name"])
-
-    def _claim_added(self, claim: Obj) -> None:
-        name = claim["metadata"]["name"]
-        if (claim.get("status") or {}).get("nodeName") or name in self.launching:
-            return
-        pool = (claim["metadata"].get("labels") or {}).get("karpenter.sh/nodepool", "")
-        if pool not in self.pending:
-            return
-        if "karpenter.sh/termination" not in (claim["metadata"].get("finalizers") or []):
-            # Karpenter's NodeClaim lifecycle controller adds its termination finalizer to every claim
-            self.engine.after(0, lambda: self._add_finalizer(name))
-        self.launching[name] = pool
-        self.ledger.note(self.engine.now(), name, "NodeClaim created")
-        launch = self.scenario.instance_type(self.scenario.pool(pool).instance_type).launch_seconds
-        self.engine.after(launch, lambda: self._materialize(name))
-
-    def _add_finalizer(self, claim_name: str) -> None:
-        claim = self.sim.get("NodeClaim", claim_name)
-        if claim is not None and not claim["metadata"].get("deletionTimestamp"):
-            finalizers = [*(claim["metadata"].get("finalizers") or []), "karpenter.sh/termination"]
-            self.sim.patch_direct("NodeClaim", claim_name, {"metadata": {"finalizers": finalizers}})
-
-    def _materialize(self, claim_name: str) -> None:
-        pool_name = self.launching.pop(claim_name, "")
-        claim = self.sim.get("NodeClaim", claim_name)
-        pool = self.scenario.pool(pool_name)
-        ended = not self.can_launch(pool)
-        if claim is None or claim["metadata"].get("deletionTimestamp") or ended:
-            if claim is not None:
-                self.release_claim(claim_name)
-            return
-        node = self._node(pool, replacement=True, claim_name=claim_name)
-        self.bind_pending(pool_name)
-        if not self.node_pods.get(node):
+    def _settle_new_node(self, pool: str, node: str) -> None:
+        self.bind_pending(pool)
+        if node in self.node_pods and not self.node_pods[node]:
             self._became_empty(node)
+
+    def _node_gone(self, name: str) -> None:
+        if name not in self.node_pods:
+            return
+        self.ledger.node_down(name, self.engine.now())
+        self.ledger.note(self.engine.now(), name, "node gone")
+        self.node_pods.pop(name, None)
 
     def can_launch(self, pool: Pool) -> bool:
         """A Capacity Block takes no new instance once its expiration warning is out (40 min before its end)."""
         end = pool.capacity_block_end_hours
         return end is None or self.engine.now() < end * 3600 - 40 * 60
-
-    def in_flight_gpus(self, pool_name: str) -> int:
-        gpus = self.scenario.instance_type(self.scenario.pool(pool_name).instance_type).gpus
-        return gpus * sum(1 for p in self.launching.values() if p == pool_name)
 
     def release_claim(self, claim_name: str) -> None:
         if self.sim.get("NodeClaim", claim_name) is None:
@@ -238,23 +219,25 @@ class World:
             self.sim.delete_direct("NodeClaim", claim_name)
 
     def terminate_instance(self, node_name: str, why: str) -> None:
-        """EC2 takes the instance: every pod on it stops at once, the node and its NodeClaim go."""
+        """EC2 takes the instance: every pod on it stops at once, the node and its NodeClaim go
+        (as Karpenter's garbage collection of NodeClaims whose instance is gone would)."""
         node = self.sim.get("Node", node_name)
         if node is None:
             return
         workload = [k for k in self.node_pods.get(node_name, set()) if k in self.lives]
-        if workload and why != "karpenter":
+        if workload:
             self.ledger.count("nodes_past_deadline")
         self.ledger.note(self.engine.now(), node_name, f"instance terminated ({why})")
         for pod in self.sim.list("Pod", field_selector=f"spec.nodeName={node_name}"):
             meta = pod["metadata"]
             self.sim.delete_direct("Pod", meta["name"], meta["namespace"], grace_seconds=0)
-        self.sim.delete_direct("Node", node_name)
-        for claim in self.sim.list("NodeClaim"):
-            if (claim.get("status") or {}).get("nodeName") == node_name:
-                self.release_claim(claim["metadata"]["name"])
-        self.ledger.node_down(node_name, self.engine.now())
-        self.node_pods.pop(node_name, None)
+        claim = self.claim_of(node_name)
+        self.sim.patch_direct("Node", node_name, {"metadata": {"finalizers": None}})
+        if self.sim.get("Node", node_name) is not None:
+            self.sim.delete_direct("Node", node_name)
+        if claim is not None:
+            self.release_claim(claim["metadata"]["name"])
+        self._node_gone(node_name)
 
     def live_nodes(self, pool_name: str) -> list[str]:
         nodes = [n for n, p in self.node_pool.items() if p == pool_name and n in self.node_pods]
@@ -273,13 +256,28 @@ class World:
         return sorted(self.live_nodes(pool_name), key=key)
 
     def claim_of(self, node_name: str) -> Obj | None:
+        node = self.sim.get("Node", node_name)
+        provider = (node or {}).get("spec", {}).get("providerID")
         claims: list[Obj] = self.sim.list("NodeClaim")
-        return next((c for c in claims if (c.get("status") or {}).get("nodeName") == node_name), None)
+        return next(
+            (
+                c
+                for c in claims
+                if (c.get("status") or {}).get("nodeName") == node_name
+                or (provider and (c.get("status") or {}).get("providerID") == provider)
+            ),
+            None,
+        )
 
-    # ------------------------------------------------------------ pods
+    # ------------------------------------------------------------ pods (the workload controllers, the scheduler)
 
     def _want(self, kind: str, spec: Workload, slot: int) -> None:
-        self.pending[spec.pool].append(Pending(kind, spec, slot, self.engine.now()))
+        """A pod the workload's controller creates; Pending until the scheduler binds it."""
+        n = self.restarts.get((spec.name, slot), 0)
+        self.restarts[(spec.name, slot)] = n + 1
+        pod = self._pod(kind, spec, f"{spec.name}-{slot:02d}-{n}")
+        self.sim.create(pod)
+        self.pending[spec.pool].append(Pending(kind, spec, slot, self.engine.now(), pod["metadata"]["name"]))
         self.bind_pending(spec.pool)
 
     def bind_pending(self, pool_name: str) -> list[Pending]:
@@ -299,62 +297,68 @@ class World:
         return int(node["status"]["capacity"].get(b.GPU, "0")) - used
 
     def _fit(self, pool_name: str, gpus: int) -> Obj | None:
-        probe = {"spec": {"tolerations": [dict(b.GPU_TOLERATION)]}}
+        probe = {"spec": {"tolerations": pool_tolerations(pool_name)}}
         for name in self.live_nodes(pool_name):
             node = self.sim.get("Node", name)
             if node is not None and schedulable(node, probe) and self._free_gpus(node) >= gpus:
                 return node
         return None
 
-    def _start(self, want: Pending, node: Obj) -> None:
-        spec, slot = want.spec, want.slot
-        n = self.restarts.get((spec.name, slot), 0)
-        self.restarts[(spec.name, slot)] = n + 1
-        name = f"{spec.name}-{slot:02d}-{n}"
+    def _pod(self, kind: str, spec: Workload, name: str) -> Obj:
         if isinstance(spec, Training):
             pod = b.training_pod(
                 name,
-                node,
+                "",
                 gpus=spec.gpus,
                 checkpoint=spec.checkpoint,
                 grace=spec.grace_seconds,
                 checkpoint_timeout=spec.checkpoint_timeout_seconds,
-                owner=("batch/v1", "Job", f"{spec.name}-{slot:02d}"),
+                owner=("batch/v1", "Job", name.rsplit("-", 1)[0]),
             )
         elif isinstance(spec, Inference):
             owner = self.sim.get("ReplicaSet", f"{spec.name}-rs", "serving")
-            pod = b.inference_pod(name, node, owner=owner, labels={"app": spec.name}, gpus=spec.gpus)
+            pod = b.inference_pod(name, "", owner=owner, labels={"app": spec.name}, gpus=spec.gpus)
             pod["spec"]["terminationGracePeriodSeconds"] = spec.grace_seconds
         else:
             resources = {"requests": {b.GPU: str(spec.gpus)}, "limits": {b.GPU: str(spec.gpus)}}
             annotations = {DO_NOT_DISRUPT: "true"} if spec.do_not_disrupt else {}
             pod = b.pod(
                 name,
-                node,
+                "",
                 "research",
                 labels={"app": "jupyterhub", "component": "singleuser-server"},
                 annotations=annotations,
                 containers=[{"name": "notebook", "image": "quay.io/jupyter/pytorch-notebook", "resources": resources}],
             )
-        key = f"{pod['metadata']['namespace']}/{name}"
-        life = PodLife(key, want.kind, spec, slot, spec.gpus, node["metadata"]["name"], self.engine.now())
+        pod["spec"]["tolerations"] = pool_tolerations(spec.pool)
+        pod["spec"]["nodeSelector"] = {POOL_LABEL: spec.pool}
+        return pod
+
+    def _start(self, want: Pending, node: Obj) -> None:
+        """Bind (the scheduler) and run (the kubelet)."""
+        name, spec = want.pod, want.spec
+        namespace = NAMESPACES[want.kind]
+        pod = self.sim.get("Pod", name, namespace)
+        if pod is None:
+            return
+        key = f"{namespace}/{name}"
+        life = PodLife(key, want.kind, spec, want.slot, spec.gpus, node["metadata"]["name"], self.engine.now())
         with self._lock:
             self.lives[key] = life
             self.node_pods.setdefault(life.node, set()).add(key)
         self.ledger.nodes[life.node].used = True
-        self.sim.create(pod)
+        status = b.running_status(node, name, pod["spec"]["containers"])
+        self.sim.patch_direct("Pod", name, {"spec": {"nodeName": life.node}, "status": status}, namespace)
         self._update_idle(life.node)
 
     # ------------------------------------------------------------ what the workloads see
 
     def _on_change(self, kind: str, event: str, obj: Obj) -> None:
-        if kind == "NodeClaim" and event == "ADDED":
-            self._claim_added(obj)
-            return
-        if kind == "NodeClaim" and event == "DELETED":
-            node = (obj.get("status") or {}).get("nodeName")
-            if node and node in self.node_pods:  # the claim went without its finalizer: the instance goes too
-                self.engine.after(0, lambda: self.terminate_instance(node, "karpenter"))
+        if kind == "Node":
+            if event == "ADDED":
+                self._node_added(obj)
+            elif event == "DELETED":
+                self._node_gone(obj["metadata"]["name"])
             return
         if kind != "Pod":
             return
@@ -445,17 +449,10 @@ class World:
             self.ledger.losses.append(Loss(now, life.key, life.node, life.gpus, max(0.0, stop - capture), how))
         self.ledger.note(now, life.node, f"{life.key}: gone")
         if life.kind != "notebook" or self._notebook_busy(life.spec, now):
-            want = Pending(life.kind, life.spec, life.slot, now)
-            self.pending[life.spec.pool].append(want)
-            self.engine.after(0, lambda: self._after_loss(life.spec.pool))
+            self.engine.after(0, partial(self._want, life.kind, life.spec, life.slot))
         self._update_idle(life.node)
         if life.node in self.node_pods and not self.node_pods[life.node]:
             self._became_empty(life.node)
-
-    def _after_loss(self, pool_name: str) -> None:
-        self.bind_pending(pool_name)
-        for hook in self.provision_hooks:
-            hook(pool_name)
 
     def _became_empty(self, node: str) -> None:
         for hook in self.on_empty:
@@ -502,7 +499,6 @@ class World:
             present |= {w.slot for w in self.pending[spec.pool] if w.spec is spec}
             for i in range(spec.count):
                 if i not in present:
-                    self.pending[spec.pool].append(Pending("notebook", spec, i, t))
-            self._after_loss(spec.pool)
+                    self._want("notebook", spec, i)
         for node in list(self.node_pods):
             self._update_idle(node)
