@@ -9,7 +9,7 @@ CHECKOV_STAMP := .venv-checkov/.stamp-setup
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: setup demo test test-long lint synth bench deploy layer clean audit
+.PHONY: setup demo test test-long lint synth bench deploy layer clean audit outcome
 
 $(STAMP): pyproject.toml package.json layers/runtime/requirements.txt
 	@test -x $(PY) || $(PY_BOOT) -m venv $(VENV)
@@ -27,6 +27,11 @@ setup: $(STAMP) $(CHECKOV_STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/gpuwarden demo
+
+# The built-in week through three arms (nothing / Karpenter / gpuwarden beside Karpenter): the table, and the plot.
+OUTCOME_PLOT ?= test-artifacts/outcome.png
+outcome: $(STAMP)
+	$(VENV)/bin/gpuwarden simulate --plot $(OUTCOME_PLOT)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -363,5 +363,7 @@ def demo(speed: float) -> None:
     sys.exit(simulator("sim.demo").run_demo(speed=speed))
 
 
+main.add_command(__import__("gpuwarden.cli_simulate", fromlist=["simulate"]).simulate)
+
 if __name__ == "__main__":
     main()

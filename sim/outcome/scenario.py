@@ -85,6 +85,8 @@ class Training(_Model):
     #: `gpuwarden.io/checkpoint` annotation (None: not opted in)
     checkpoint: str | None = "annotate"
     checkpoint_timeout_seconds: int | None = None
+    #: the owner set `karpenter.sh/do-not-disrupt: "true"` on the pods
+    do_not_disrupt: bool = False
 
 
 class Inference(_Model):

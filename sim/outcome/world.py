@@ -315,6 +315,8 @@ class World:
                 checkpoint_timeout=spec.checkpoint_timeout_seconds,
                 owner=("batch/v1", "Job", name.rsplit("-", 1)[0]),
             )
+            if spec.do_not_disrupt:
+                pod["metadata"]["annotations"][DO_NOT_DISRUPT] = "true"
         elif isinstance(spec, Inference):
             owner = self.sim.get("ReplicaSet", f"{spec.name}-rs", "serving")
             pod = b.inference_pod(name, "", owner=owner, labels={"app": spec.name}, gpus=spec.gpus)
