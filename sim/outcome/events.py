@@ -42,7 +42,9 @@ def generate(scenario: Scenario, seed: int, days: float) -> list[Incident]:
     draw = _Draw(random.Random(seed), days * 86400.0)  # noqa: S311 - a simulation, not a secret
     for pool in scenario.pools:
         itype = scenario.instance_type(pool.instance_type)
-        for _ in range(pool.nodes):  # one independent process per node the pool runs
+        for slot in range(pool.nodes):  # one independent process per node the pool runs
+            # its own stream: a longer run keeps the shorter run's incidents (string seeds hash with SHA-512)
+            draw.rng = random.Random(f"{seed}:{pool.name}:{slot}")  # noqa: S311 - a simulation, not a secret
             if pool.capacity_type == "spot":
                 draw.spot(scenario, pool.name, itype.spot_band.rate_per_second)
             notice = scenario.maintenance.notice_hours * 3600
