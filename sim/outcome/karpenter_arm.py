@@ -35,6 +35,9 @@ from sim.outcome.world import World
 Obj = dict[str, Any]
 #: what the stand-in may still be doing on a deleting NodeClaim: look again this often
 _DELETING_POLL = 1.0
+#: a watch event reaches the controllers' work queues this long after the write (controller-runtime
+#: batches them; ASSUMPTION): every write of one drain round is one reconcile, not one each
+_WATCH_DELAY = 1.0
 
 
 @dataclass
@@ -82,7 +85,7 @@ class KarpenterDriver:
 
     def _changed(self, kind: str, _event: str, _obj: Obj) -> None:
         if kind in ("Pod", "Node", "NodeClaim", "NodePool"):
-            self.wake(self.world.engine.now())
+            self.wake(self.world.engine.now() + _WATCH_DELAY)
 
     def wake(self, t: float) -> None:
         if self._wake_at is not None and self._wake_at <= t:

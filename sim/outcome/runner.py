@@ -44,6 +44,9 @@ class ArmResult:
     engine_steps: int
     failures: list[str] = field(default_factory=list)
     incidents: dict[str, list[str]] = field(default_factory=dict)  # incident id -> nodes it hit
+    #: gpuwarden's JSON results and its ledger (arm "gpuwarden")
+    gpuwarden_results: list[dict[str, Any]] = field(default_factory=list)
+    gpuwarden_ledger: Any = None
 
 
 @dataclass
@@ -147,6 +150,8 @@ def run_arm(
         engine_steps=engine.steps,
         failures=list(gpuwarden.failures) if gpuwarden else [],
         incidents=hits,
+        gpuwarden_results=list(gpuwarden.results) if gpuwarden else [],
+        gpuwarden_ledger=gpuwarden.deps.ledger if gpuwarden else None,
     )
 
 

@@ -4,7 +4,7 @@ Benchmarks print figures; they are not timed tests and never fail on a missed go
 command fails only when a benchmark cannot run at all for a reason other than a clear skip
 (kubectl absent, no layer build).
 
-    python -m tests.bench.run [--only cold,latency,drain,mass,memory,artifacts]
+    python -m tests.bench.run [--only cold,latency,drain,mass,memory,artifacts,soak]
 """
 
 from __future__ import annotations
@@ -74,6 +74,12 @@ def _artifacts() -> tuple[list[Figure], dict[str, Any]]:
     return artifacts.measure(), {}
 
 
+def _soak() -> tuple[list[Figure], dict[str, Any]]:
+    from tests.bench import soak
+
+    return soak.measure()
+
+
 BENCHES: dict[str, Callable[[], tuple[list[Figure], dict[str, Any]]]] = {
     "cold": _cold,
     "latency": _latency,
@@ -81,6 +87,7 @@ BENCHES: dict[str, Callable[[], tuple[list[Figure], dict[str, Any]]]] = {
     "mass": _mass,
     "memory": _memory,
     "artifacts": _artifacts,
+    "soak": _soak,
 }
 
 
