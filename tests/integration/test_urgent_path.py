@@ -1,5 +1,5 @@
 """On an involuntary notice the urgent work goes first: the cordon, then every checkpoint request,
-and only then the replacement's claim and NodeClaim (services.pipeline.run)."""
+and only then the evictions and the replacement's claim and NodeClaim (services.pipeline.run)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,9 @@ def test_every_checkpoint_request_is_written_before_the_replacement_is_claimed(w
     requests = [i for i, r in enumerate(writes) if "/pods/" in r.path and ann.CHECKPOINT_REQUESTED.encode() in r.body]
     claim = next(i for i, r in enumerate(writes) if ann.REPLACEMENT.encode() in r.body)
     nodeclaim = next(i for i, r in enumerate(writes) if r.path.endswith("/nodeclaims"))
+    evictions = [i for i, r in enumerate(writes) if r.path.endswith("/eviction")]
     assert len(requests) == len(scenario.trainers)
     assert cordon < min(requests)
     assert max(requests) < claim < nodeclaim
+    assert evictions
+    assert max(requests) < min(evictions)  # no pod is asked to leave before every request is out

@@ -34,7 +34,7 @@ from gpuwarden.services.replace import ensure_replacement
 from gpuwarden.services.result import KARPENTER
 from gpuwarden.services.writes import release_node
 
-#: How long the replacement waits for the checkpoint requests to be out (they are sent first).
+#: How long the first drain round and the replacement wait for the checkpoint requests to be out.
 REQUESTS_FIRST_SECONDS = 5.0
 
 Guard = Callable[["Disruption"], str | None]
@@ -168,7 +168,7 @@ def run(d: Disruption, steps: Steps) -> DrainState | None:
     handed_off = False
     with worker_pool() as pool:
         deliveries: list[Future[None]] = []
-        sent = threading.Event()  # the urgent work first: the replacement waits for the requests
+        sent = threading.Event()  # the urgent work first: rounds and replacement wait for the requests
         if steps.checkpoint:
             deliveries = request_checkpoints(
                 d.recorder, d.node, d.pods, d.notice.deadline, pool, d.hooks.prepare_pod, sent
@@ -177,6 +177,8 @@ def run(d: Disruption, steps: Steps) -> DrainState | None:
             sent.set()
         if steps.replace:
             deliveries.append(pool.submit(_replace, d, sent))
+        if state is not None:  # no pod is asked to leave before every checkpoint request is out
+            sent.wait(deps.time_left(REQUESTS_FIRST_SECONDS))
         if state is not None and d.hooks.hand_off_at_once and _hand_off(d, state):
             handed_off = True
         elif state is not None:
