@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuwarden.domain import annotations as ann
@@ -166,6 +166,14 @@ def test_blocked_pod_past_the_deadline_is_deleted_with_one_second_not_zero() -> 
     assert (step.step, step.grace_seconds) == ("delete", MIN_GRACE_SECONDS)
 
 
+def test_a_pod_already_stopping_within_one_second_is_not_deleted_again() -> None:
+    # Given the deadline has passed and a pod deleted with 1 s of grace is still terminating
+    stopping = pod(deletion_timestamp=NOW + timedelta(seconds=MIN_GRACE_SECONDS))
+    # Then the round waits for it: another delete could not shorten its grace
+    assert decide_pod(stopping, spot(left=-3)).step == "wait"
+    assert decide_pod(pod(deletion_timestamp=NOW + timedelta(seconds=5)), spot(left=-3)).step == "delete"
+
+
 def test_higher_priority_pod_waits_while_a_lower_priority_pod_checkpoints() -> None:
     # Given a low-priority trainer waiting for its checkpoint and a high-priority server
     trainer = pod("trainer", priority=0, annotations=asked(NOW + timedelta(seconds=30)))
@@ -274,6 +282,7 @@ prioritised = st.builds(
 )
 
 
+@settings(deadline=None)  # a loaded machine must not fail a pure property on wall time
 @given(ps=st.lists(prioritised, max_size=6, unique_by=lambda p: p.name), involuntary=st.booleans())
 def test_no_pod_is_asked_to_leave_before_a_lower_priority_pod_that_still_stays(
     ps: list[PodView], involuntary: bool

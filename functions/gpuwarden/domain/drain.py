@@ -121,8 +121,9 @@ def must_delete(pod: PodView, ctx: DrainContext) -> bool:
 def _terminating_step(pod: PodView, ctx: DrainContext) -> PodStep:
     assert pod.deletion_timestamp is not None
     stop_by = None if ctx.deadline is None else ctx.deadline - timedelta(seconds=STOP_MARGIN_SECONDS)
-    if ctx.involuntary and stop_by is not None and pod.deletion_timestamp > stop_by:
-        grace = grace_left(ctx) or MIN_GRACE_SECONDS
+    grace = grace_left(ctx) or MIN_GRACE_SECONDS
+    shorter = pod.deletion_timestamp > ctx.now + timedelta(seconds=grace)  # a delete can only shorten it
+    if ctx.involuntary and stop_by is not None and pod.deletion_timestamp > stop_by and shorter:
         return PodStep(pod.key, "delete", "terminating past the deadline: shortening its grace", grace)
     return PodStep(pod.key, "wait", "terminating")
 
