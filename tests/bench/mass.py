@@ -5,8 +5,8 @@ Each node: a device-plugin DaemonSet pod, 4 training pods opted in with `signal:
 simulated workload acks 10 s of sim time after the signal) and 25 Job pods; 30 s grace periods.
 The simulator runs in this process (sim clock `SPEED`x); the Lambdas run as separate processes
 (tests/bench/mass_child.py): as many interruption processes as the interruption function's
-reserved concurrency (infra/components/functions.py), and `DRAIN_WORKERS` drain processes for the
-drain workflow's rounds (the drain function has no reserved concurrency; deployed it scales wider).
+reserved concurrency (infra/config.py, cdk.json), and as many drain processes as the drain
+function's reserved concurrency for the drain workflow's rounds.
 
 Times are real seconds from the moment the 100 events are handed over to the (warm) processes:
 every node cordoned, and every checkpoint request sent (the last SIGUSR1 delivered); drains are
@@ -43,20 +43,28 @@ SPEED = 1.0  # real time: the drain rounds poll at the deployed Wait (1 s), not 
 NODES = 100
 PODS_PER_NODE = 30
 SIGNAL_PODS = 4
-DRAIN_WORKERS = 10
 GOAL_CORDON_SECONDS = 2.0
 GOAL_CHECKPOINT_SECONDS = 5.0
 CEILING_SECONDS = 3.0
+#: load processes for the ceiling: enough to keep the simulator busy (it is one process)
+CEILING_CLIENTS = 10
 CEILING_KINDS = ("get-node", "patch-node", "list-pods-on-node")
 
 
 def interruption_concurrency() -> int:
-    """The interruption function's reserved concurrency, as the stack deploys it."""
-    from infra.components.functions import INTERRUPTION
+    """The interruption function's reserved concurrency as the stack deploys it: the context
+    `interruptionConcurrency` in cdk.json, else the stack's default (infra/config.py)."""
+    from infra.config import DEFAULT_INTERRUPTION_CONCURRENCY, INTERRUPTION_CONCURRENCY
 
-    if INTERRUPTION.reserved_concurrency is None:
-        raise RuntimeError("the interruption function has no reserved concurrency: the mass figure needs one")
-    return INTERRUPTION.reserved_concurrency
+    context = json.loads((REPO / "cdk.json").read_text()).get("context", {})
+    return int(context.get(INTERRUPTION_CONCURRENCY, DEFAULT_INTERRUPTION_CONCURRENCY))
+
+
+def drain_concurrency() -> int:
+    """The drain function's reserved concurrency (infra/components/functions.py)."""
+    from infra.components.functions import DRAIN
+
+    return int(DRAIN.reserved_concurrency)
 
 
 def _scene(sim: KubeSim) -> list[tuple[str, str]]:
@@ -118,7 +126,7 @@ def _real_after(stamps: list[str], ready: datetime) -> float:
     return (latest - ready).total_seconds() / SPEED
 
 
-def one_run(workers: int) -> dict[str, Any]:
+def one_run(workers: int, drainers: int) -> dict[str, Any]:
     with KubeSim(clock_speed=SPEED) as sim, tempfile.TemporaryDirectory(prefix="gpuwarden-mass-") as tmp:
         Workloads(sim, delay=10.0).install()
         nodes = _scene(sim)
@@ -133,7 +141,7 @@ def one_run(workers: int) -> dict[str, Any]:
             "wall": time.time(),
             "speed": SPEED,
             "interruption_workers": workers,
-            "drain_workers": DRAIN_WORKERS,
+            "drain_workers": drainers,
             "timeout": 240 / SPEED + 120,
             "profile": os.environ.get("GPUWARDEN_BENCH_MASS_PROFILE", ""),
         }
@@ -142,7 +150,8 @@ def one_run(workers: int) -> dict[str, Any]:
         result = run_child(["-m", "tests.bench.mass_child", str(plan_file)], env, 900)
         peak, mean = _peak_rate(sim, start)
         requests = len(sim.requests)
-        limits = {kind: ceiling(sim, kind, workers, spare["metadata"]["name"]) for kind in CEILING_KINDS}
+        clients = min(workers, CEILING_CLIENTS)
+        limits = {kind: ceiling(sim, kind, clients, spare["metadata"]["name"]) for kind in CEILING_KINDS}
     by_node: dict[str, dict[str, Any]] = result["nodes"]
     ready = datetime.fromisoformat(result["ready"])
     cordons = [at for v in by_node.values() for at in v.get("cordon", [])]
@@ -189,7 +198,8 @@ def _fig(name: str, unit: str, values: list[float], goal: str | None, met: bool 
 def measure() -> tuple[list[Figure], dict[str, Any]]:
     # GPUWARDEN_BENCH_MASS_CONCURRENCY: a what-if (another reserved concurrency); the note says so
     workers = int(os.environ.get("GPUWARDEN_BENCH_MASS_CONCURRENCY") or interruption_concurrency())
-    runs = [one_run(workers) for _ in range(int(os.environ.get("GPUWARDEN_BENCH_MASS_RUNS", "3")))]
+    drainers = drain_concurrency()
+    runs = [one_run(workers, drainers) for _ in range(int(os.environ.get("GPUWARDEN_BENCH_MASS_RUNS", "3")))]
     cordon = [r["cordon_s"] if r["cordoned"] == NODES else float("inf") for r in runs]
     signal = [r["signal_s"] if r["signalled"] == NODES * SIGNAL_PODS else float("inf") for r in runs]
     in_time = [float(r["in_time"]) for r in runs]
@@ -200,12 +210,13 @@ def measure() -> tuple[list[Figure], dict[str, Any]]:
     last = percentile([r["last_invocation_began_s"] for r in runs], 50.0)
     why = (
         f"; an interruption invocation takes {inv:.2f} s median ({per:.0f} requests), its cordon {at:.2f} s in; "
-        f"{NODES // workers} per process in turn, so the last one began {last:.1f} s after the hand-over"
+        f"{-(-NODES // workers)} per process in turn, so the last one began {last:.1f} s after the hand-over"
     )
     note = (
         f"{NODES} nodes x {PODS_PER_NODE} pods; {workers} interruption processes "
         f"({'its reserved concurrency' if workers == interruption_concurrency() else 'WHAT-IF, not the stack'}) + "
-        f"{DRAIN_WORKERS} drain processes; sim clock {SPEED:g}x; {len(runs)} runs, 1-min load {loads} on "
+        f"{drainers} drain processes (its reserved concurrency); sim clock {SPEED:g}x; {len(runs)} runs, "
+        f"1-min load {loads} on "
         f"{os.cpu_count()} cores; failed invocations {[r['error_count'] for r in runs]}"
     )
     figures = [
@@ -241,7 +252,8 @@ def measure() -> tuple[list[Figure], dict[str, Any]]:
                 [r["ceiling"][kind] for r in runs],
                 None,
                 None,
-                f"the limit: {workers} warm client processes, back to back, {CEILING_SECONDS:g} s",
+                f"the limit: {min(workers, CEILING_CLIENTS)} warm client processes, back to back, "
+                f"{CEILING_SECONDS:g} s",
             )
         )
     return figures, {"runs": runs}

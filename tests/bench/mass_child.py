@@ -3,9 +3,11 @@
 `python -m tests.bench.mass_child PLAN_JSON` with KUBECONFIG pointing at the simulator.
 
 The orchestrator (this process's main thread) plays EventBridge, Lambda's async invocation queue
-and the Step Functions loop; every invocation runs in a worker *process* (a `spawn`ed interpreter,
-one invocation at a time, its own ApiClient and KubeClient with the deployed rate limits), the way
-each Lambda execution environment is its own process:
+and the Step Functions loop; every invocation runs in a worker *process* (one invocation at a
+time, its own ApiClient and KubeClient with the deployed rate limits), the way each Lambda
+execution environment is its own process. Workers are forked from the orchestrator after it has
+imported gpuwarden (a warm execution environment's imports, shared copy-on-write), so a hundred of
+them fit this machine's memory and start in seconds:
 
 * ``interruption`` workers: as many as the interruption function's reserved concurrency (read
   from the stack's definition, infra/components/functions.py). Each takes the next Spot warning
@@ -136,7 +138,7 @@ class Orchestrator:
 
     def __init__(self, plan: dict[str, Any]) -> None:
         self.plan = plan
-        self.ctx = multiprocessing.get_context("spawn")
+        self.ctx = multiprocessing.get_context("fork")
         self.events: Any = self.ctx.Queue()
         self.rounds: Any = self.ctx.Queue()
         self.out: Any = self.ctx.Queue()
@@ -188,8 +190,15 @@ class Orchestrator:
             self.handle(kind, payload)
 
 
+def _preload() -> None:
+    """What every execution environment imports, done once before the workers are forked."""
+    import kubernetes.client
+    import kubernetes.stream.ws_client  # noqa: F401
+
+
 def main(plan_file: str) -> None:
     plan = json.loads(Path(plan_file).read_text())
+    _preload()
     clock = sim_clock(plan["anchor"], float(plan["wall"]), float(plan["speed"]))
     orchestrator = Orchestrator(plan)
     procs = orchestrator.start()  # warm: every execution environment is up before t0
