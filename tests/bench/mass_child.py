@@ -104,7 +104,11 @@ def lambda_process(role: str, index: int, plan: dict[str, Any], tasks: Any, out:
                 if result.drain and result.drain.get("done"):
                     out.put(("finished", {**result.drain, "at": clock().isoformat()}))
                 continue
-            state = drain_step(Recorder(deps, task["event_id"]), DrainState.model_validate(task))
+            recorder = Recorder(deps, task["event_id"])
+            state = drain_step(recorder, DrainState.model_validate(task))
+            late = [a["at"] for a in recorder.actions if a["type"] == "signal"]  # a round asked before the invocation
+            if late:
+                out.put(("signalled", {"node": state.node, "signal": late}))
             payload = state.model_dump(mode="json")
             if state.done:
                 out.put(("finished", {**payload, "at": clock().isoformat()}))
@@ -166,7 +170,12 @@ class Orchestrator:
 
     def handle(self, kind: str, payload: dict[str, Any]) -> None:
         if kind == "handled":
-            self.nodes.setdefault(str(payload["node"]), {}).update(payload)
+            entry = self.nodes.setdefault(str(payload["node"]), {})
+            signals = entry.get("signal", []) + payload.pop("signal")
+            entry.update(payload, signal=signals)
+        elif kind == "signalled":
+            entry = self.nodes.setdefault(str(payload["node"]), {})
+            entry["signal"] = entry.get("signal", []) + payload["signal"]
         elif kind == "drain":
             heapq.heappush(self._due, (time.monotonic() + payload["delay"], next(self._seq), payload["state"]))
         elif kind == "finished":
