@@ -209,3 +209,17 @@ def test_every_sample_answers_with_a_contract_kind_and_a_node_key_with_no_cluste
         result = json.loads(completed.stdout)
         assert result["kind"] in KINDS, (path.name, result)
         assert "node" in result, path.name
+
+
+def test_an_api_server_that_keeps_answering_503_is_a_failed_json_result_after_the_retries(tmp_path: Path) -> None:
+    # Given a cluster whose API server answers every node read with 503
+    from sim import KubeSim
+
+    with KubeSim(clock_speed=1.0) as sim:
+        sim.faults.inject(status=503, method="GET", path=r"/api/v1/nodes.*")
+        # When a Spot warning is invoked
+        code, result, _ = invoke("spot-interruption.json", tmp_path, KUBECONFIG=str(sim.kubeconfig_path))
+        writes = [r for r in sim.requests if r.method != "GET"]
+    # Then the failed JSON says the API call failed after its retries, and nothing was written
+    assert_failed(code, result, "spot-interruption", "Kubernetes API call failed after its retries", "503")
+    assert writes == []
