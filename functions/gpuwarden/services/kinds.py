@@ -18,6 +18,7 @@ HOOKS: dict[Kind, KindHooks] = {
     Kind.INSTANCE_STOPPING: URGENT,
     Kind.CAPACITY_RESERVATION_INTERRUPTION: URGENT,
     Kind.CAPACITY_BLOCK_EXPIRY: URGENT,
+    Kind.CAPACITY_BLOCK_PLAN: URGENT,  # the planned drain: involuntary, deadline at the start of termination
     Kind.SCHEDULED_MAINTENANCE: maintenance.HOOKS,
     Kind.GPU_IDLE: gpu_idle.HOOKS,
     Kind.MANUAL: runbook.HOOKS,
