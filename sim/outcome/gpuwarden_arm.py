@@ -60,6 +60,28 @@ class Gpuwarden:
 
     # ------------------------------------------------------------ events
 
+    def start(self) -> None:
+        """EC2's `Capacity Block Delivered` for each block the cluster runs in (at the run's start), so
+        gpuwarden can plan the block's drain `capacity_blocks.lead_minutes` before EC2 reclaims it."""
+        scenario = self.world.scenario
+        for pool in scenario.pools:
+            if pool.capacity_block_end_hours is None or pool.capacity_reservation_id is None:
+                continue
+            end = self.world.engine.when(pool.capacity_block_end_hours * 3600)
+            arn = f"arn:aws:ec2:{scenario.region}:123456789012:capacity-reservation/{pool.capacity_reservation_id}"
+            event = {
+                "version": "0",
+                "id": f"{pool.capacity_reservation_id}-delivered",
+                "detail-type": "Capacity Block Delivered",
+                "source": "aws.ec2",
+                "account": "123456789012",
+                "time": rfc3339(self.world.engine.when(0)),
+                "region": scenario.region,
+                "resources": [arn],
+                "detail": {"capacity-reservation-id": pool.capacity_reservation_id, "end-date": rfc3339(end)},
+            }
+            self.world.engine.at(0, partial(self.invoke, event, f"{pool.name} delivered"))
+
     def on_incident(self, incident: Incident, nodes: list[str]) -> None:
         delay = self.world.scenario.reactions.gpuwarden_seconds
         for payload in payloads(self.world, incident, nodes):

@@ -116,6 +116,8 @@ def run_arm(
         karpenter = KarpenterDriver(world, interruption_queue=on, consolidation=on)
         gpuwarden = Gpuwarden(world, policy or scenario.gpu_policy()) if arm is Arm.GPUWARDEN else None
         world.build()
+        if gpuwarden is not None:
+            gpuwarden.start()
         hits: dict[str, list[str]] = {}
         chains: dict[str, list[str]] = {}
         seen = [0]
