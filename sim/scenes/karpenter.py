@@ -1,22 +1,25 @@
-"""Demo scene: the same Spot warning with Karpenter's interruption queue on, then `gpuwarden doctor`.
+"""Demo scene: `gpuwarden doctor` on the demo cluster, then the same Spot warning with Karpenter's
+interruption queue on.
 
-Karpenter (sim/karpenter.py, modelled on its source) gets the warning from its SQS queue a few
-hundred milliseconds after gpuwarden: it deletes the NodeClaim, taints and drains the node and
-launches its own replacement. gpuwarden marks the training pod do-not-disrupt before asking it
-to checkpoint, so Karpenter's drain passes it over; gpuwarden evicts it after the
-acknowledgement, launches no second replacement, and Karpenter finishes the node.
+The doctor warns that Karpenter consumes an interruption queue and that the training pod lacks
+`karpenter.sh/do-not-disrupt`; the team adds it to the pod template, as the fix says. Then
+Karpenter (sim/karpenter.py, modelled on its source) gets the warning from its SQS queue first:
+it deletes the NodeClaim, taints and drains the node (passing over the protected trainer) and
+its provisioner launches the replacement. gpuwarden, a few hundred milliseconds later, sees the
+NodeClaim deleting and leaves the replacement to Karpenter, asks the trainer to checkpoint and
+evicts it after the acknowledgement; Karpenter then finishes the node.
 """
 
 from __future__ import annotations
 
 import json
-import threading
+import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sim.builders import daemonset_pod, gpu_node, inference_pod, job, nodeclaim_for, nodepool, training_pod
 from sim.clock import rfc3339
-from sim.karpenter import Karpenter, KarpenterAction, MessageKind, karpenter_deployment
+from sim.karpenter import DO_NOT_DISRUPT, Karpenter, KarpenterAction, MessageKind, karpenter_deployment
 
 if TYPE_CHECKING:
     from sim.core import KubeSim
@@ -25,7 +28,7 @@ if TYPE_CHECKING:
 POOL = "gpu-spot"
 NODE = "ip-10-0-7-70.us-west-2.compute.internal"
 INSTANCE = "i-0c0ffee0dec0de707"
-KARPENTER_BEHIND_SECONDS = 0.3  # real seconds between gpuwarden's delivery and Karpenter's SQS receive
+GPUWARDEN_BEHIND_SECONDS = 0.3  # real seconds between Karpenter's SQS receive and gpuwarden's invocation
 _SHOWN = ("nodeclaim-deleted", "tainted", "evicted", "force-deleted", "nodeclaim-created", "launched", "node-finalized")
 _LABELS = {
     "nodeclaim-deleted": "K: NodeClaim deleted",
@@ -75,17 +78,17 @@ def karpenter_scene(sim: KubeSim) -> SceneSummary:
     event["detail"]["instance-id"] = INSTANCE
     event["resources"] = [f"arn:aws:ec2:us-west-2:123456789012:instance/{INSTANCE}"]
     start = sim.clock.now().replace(microsecond=0)
-    print(f"\n  The same Spot warning for {NODE}, to gpuwarden and to Karpenter")
-    print(
-        f"  +  0.00s  {'notice':<13} gpuwarden and Karpenter's queue ({KARPENTER_BEHIND_SECONDS * 1000:.0f} ms later)"
-    )
-    timer = threading.Timer(
-        KARPENTER_BEHIND_SECONDS, karpenter.deliver_interruption, (INSTANCE, MessageKind.SPOT_INTERRUPTED)
-    )
-    timer.start()
+    trainer = "llama-pretrain-worker"
+    print(f'  the team adds karpenter.sh/do-not-disrupt: "true" to the template of ml/{trainer}, as the fix says')
+    sim.patch_direct("Pod", trainer, {"metadata": {"annotations": {DO_NOT_DISRUPT: "true"}}}, "ml")
+    behind = f"{GPUWARDEN_BEHIND_SECONDS * 1000:.0f} ms"
+    print(f"\n  The same Spot warning for {NODE}: Karpenter's queue first, gpuwarden {behind} later")
+    print(f"  +  0.00s  {'notice':<13} {event['detail-type']}")
+    karpenter.deliver_interruption(INSTANCE, MessageKind.SPOT_INTERRUPTED)
+    time.sleep(GPUWARDEN_BEHIND_SECONDS)
     result = handle_batch(parse_notices(event), _deps(sim)).to_json()
-    timer.join()
-    sim.wait_until(lambda: sim.get("Node", NODE) is None, timeout=30)
+    sim.wait_until(lambda: sim.get("Node", NODE) is None and not karpenter.batching, timeout=30)
+    sim.wait_until(lambda: all(_launched(sim, c) for c in karpenter.created_nodeclaims()), timeout=30)
     lines: list[tuple[datetime, str]] = []
     for action in result["actions"]:
         if action["type"] not in ("eviction-blocked", "checkpoint-delivered"):
@@ -100,8 +103,11 @@ def karpenter_scene(sim: KubeSim) -> SceneSummary:
     for _, line in sorted(lines, key=lambda item: item[0]):
         print(line)
     print(f"  {result['outcome']}: {result['reason']}")
-    replacements = karpenter.created_nodeclaims()
-    print(f"  replacement capacity: {', '.join(replacements) or 'none'} (Karpenter's); gpuwarden's: {_ours(result)}")
+    replacements = [
+        f"{c} -> {(sim.get('NodeClaim', c) or {}).get('status', {}).get('nodeName')}"
+        for c in karpenter.created_nodeclaims()
+    ]
+    print(f"  replacement: Karpenter's {', '.join(replacements) or 'none'}; gpuwarden's: {_ours(result)}")
     karpenter.interruption_queue = False
     actions = result["actions"]
     return SceneSummary(
@@ -112,6 +118,10 @@ def karpenter_scene(sim: KubeSim) -> SceneSummary:
         evicted=sum(1 for a in actions if a["type"] in ("evict", "delete")),
         seconds_left=result.get("seconds_left"),
     )
+
+
+def _launched(sim: KubeSim, claim: str) -> bool:
+    return bool(((sim.get("NodeClaim", claim) or {}).get("status") or {}).get("nodeName"))
 
 
 def _ours(result: dict[str, Any]) -> str:

@@ -43,9 +43,9 @@ def sim() -> Iterator[KubeSim]:
         yield running
 
 
-def invoke(sim: KubeSim, endpoint: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def invoke_env(sim: KubeSim, endpoint: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GPUWARDEN_", "DRY_RUN"))}
-    env |= {
+    return env | {
         "KUBECONFIG": str(sim.kubeconfig_path),
         "AWS_ENDPOINT_URL": endpoint,
         "AWS_ACCESS_KEY_ID": "testing",
@@ -54,8 +54,17 @@ def invoke(sim: KubeSim, endpoint: str, *args: str, stdin: str | None = None) ->
         "GPUWARDEN_CLUSTER": "ml-prod",
         "POWERTOOLS_METRICS_NAMESPACE": "GpuwardenTest",
     }
+
+
+def invoke(sim: KubeSim, endpoint: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(GPUWARDEN), "invoke", *args], input=stdin, capture_output=True, text=True, env=env, timeout=60, check=False
+        [str(GPUWARDEN), "invoke", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=invoke_env(sim, endpoint),
+        timeout=60,
+        check=False,
     )
 
 

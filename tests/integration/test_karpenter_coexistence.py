@@ -48,3 +48,26 @@ def test_the_result_names_the_replacement_gpuwarden_launched(world: World) -> No
     result = handle_batch(parse_notices(event), world.deps()).to_json()
     claims = [c["metadata"]["name"] for c in world.sim.list("NodeClaim")]
     assert result["replacement"] == f"nodeclaim/{claims[0]}"
+
+
+def test_forced_uncordon_takes_back_only_the_do_not_disrupt_gpuwarden_added(world: World) -> None:
+    from gpuwarden.services.runbook import run_runbook
+    from gpuwarden.sources import parse_runbook
+    from gpuwarden.wiring import runbook_deps
+
+    # Given a node held for a Spot warning: one trainer marked by gpuwarden, one by its owner
+    scenario = spot_node(world.sim, modes=("annotate", "signal:SIGUSR1"), inference=0, pdb_min_available=None)
+    ours, owners = (key.split("/")[1] for key in scenario.trainers.values())
+    marks = {"karpenter.sh/do-not-disrupt": "true", "gpuwarden.io/do-not-disrupt-added": "spot-1"}
+    world.sim.patch_direct("Pod", ours, {"metadata": {"annotations": marks}}, "ml")
+    world.sim.patch_direct("Pod", owners, {"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}}, "ml")
+    held = {"gpuwarden.io/kind": "spot-interruption", "gpuwarden.io/event-id": "spot-1"}
+    world.sim.patch_direct("Node", NODE, {"metadata": {"annotations": held}, "spec": {"unschedulable": True}})
+    # When on-call forces an uncordon (the warning was withdrawn)
+    request = parse_runbook({"action": "uncordon", "node": NODE, "force": True, "reason": "false alarm"})
+    result = run_runbook(request, runbook_deps(world.deps(), request)).to_json()
+    # Then gpuwarden's own mark is gone, the owner's stays
+    assert result["outcome"] == "handled", result["reason"]
+    assert "karpenter.sh/do-not-disrupt" not in (world.pod(f"ml/{ours}") or {})["metadata"]["annotations"]
+    assert (world.pod(f"ml/{owners}") or {})["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] == "true"
+    assert f"ml/{ours}" in result["reason"] or any(f"ml/{ours}" in str(a.get("reason")) for a in result["actions"])

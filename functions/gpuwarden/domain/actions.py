@@ -47,6 +47,8 @@ class ActionType(StrEnum):
     DRAIN_COMPLETE = "drain-complete"
     DRAIN_BLOCKED = "drain-blocked"
     NODE_GONE = "node-gone"
+    #: a pod marked `karpenter.sh/do-not-disrupt` before it was asked to checkpoint (beside Karpenter)
+    DO_NOT_DISRUPT = "do-not-disrupt"
     INSTANCE_LOST = "instance-lost"
     NODE_LOST_UNDRAINED = "node-lost-undrained"
     REFUSED = "refused"

@@ -236,4 +236,6 @@ def _finish(recorder: Recorder, state: DrainState, node: NodeView | None, now: d
             if seconds_left < 0:
                 put(Metric.DRAINS_PAST_DEADLINE)
     outcome = DrainOutcome.DRAINED if seconds_left is None or seconds_left >= 0 else DrainOutcome.DRAINED_LATE
-    return state.model_copy(update={"done": True, "outcome": outcome, "seconds_left": seconds_left})
+    missing = [k for k in state.opted_in if k not in state.checkpointed]  # timed out, failed, or taken by another
+    update = {"done": True, "outcome": outcome, "seconds_left": seconds_left, "not_checkpointed": missing}
+    return state.model_copy(update=update)

@@ -10,8 +10,9 @@ from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.schedule import Allowance, voluntary_allowance
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.context import Deps, Recorder
+from gpuwarden.services.kinds import hooks_for
 from gpuwarden.services.node_ops import find_node, not_ours, window_allowance
-from gpuwarden.services.pipeline import URGENT, Disruption, Steps, run, take
+from gpuwarden.services.pipeline import Disruption, Steps, run, take
 from gpuwarden.services.result import Result, notice_result
 from gpuwarden.services.writes import Patch, annotate, update_node
 
@@ -37,7 +38,7 @@ def handle_interruption(notice: Notice, deps: Deps, *, drain_locally: bool = Tru
         return notice_result(notice, recorder, None, outcome="ignored", reason=not_ours(notice, deps.policy.cluster))
     if notice.kind is Kind.INSTANCE_STOPPING:
         return _record_loss(notice, Recorder(deps, notice.event_id), node, _pods_on(deps, node))
-    d = Disruption(notice, deps, node, URGENT, drain_locally)
+    d = Disruption(notice, deps, node, hooks_for(notice.kind), drain_locally)
     # An involuntary notice cordons before anything else is read: its plan needs no pods.
     pods = d.pods if notice.kind.voluntary else []
     plan = plan_interruption(notice.kind, node, pods, deps.policy, _allowance(notice, deps, node))

@@ -7,14 +7,14 @@ use case. A new kind is one entry (and, when it differs, one `KindHooks` in its 
 from __future__ import annotations
 
 from gpuwarden.domain.notice import Kind
-from gpuwarden.services import gpu_idle, maintenance, runbook
+from gpuwarden.services import gpu_idle, karpenter, maintenance, runbook
 from gpuwarden.services.context import Recorder
 from gpuwarden.services.drain import DrainState
 from gpuwarden.services.pipeline import URGENT, KindHooks, round_of
 
 HOOKS: dict[Kind, KindHooks] = {
-    Kind.SPOT_INTERRUPTION: URGENT,
-    Kind.REBALANCE: URGENT,
+    Kind.SPOT_INTERRUPTION: karpenter.INVOLUNTARY,
+    Kind.REBALANCE: karpenter.REBALANCE,
     Kind.INSTANCE_STOPPING: URGENT,
     Kind.CAPACITY_RESERVATION_INTERRUPTION: URGENT,
     Kind.CAPACITY_BLOCK_EXPIRY: URGENT,
@@ -26,8 +26,9 @@ HOOKS: dict[Kind, KindHooks] = {
 
 
 def hooks_for(kind: Kind) -> KindHooks:
-    """A kind without an entry gets the involuntary defaults (nothing settles, nothing is skipped)."""
-    return HOOKS.get(kind, URGENT)
+    """A kind without an entry gets the defaults of its class; an involuntary one (the capacity-
+    reservation and Capacity Block warnings) is protected beside Karpenter, as a Spot warning is."""
+    return HOOKS.get(kind, URGENT if kind.voluntary else karpenter.INVOLUNTARY)
 
 
 def drain_round(recorder: Recorder, state: DrainState) -> DrainState:

@@ -28,6 +28,7 @@ from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.checkpoint import request_checkpoints
 from gpuwarden.services.context import Deps, Recorder, worker_pool
 from gpuwarden.services.drain import DrainState
+from gpuwarden.services.karpenter import give_back_pods
 from gpuwarden.services.node_ops import find_node
 from gpuwarden.services.pipeline import Disruption, KindHooks, Steps, Taken, take
 from gpuwarden.services.pipeline import run as run_pipeline
@@ -193,6 +194,8 @@ def _uncordon(run: Run, plan: list[dict[str, Any]]) -> Answer:
     if not released.written or released.obj is None:
         return Answer("ignored", f"nothing of gpuwarden's on {node.name};{kept or ' it is schedulable'}")
     what = "removed gpuwarden's taint, " + ("cordon and annotations" if cordoned_by_us else "and annotations")
+    if given_back := give_back_pods(run.deps.kube, node.name):
+        what += f", and the do-not-disrupt it added on {', '.join(given_back)}"
     run.recorder.add(ActionType.RELEASE, released.obj, reason=f"{what} ({who(run)})")
     run.recorder.flush()
     return done(run, True, f"{node.name}: {what}" + (f";{kept}" if kept else ""))

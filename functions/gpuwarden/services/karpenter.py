@@ -1,0 +1,90 @@
+"""Beside Karpenter's own interruption handling (docs/cluster.md#beside-karpenter): the hooks an
+involuntary notice adds to the one disruption sequence.
+
+- `protect_pod` (a `prepare_pod` hook): before a pod is asked to checkpoint, mark it
+  `karpenter.sh/do-not-disrupt: "true"` so Karpenter's drain passes it over. A pod that already
+  carries the annotation keeps it unchanged; a mark gpuwarden adds is recorded on the pod
+  (`gpuwarden.io/do-not-disrupt-added: <event id>`), so a release takes back only its own and the
+  voluntary guards do not mistake gpuwarden's mark for the owner's. An eviction takes the pod
+  and its annotations away together; a pod a PodDisruptionBudget keeps stays protected, because
+  gpuwarden is still the one draining it.
+- `left_to_karpenter` (a `replacement_guard`): no replacement for a node whose NodeClaim
+  Karpenter is already deleting, or that carries `karpenter.sh/disrupted`: Karpenter's
+  provisioner replaces that capacity.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.actions import ActionType
+from gpuwarden.domain.views import DO_NOT_DISRUPT, NodeView, PodView
+from gpuwarden.services.context import Recorder
+from gpuwarden.services.pipeline import URGENT, Disruption
+from gpuwarden.services.writes import Patch, annotate, update_pod
+
+if TYPE_CHECKING:
+    from gpuwarden.domain.ports import KubePort
+
+DISRUPTED_TAINT = "karpenter.sh/disrupted"
+LEFT_TO_KARPENTER = "left to Karpenter"
+
+
+def protect_pod(recorder: Recorder, pod: PodView) -> None:
+    """Mark ``pod`` do-not-disrupt for Karpenter (RV-checked), unless it carries the annotation already."""
+    event_id = recorder.event_id
+
+    def decide(current: PodView) -> Patch | None:
+        if DO_NOT_DISRUPT in current.annotations or current.terminating:
+            return None  # the owner's own value stays exactly as it is
+        return annotate({DO_NOT_DISRUPT: "true", ann.DO_NOT_DISRUPT_ADDED: event_id})
+
+    written = update_pod(recorder.deps.kube, pod, decide)
+    if written.written:
+        recorder.add(ActionType.DO_NOT_DISRUPT, pod=pod.key, reason="kept from Karpenter's drain until its checkpoint")
+
+
+def release_pod_patch(pod: PodView) -> Patch | None:
+    """Take back a do-not-disrupt gpuwarden added (and only that)."""
+    if ann.DO_NOT_DISRUPT_ADDED not in pod.annotations:
+        return None
+    return annotate({DO_NOT_DISRUPT: None, ann.DO_NOT_DISRUPT_ADDED: None})
+
+
+def give_back_pods(kube: KubePort, node: str) -> list[str]:
+    """When gpuwarden gives a node back: every do-not-disrupt it added there is taken back (RV-checked);
+    an owner's own annotation is never touched. Answers the pods written."""
+    written = [update_pod(kube, pod, release_pod_patch) for pod in kube.list_pods_on_node(node)]
+    return [w.obj.key for w in written if w.written and w.obj is not None]
+
+
+def karpenter_deleting(kube: KubePort, node: NodeView) -> str | None:
+    """Why Karpenter is already replacing ``node`` (None: it is not)."""
+    if any(t.key == DISRUPTED_TAINT for t in node.taints):
+        return f"{LEFT_TO_KARPENTER}: node {node.name} is tainted {DISRUPTED_TAINT}"
+    if not node.nodepool:
+        return None
+    for claim in kube.list_nodeclaims():
+        meta, status = claim.get("metadata") or {}, claim.get("status") or {}
+        mine = status.get("nodeName") == node.name or (
+            node.provider_id and status.get("providerID") == node.provider_id
+        )
+        if mine and meta.get("deletionTimestamp"):
+            return f"{LEFT_TO_KARPENTER}: Karpenter is deleting NodeClaim {meta.get('name')}"
+    return None
+
+
+def left_to_karpenter(d: Disruption) -> str | None:
+    """The replacement guard: the node as it is now (Karpenter may have tainted it since the mark),
+    then its NodeClaim."""
+    node = d.deps.kube.get_node(d.node.name) or d.node
+    return karpenter_deleting(d.deps.kube, node)
+
+
+#: Involuntary notices (Spot, capacity-reservation and Capacity Block warnings): every pod asked to
+#: checkpoint is protected from Karpenter's drain first, and Karpenter's replacement is not doubled.
+INVOLUNTARY = replace(URGENT, prepare_pod=protect_pod, replacement_guard=left_to_karpenter)
+#: A rebalance recommendation (voluntary): no mark, but no second replacement either.
+REBALANCE = replace(URGENT, replacement_guard=left_to_karpenter)
