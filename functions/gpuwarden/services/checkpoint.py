@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 
@@ -16,27 +16,32 @@ from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.context import Recorder
 from gpuwarden.services.writes import Patch, annotate, update_pod
 
-#: Done to a pod just before it is asked to checkpoint (a kind's hook).
-PreparePod = Callable[[Recorder, PodView], None]
+#: Annotations a kind adds to a pod in the same write that asks it to checkpoint, decided on the
+#: pod as that write finds it (a kind's hook; beside Karpenter: its do-not-disrupt mark).
+PreparePod = Callable[[Recorder, PodView], Mapping[str, str | None]]
 
 
-def _claim(recorder: Recorder, pod: PodView, by: datetime) -> PodView | None:
-    """Write the request on the pod (RV-checked): the writer that wins delivers; None if another did."""
+def _claim(recorder: Recorder, pod: PodView, by: datetime, prepare: PreparePod | None) -> tuple[PodView, bool] | None:
+    """Write the request on the pod (RV-checked): the writer that wins delivers; None if another did.
+    Also answers whether the write carried the kind's own annotations."""
     event_id = recorder.event_id
-    patch = annotate(
-        {
-            ann.CHECKPOINT_REQUESTED: ann.rfc3339(by),
-            ann.CHECKPOINT_EVENT: event_id,
-            ann.CHECKPOINT_DONE: None,
-            ann.CHECKPOINT_FAILED: None,
-        }
-    )
+    request = {
+        ann.CHECKPOINT_REQUESTED: ann.rfc3339(by),
+        ann.CHECKPOINT_EVENT: event_id,
+        ann.CHECKPOINT_DONE: None,
+        ann.CHECKPOINT_FAILED: None,
+    }
+    extra: dict[str, str | None] = {}
 
     def decide(current: PodView) -> Patch | None:
-        return None if requested_for(current, event_id) else patch
+        if requested_for(current, event_id):
+            return None
+        extra.clear()
+        extra.update(prepare(recorder, current) if prepare is not None else {})
+        return annotate({**request, **extra})
 
     claimed = update_pod(recorder.deps.kube, pod, decide)
-    return claimed.obj if claimed.written else None
+    return (claimed.obj, bool(extra)) if claimed.written and claimed.obj is not None else None
 
 
 def _deliver(recorder: Recorder, node: NodeView, pod: PodView, spec: CheckpointSpec, by: datetime) -> None:
@@ -101,15 +106,18 @@ def request_checkpoints(
     def ask(pod: PodView, spec: CheckpointSpec) -> None:
         by = checkpoint_by(now, spec.timeout_seconds, deadline)
         try:
-            if prepare is not None:
-                prepare(recorder, pod)
-            claimed = _claim(recorder, pod, by)
+            claimed = _claim(recorder, pod, by, prepare)
             if claimed is None:
                 return
+            asked, marked = claimed
+            if marked:
+                recorder.add(
+                    ActionType.DO_NOT_DISRUPT, pod=pod.key, reason="kept from Karpenter's drain until its checkpoint"
+                )
             recorder.add(ActionType.CHECKPOINT_REQUESTED, node, pod=pod.key, mode=spec.mode, by=ann.rfc3339(by))
         finally:
             left.one_done()
-        _deliver(recorder, node, claimed, spec, by)
+        _deliver(recorder, node, asked, spec, by)
 
     return [pool.submit(ask, pod, spec) for pod, spec in asking]
 

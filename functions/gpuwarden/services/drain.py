@@ -7,6 +7,7 @@ involuntary kinds, and answers how long to wait before the next round.
 
 from __future__ import annotations
 
+import contextlib
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
@@ -26,6 +27,7 @@ from gpuwarden.domain.drain import (
     leave_order,
     on_eviction_blocked,
 )
+from gpuwarden.domain.errors import NotFound
 from gpuwarden.domain.notice import Kind
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.observability import Metric, put
@@ -227,7 +229,8 @@ def _finish(recorder: Recorder, state: DrainState, node: NodeView | None, now: d
     recorder.add(ActionType.DRAIN_COMPLETE, node if first else None, **details)
     if node is not None and first and not recorder.deps.dry_run:
         patch = {"metadata": {"annotations": {ann.DRAIN_COMPLETED: ann.rfc3339(now)}}}
-        recorder.deps.kube.patch_node(node.name, patch, None)
+        with contextlib.suppress(NotFound):  # Karpenter may finish the node the moment it is empty
+            recorder.deps.kube.patch_node(node.name, patch, None)
     recorder.flush()
     if not recorder.deps.dry_run:
         put(Metric.DRAIN_SECONDS, drained_in, "Seconds")

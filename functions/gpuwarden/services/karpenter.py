@@ -1,8 +1,9 @@
 """Beside Karpenter's own interruption handling (docs/cluster.md#beside-karpenter): the hooks an
 involuntary notice adds to the one disruption sequence.
 
-- `protect_pod` (a `prepare_pod` hook): before a pod is asked to checkpoint, mark it
-  `karpenter.sh/do-not-disrupt: "true"` so Karpenter's drain passes it over. A pod that already
+- `protect_pod` (a `prepare_pod` hook): a pod asked to checkpoint is marked
+  `karpenter.sh/do-not-disrupt: "true"` in the very write that asks it (never asked unmarked), so
+  Karpenter's drain passes it over. A pod that already
   carries the annotation keeps it unchanged; a mark gpuwarden adds is recorded on the pod
   (`gpuwarden.io/do-not-disrupt-added: <event id>`), so a release takes back only its own and the
   voluntary guards do not mistake gpuwarden's mark for the owner's. An eviction takes the pod
@@ -15,11 +16,11 @@ involuntary notice adds to the one disruption sequence.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gpuwarden.domain import annotations as ann
-from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.views import DO_NOT_DISRUPT, NodeView, PodView
 from gpuwarden.services.context import Recorder
 from gpuwarden.services.pipeline import URGENT, Disruption
@@ -32,18 +33,13 @@ DISRUPTED_TAINT = "karpenter.sh/disrupted"
 LEFT_TO_KARPENTER = "left to Karpenter"
 
 
-def protect_pod(recorder: Recorder, pod: PodView) -> None:
-    """Mark ``pod`` do-not-disrupt for Karpenter (RV-checked), unless it carries the annotation already."""
-    event_id = recorder.event_id
-
-    def decide(current: PodView) -> Patch | None:
-        if DO_NOT_DISRUPT in current.annotations or current.terminating:
-            return None  # the owner's own value stays exactly as it is
-        return annotate({DO_NOT_DISRUPT: "true", ann.DO_NOT_DISRUPT_ADDED: event_id})
-
-    written = update_pod(recorder.deps.kube, pod, decide)
-    if written.written:
-        recorder.add(ActionType.DO_NOT_DISRUPT, pod=pod.key, reason="kept from Karpenter's drain until its checkpoint")
+def protect_pod(recorder: Recorder, pod: PodView) -> Mapping[str, str | None]:
+    """The `prepare_pod` hook: the do-not-disrupt mark written with the checkpoint request itself, so
+    Karpenter never sees a pod asked to checkpoint without it. A pod that already carries the
+    annotation (the owner's, whatever its value) keeps it unchanged."""
+    if DO_NOT_DISRUPT in pod.annotations or pod.terminating:
+        return {}
+    return {DO_NOT_DISRUPT: "true", ann.DO_NOT_DISRUPT_ADDED: recorder.event_id}
 
 
 def release_pod_patch(pod: PodView) -> Patch | None:

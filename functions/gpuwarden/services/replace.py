@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.actions import ActionType
-from gpuwarden.domain.errors import GpuwardenError
+from gpuwarden.domain.errors import GpuwardenError, NotFound
 from gpuwarden.domain.notice import Notice
+from gpuwarden.domain.ports import KubePort
 from gpuwarden.domain.replacement import ReplacementChoice, choose_replacement, nodeclaim_manifest
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.context import Recorder
@@ -61,6 +63,12 @@ def _skip(recorder: Recorder, reason: str, **details: Any) -> Replaced:
     return Replaced(ActionType.REPLACEMENT_SKIPPED, reason)
 
 
+def _record(kube: KubePort, node: str, value: str | None) -> None:
+    """The node's replacement record; a node already gone (Karpenter finished it) has nothing to record."""
+    with contextlib.suppress(NotFound):
+        kube.patch_node(node, annotate({ann.REPLACEMENT: value}), None)
+
+
 def ensure_replacement(recorder: Recorder, node: NodeView, notice: Notice, pods: list[PodView]) -> Replaced:
     deps = recorder.deps
     existing = node.annotations.get(ann.REPLACEMENT)
@@ -78,9 +86,9 @@ def ensure_replacement(recorder: Recorder, node: NodeView, notice: Notice, pods:
     try:
         value, why = _launch(recorder, choice, claimed, pods)
     except GpuwardenError as err:
-        deps.kube.patch_node(node.name, annotate({ann.REPLACEMENT: None}), None)
+        _record(deps.kube, node.name, None)
         recorder.add(ActionType.REPLACEMENT_FAILED, node, strategy=choice.strategy, reason=str(err))
         return Replaced(ActionType.REPLACEMENT_FAILED, str(err))
-    deps.kube.patch_node(node.name, annotate({ann.REPLACEMENT: value}), None)
+    _record(deps.kube, node.name, value)
     recorder.add(ActionType.REPLACEMENT, node, target=value, strategy=choice.strategy, reason=why)
     return Replaced(ActionType.REPLACEMENT, why, value)
