@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpuwarden.domain.notice import Kind
-from gpuwarden.services import gpu_idle, kinds, runbook
+from gpuwarden.services import gpu_idle, karpenter, kinds, runbook
 from gpuwarden.services.pipeline import URGENT
 from gpuwarden.sources.runbook import RUNBOOK_ACTIONS
 
@@ -14,7 +14,10 @@ def test_every_runbook_action_has_its_code_and_nothing_else_does() -> None:
 
 def test_the_drain_workflow_settles_a_gpu_idle_drain_by_its_kind() -> None:
     assert kinds.hooks_for(Kind.GPU_IDLE).settle is gpu_idle.settle_round
-    assert kinds.hooks_for(Kind.SPOT_INTERRUPTION) is URGENT
+    spot = kinds.hooks_for(Kind.SPOT_INTERRUPTION)  # URGENT, plus the hooks beside Karpenter's own handling
+    assert spot.settle is URGENT.settle
+    assert spot.prepare_pod is karpenter.protect_pod
+    assert spot.replacement_guard is karpenter.left_to_karpenter
 
 
 def test_an_involuntary_kind_starts_the_drain_workflow_at_once() -> None:

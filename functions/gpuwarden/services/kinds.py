@@ -16,9 +16,10 @@ HOOKS: dict[Kind, KindHooks] = {
     Kind.SPOT_INTERRUPTION: karpenter.INVOLUNTARY,
     Kind.REBALANCE: karpenter.REBALANCE,
     Kind.INSTANCE_STOPPING: URGENT,
-    Kind.CAPACITY_RESERVATION_INTERRUPTION: URGENT,
-    Kind.CAPACITY_BLOCK_EXPIRY: URGENT,
-    Kind.CAPACITY_BLOCK_PLAN: URGENT,  # the planned drain: involuntary, deadline at the start of termination
+    Kind.CAPACITY_RESERVATION_INTERRUPTION: karpenter.INVOLUNTARY,
+    Kind.CAPACITY_BLOCK_EXPIRY: karpenter.INVOLUNTARY,
+    # the planned drain: involuntary, deadline at the start of termination
+    Kind.CAPACITY_BLOCK_PLAN: karpenter.INVOLUNTARY,
     Kind.SCHEDULED_MAINTENANCE: maintenance.HOOKS,
     Kind.GPU_IDLE: gpu_idle.HOOKS,
     Kind.MANUAL: runbook.HOOKS,
@@ -26,8 +27,8 @@ HOOKS: dict[Kind, KindHooks] = {
 
 
 def hooks_for(kind: Kind) -> KindHooks:
-    """A kind without an entry gets the defaults of its class; an involuntary one (the capacity-
-    reservation and Capacity Block warnings) is protected beside Karpenter, as a Spot warning is."""
+    """A kind without an entry gets the defaults of its class; an involuntary one is protected
+    beside Karpenter, as the Spot and capacity warnings are."""
     return HOOKS.get(kind, URGENT if kind.voluntary else karpenter.INVOLUNTARY)
 
 
