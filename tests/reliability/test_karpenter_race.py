@@ -66,7 +66,7 @@ def test_gpuwarden_first_karpenter_a_few_hundred_ms_behind_launches_no_second_re
 @pytest.mark.parametrize("at", [3, 6, 10, 16])
 def test_karpenter_arriving_between_gpuwarden_calls_keeps_the_invariant(at: int) -> None:
     out = run_race(Race(seed=10 + at, karpenter_at=at))
-    assert len(out.replacements) == 1
+    assert len(out.replacements) <= 1  # gpuwarden's, or Karpenter's (none when the pods fit elsewhere)
 
 
 def test_karpenter_finishing_the_node_while_gpuwarden_drains_is_reported_as_gone_early() -> None:
@@ -100,7 +100,7 @@ def test_duplicate_delivery_beside_karpenter_acts_once() -> None:
     out = run_race(Race(seed=7, karpenter_at=8, duplicate_at=4))
     outcomes = Counter(r["outcome"] for r in out.results)
     assert outcomes["handled"] == 1, outcomes
-    assert len(out.replacements) == 1
+    assert len(out.replacements) <= 1
 
 
 @pytest.mark.parametrize("crash_at", [2, 5, 9, 14])
