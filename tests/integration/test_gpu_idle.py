@@ -27,8 +27,16 @@ TAINT = {"key": "gpuwarden.io/disruption", "value": "gpu-idle", "effect": "NoSch
 OURS = ("gpuwarden.io/event-id", "gpuwarden.io/kind", "gpuwarden.io/cordoned", "gpuwarden.io/claimed-at")
 
 
-def put_utilization(instance_id: str, node: str, values: list[float], step_minutes: int = 5) -> None:
-    """Container Insights' node_gpu_utilization for the node, newest last, ending a minute ago."""
+def put_utilization(
+    instance_id: str,
+    node: str,
+    values: list[float],
+    step_minutes: int = 5,
+    *,
+    namespace: str = "ContainerInsights",
+    metric: str = "node_gpu_utilization",
+) -> None:
+    """A GPU utilisation series for the node (default: Container Insights'), newest last, ending a minute ago."""
     now = datetime.now(UTC)
     dims = [
         {"Name": "ClusterName", "Value": CLUSTER},
@@ -37,7 +45,7 @@ def put_utilization(instance_id: str, node: str, values: list[float], step_minut
     ]
     data = [
         {
-            "MetricName": "node_gpu_utilization",
+            "MetricName": metric,
             "Dimensions": dims,
             "Timestamp": now - timedelta(minutes=1 + step_minutes * (len(values) - 1 - i)),
             "Value": value,
@@ -45,7 +53,7 @@ def put_utilization(instance_id: str, node: str, values: list[float], step_minut
         }
         for i, value in enumerate(values)
     ]
-    boto3.client("cloudwatch", region_name="us-west-2").put_metric_data(Namespace="ContainerInsights", MetricData=data)
+    boto3.client("cloudwatch", region_name="us-west-2").put_metric_data(Namespace=namespace, MetricData=data)
 
 
 IDLE = [0.0, 1.5, 0.0, 2.0, 0.0, 0.0]
@@ -168,6 +176,31 @@ def test_metric_alarm_with_instance_dimension_reclaims_the_node(world: World) ->
     assert "drain-complete" in types(result)
     claim = world.sim.get("NodeClaim", cluster.claims[NODE])
     assert claim is None or claim["metadata"].get("deletionTimestamp")
+
+
+def test_dcgm_alarm_is_rechecked_on_its_own_series_and_reclaims_the_node(world: World) -> None:
+    # Given the idle node whose DCGM exporter series (the alarm's own metric) is idle
+    cluster = idle_cluster(world.sim, trainer=False)
+    put_utilization(INSTANCE, NODE, IDLE, namespace="ContainerInsights/Prometheus", metric="DCGM_FI_DEV_GPU_UTIL")
+    # When the user's DCGM alarm (no configured name prefix) goes to ALARM
+    result = run(world, load_event("cloudwatch-alarm-state-change-dcgm.json"))
+    # Then the re-check reads that series, and the node is drained and retired
+    assert result["outcome"] == "handled", result["reason"]
+    assert "drain-complete" in types(result)
+    claim = world.sim.get("NodeClaim", cluster.claims[NODE])
+    assert claim is None or claim["metadata"].get("deletionTimestamp")
+
+
+def test_dcgm_alarm_is_not_confirmed_by_another_metric(world: World) -> None:
+    # Given only Container Insights data for the node (idle), none in the DCGM series the alarm watches
+    idle_cluster(world.sim, trainer=False)
+    put_utilization(INSTANCE, NODE, IDLE)
+    # When the DCGM alarm goes to ALARM
+    result = run(world, load_event("cloudwatch-alarm-state-change-dcgm.json"))
+    # Then nothing is reclaimed, and the reason names the series that had no data
+    assert result["outcome"] == "ignored", result
+    assert "no DCGM_FI_DEV_GPU_UTIL data in the last 60 min" in result["reason"]
+    assert_untouched(world, NODE)
 
 
 def test_second_delivery_of_the_same_alarm_changes_nothing(world: World) -> None:

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpuwarden.domain.errors import InvalidEvent
+from gpuwarden.domain.gpu_idle import IdleMetric
 from gpuwarden.domain.notice import SPOT_NOTICE_SECONDS, Kind, Notice
 from gpuwarden.sources import (
     DETAIL_TYPES,
@@ -562,3 +563,20 @@ def test_an_ignored_event_keeps_its_envelope_id_for_the_ledger() -> None:
     assert batch.notices == ()
     assert batch.ignored is not None
     assert batch.event_id == event["id"]
+
+
+def test_dcgm_alarm_notice_carries_the_series_it_watches_for_the_recheck() -> None:
+    # Given a user's single-metric alarm on the DCGM exporter's GPU utilisation
+    notice = only_notice(parse_notices(load("cloudwatch-alarm-state-change-dcgm.json")))
+    # Then the notice names the alarm's own series, and the re-check reads exactly that one
+    metric = IdleMetric.for_alarm(notice.detail.get("metric"), "ml-prod", "i-0abc1234def567890", "n")
+    assert (metric.namespace, metric.name) == ("ContainerInsights/Prometheus", "DCGM_FI_DEV_GPU_UTIL")
+    assert dict(metric.dimensions)["InstanceId"] == "i-0abc1234def567890"
+
+
+def test_alarm_without_a_gpu_series_is_rechecked_on_container_insights() -> None:
+    # Given a gpu-idle notice that names no GPU series of its own (a Metrics Insights contributor)
+    notice = only_notice(parse_notices(load("cloudwatch-alarm-contributor-state-change.json")))
+    # Then the re-check reads Container Insights' per-node series
+    metric = IdleMetric.for_alarm(notice.detail.get("metric"), "ml-prod", "i-1", "node-1")
+    assert metric == IdleMetric.container_insights("ml-prod", "i-1", "node-1")

@@ -10,6 +10,7 @@ from typing import Any
 
 from gpuwarden.adapters.errors import aws_call, aws_error
 from gpuwarden.domain.errors import ReplacementError
+from gpuwarden.domain.gpu_idle import IdleMetric
 from gpuwarden.domain.ports import CapacityReservation
 from gpuwarden.observability import logger
 
@@ -113,32 +114,26 @@ class Cloud:
                 InstanceId=instance_id, ShouldDecrementDesiredCapacity=True
             )
 
-    def gpu_utilization(
-        self, cluster: str, instance_id: str, node_name: str, minutes: int, period_seconds: int
-    ) -> list[float]:
-        """Container Insights `node_gpu_utilization` (Average per period) over the last `minutes`, oldest first."""
+    def gpu_utilization(self, metric: IdleMetric, minutes: int, period_seconds: int) -> list[float]:
+        """The re-checked GPU series (Average per period) over the last `minutes`, oldest first."""
         from datetime import UTC, datetime, timedelta
 
         end = datetime.now(UTC)
-        dimensions = [
-            {"Name": "ClusterName", "Value": cluster},
-            {"Name": "InstanceId", "Value": instance_id},
-            {"Name": "NodeName", "Value": node_name},
-        ]
         query = {
             "Id": "gpu",
             "MetricStat": {
                 "Metric": {
-                    "Namespace": "ContainerInsights",
-                    "MetricName": "node_gpu_utilization",
-                    "Dimensions": dimensions,
+                    "Namespace": metric.namespace,
+                    "MetricName": metric.name,
+                    "Dimensions": [{"Name": k, "Value": v} for k, v in metric.dimensions],
                 },
                 "Period": period_seconds,
                 "Stat": "Average",
             },
             "ReturnData": True,
         }
-        with aws_call(f"CloudWatch GetMetricData node_gpu_utilization {node_name}"):
+        where = ",".join(f"{k}={v}" for k, v in metric.dimensions)
+        with aws_call(f"CloudWatch GetMetricData {metric.namespace} {metric.name} {where}"):
             answer = self.cloudwatch.get_metric_data(
                 MetricDataQueries=[query],
                 StartTime=end - timedelta(minutes=minutes),

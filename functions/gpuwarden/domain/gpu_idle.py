@@ -70,19 +70,53 @@ def min_nodes_refusal(node: NodeView, nodes: Sequence[NodeView], minimum: int) -
     return f"{where} would keep {len(available)} schedulable node(s), below gpu_idle.min_nodes_per_nodepool {minimum}"
 
 
+#: The GPU-utilisation metrics a GPU-idle alarm may watch (Container Insights, NVIDIA DCGM exporter).
+GPU_METRICS = ("node_gpu_utilization", "DCGM_FI_DEV_GPU_UTIL")
+
+
+@dataclass(frozen=True)
+class IdleMetric:
+    """The one series the re-check at action time reads (docs/events.md, gpu-idle).
+
+    A single-metric alarm on a GPU metric is re-checked on exactly its own series (namespace,
+    name, dimensions from the alarm); any other GPU-idle alarm (a Metrics Insights query, an
+    alarm taken by its name prefix) on Container Insights' per-node series.
+    """
+
+    namespace: str
+    name: str
+    dimensions: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def container_insights(cls, cluster: str, instance_id: str, node_name: str) -> IdleMetric:
+        dims = (("ClusterName", cluster), ("InstanceId", instance_id), ("NodeName", node_name))
+        return cls("ContainerInsights", "node_gpu_utilization", dims)
+
+    @classmethod
+    def for_alarm(cls, watched: object, cluster: str, instance_id: str, node_name: str) -> IdleMetric:
+        """The alarm's own series when the notice carries one (``detail["metric"]``), else the default."""
+        if isinstance(watched, dict) and watched.get("name") in GPU_METRICS and watched.get("namespace"):
+            dims = watched.get("dimensions") or {}
+            if isinstance(dims, dict):
+                pairs = tuple(sorted((str(k), str(v)) for k, v in dims.items()))
+                return cls(str(watched["namespace"]), str(watched["name"]), pairs)
+        return cls.container_insights(cluster, instance_id, node_name)
+
+
 @dataclass(frozen=True)
 class Utilization:
-    """``node_gpu_utilization`` (percent) over the re-check window, oldest first."""
+    """GPU utilisation (percent) of the re-checked series over the re-check window, oldest first."""
 
     values: tuple[float, ...]
     minutes: int
+    metric: str = "node_gpu_utilization"
 
 
 def busy_refusal(utilization: Utilization, threshold: float) -> str | None:
     """Re-check at action time. No data is not idleness: skip (the safe default)."""
     if not utilization.values:
         return (
-            f"no node_gpu_utilization data in the last {utilization.minutes} min: "
+            f"no {utilization.metric} data in the last {utilization.minutes} min: "
             "not reclaiming a node whose idleness cannot be confirmed"
         )
     peak = max(utilization.values)

@@ -23,6 +23,7 @@ from gpuwarden.domain.decide import do_not_disrupt_reason, window_refusal
 from gpuwarden.domain.errors import NotFound
 from gpuwarden.domain.gpu_idle import (
     CLAIMED_AT,
+    IdleMetric,
     Utilization,
     busy_refusal,
     cap_precheck,
@@ -83,10 +84,9 @@ def _guardrails(d: Disruption) -> str | None:
         return refused
     if node.instance_id is None:
         return f"node {node.name} has no AWS providerID: its GPU utilization cannot be re-checked"
-    values = deps.cloud.gpu_utilization(
-        deps.policy.cluster, node.instance_id, node.name, policy.evaluation_minutes, policy.period_seconds
-    )
-    return busy_refusal(Utilization(tuple(values), policy.evaluation_minutes), policy.threshold_percent)
+    metric = IdleMetric.for_alarm(d.notice.detail.get("metric"), deps.policy.cluster, node.instance_id, node.name)
+    values = deps.cloud.gpu_utilization(metric, policy.evaluation_minutes, policy.period_seconds)
+    return busy_refusal(Utilization(tuple(values), policy.evaluation_minutes, metric.name), policy.threshold_percent)
 
 
 def _window_refusal(deps: Deps, node: NodeView) -> str | None:

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError
 
+from gpuwarden.domain.gpu_idle import GPU_METRICS
 from gpuwarden.domain.notice import Kind, Notice
 
 from ._common import (
@@ -123,15 +124,22 @@ class AlarmStateChange(_AlarmEvent):
 
     def targets(self) -> tuple[_Target, ...]:
         """One target per distinct node among the metrics' dimensions (metric math may have several)."""
-        found: dict[str, _Target] = {}
-        for i, metric in enumerate(self.detail.configuration.metrics):
-            if metric.metric_stat is None:
+        return tuple(self._watched().keys())
+
+    def _watched(self) -> dict[_Target, Metric | None]:
+        """Each target, with the GPU series the alarm watches for it (None: no GPU metric names it)."""
+        found: dict[_Target, Metric | None] = {}
+        for i, alarm_metric in enumerate(self.detail.configuration.metrics):
+            if alarm_metric.metric_stat is None:
                 continue
+            metric = alarm_metric.metric_stat.metric
             at = ("detail", "configuration", "metrics", i, "metricStat", "metric", "dimensions")
-            target = _target(metric.metric_stat.metric.dimensions, at=at)
-            if target.key is not None:
-                found.setdefault(target.key, target)
-        return tuple(found.values())
+            target = _target(metric.dimensions, at=at)
+            if target.key is None:
+                continue
+            if found.get(target) is None:
+                found[target] = metric if metric.name in GPU_METRICS and metric.namespace else None
+        return found
 
     def to_batch(self) -> NoticeBatch:
         d = self.detail
@@ -148,8 +156,17 @@ class AlarmStateChange(_AlarmEvent):
             "alarm_name": d.alarm_name,
             "previous_state": d.previous_state.value if d.previous_state else None,
         }
-        notices = tuple(self._gpu_idle(t, d.state, extra) for t in targets)
+        notices = tuple(
+            self._gpu_idle(t, d.state, extra | _watched_detail(metric)) for t, metric in self._watched().items()
+        )
         return NoticeBatch(route="gpu_idle", notices=notices, kind=Kind.GPU_IDLE)
+
+
+def _watched_detail(metric: Metric | None) -> dict[str, Any]:
+    """The alarm's own GPU series, for the re-check at action time to read (none: the default series)."""
+    if metric is None:
+        return {}
+    return {"metric": {"namespace": metric.namespace, "name": metric.name, "dimensions": dict(metric.dimensions)}}
 
 
 class AlarmContributor(FrozenModel):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
 
+from gpuwarden.domain.gpu_idle import GPU_METRICS
 from gpuwarden.domain.notice import Kind
 
 Route = Literal["interruption", "maintenance", "gpu_idle", "windows", "runbook"]
@@ -37,8 +38,6 @@ CONTRIBUTOR_STATE_CHANGE = "CloudWatch Alarm Contributor State Change"
 
 #: EC2 states after which the instance is gone or going (`instance-stopping`).
 STOPPING_STATES = ("stopping", "stopped", "shutting-down", "terminated")
-#: The metrics an alarm must watch to be a GPU-idle alarm (Container Insights, DCGM exporter).
-GPU_METRICS = ("node_gpu_utilization", "DCGM_FI_DEV_GPU_UTIL")
 #: gpuwarden's own GPU-idle alarms start with this; users may configure more prefixes.
 DEFAULT_ALARM_PREFIX = "gpuwarden-gpu-idle"
 #: The CloudWatch user guide's samples say aws.cloudwatch; the EventBridge reference also lists aws.monitoring.
