@@ -297,3 +297,17 @@ def test_no_pod_is_asked_to_leave_before_a_lower_priority_pod_that_still_stays(
     staying = [p for p in staying if not p.terminating]
     for p in leaving:
         assert all(p.priority <= q.priority for q in staying), (p, staying)
+
+
+def test_a_deadline_delete_after_a_pdb_block_keeps_why_the_pod_was_leaving() -> None:
+    # Given an opted-in pod whose eviction (the deadline passed before it could be asked) a PDB refused
+    p = pod(grace=30)
+    # When the deadline says it must be deleted now
+    step = on_eviction_blocked(
+        p, spot(left=-5), "PDB inference", because="deadline passed before a checkpoint could be asked"
+    )
+    # Then the delete still says why it left without a checkpoint, and why it was deleted
+    assert step.step == "delete"
+    assert step.reason.startswith(
+        "deadline passed before a checkpoint could be asked; still blocked at deadline - grace"
+    )

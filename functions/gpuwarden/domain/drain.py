@@ -205,11 +205,16 @@ def leave_order(steps: Iterable[PodStep], pods: Mapping[str, PodView]) -> list[l
     return [[s for s in acting if pods[s.pod].priority == level] for level in levels]
 
 
-def on_eviction_blocked(pod: PodView, ctx: DrainContext, why: str) -> PodStep:
-    """A PDB refused the eviction (HTTP 429): retry later, or delete when the deadline says so."""
+def on_eviction_blocked(pod: PodView, ctx: DrainContext, why: str, *, because: str = "") -> PodStep:
+    """A PDB refused the eviction (HTTP 429): retry later, or delete when the deadline says so.
+
+    ``because``: why the pod was being evicted (e.g. the deadline passed before it could be asked
+    to checkpoint). The delete keeps it, so the run still says why the pod left unasked.
+    """
     if must_delete(pod, ctx):
         grace = max(MIN_GRACE_SECONDS, min(pod.grace_seconds, grace_left(ctx) or MIN_GRACE_SECONDS))
-        return PodStep(pod.key, "delete", f"still blocked at deadline - grace ({why})", grace)
+        blocked = f"still blocked at deadline - grace ({why})"
+        return PodStep(pod.key, "delete", f"{because}; {blocked}" if because else blocked, grace)
     return PodStep(pod.key, "wait", f"eviction blocked: {why}", blocked=True)
 
 

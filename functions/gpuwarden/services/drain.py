@@ -78,7 +78,7 @@ def _evict(recorder: Recorder, node: NodeView, pod: PodView, step: PodStep, ctx:
         return step
     if outcome.result == EvictionResult.GONE:
         return PodStep(pod.key, "skip", "gone")
-    follow = on_eviction_blocked(pod, ctx, outcome.message)
+    follow = on_eviction_blocked(pod, ctx, outcome.message, because=step.reason)
     recorder.add(ActionType.EVICTION_BLOCKED, pod=pod.key, reason=outcome.message)
     if follow.step == "delete":
         return _evict(recorder, node, pod, follow, ctx)
