@@ -1,4 +1,4 @@
-"""The `gpuwarden` command line (CONTRACT §5): the same services, routed as the deployed rules."""
+"""The `gpuwarden` command line (docs/cli.md): the same services, routed as the deployed rules."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Settings from the environment: the only reader of os.environ (CONTRACT §3)."""
+"""Settings from the environment: the only reader of os.environ (docs/policy.md)."""
 
 from __future__ import annotations
 

@@ -60,7 +60,7 @@ def describe_capacity_blocks(fn: GpuwardenFunction) -> None:
 
 
 def scale_node_groups(fn: GpuwardenFunction, cluster: str) -> None:
-    """+1 desired capacity on this cluster's node groups (CONTRACT.md §2, Auto Scaling replacement)."""
+    """+1 desired capacity on this cluster's node groups (docs/cluster.md, Auto Scaling replacement)."""
     for suffix, tag in cluster_tags(cluster).items():
         fn.allow(f"Scale{suffix}", ["autoscaling:SetDesiredCapacity"], [_asg_arn(Stack.of(fn))], StringEquals=tag)
     _ack(

@@ -1,4 +1,4 @@
-"""SSM Automation documents for the on-call runbook (CONTRACT §5): drain, cordon, uncordon,
+"""SSM Automation documents for the on-call runbook (docs/cli.md): drain, cordon, uncordon,
 status and plan of one node, each a synchronous invoke of the runbook function.
 
 Parameters: Node | InstanceId (exactly one; validated here by pattern and again by the

@@ -1,4 +1,4 @@
-"""Budget windows on EventBridge Scheduler (CONTRACT §4, §6), generated from the policy.
+"""Budget windows on EventBridge Scheduler (docs/windows.md), generated from the policy.
 
 Per window an ``open`` schedule (its 5-field cron turned into Scheduler's 6-field cron, in the
 window's time zone) and, where Scheduler can express it, a ``close`` schedule at open time +

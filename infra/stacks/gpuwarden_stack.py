@@ -141,7 +141,7 @@ class GpuwardenStack(Stack):
             CfnOutput(self, "AlarmTopicArn", value=alarms.topic.topic_arn, description="subscribe Slack/e-mail here")
 
     def _allow_replacement(self, fn: functions.GpuwardenFunction) -> None:
-        """Resolve instance → node and launch replacements (CONTRACT.md §2), this cluster's only."""
+        """Resolve instance → node and launch replacements (docs/cluster.md), this cluster's only."""
         cloud_permissions.describe_capacity(fn)
         cloud_permissions.scale_node_groups(fn, self.settings.cluster)
         template = self.settings.policy.replacement.fleet_launch_template

@@ -52,7 +52,7 @@ LAMBDA_PYTHON = "3.13"
 #: bump when the recipe below changes, so cached builds are not reused
 RECIPE_VERSION = "2"
 #: always resolved beside the runtime deps: the Lambda runtime and moto bring botocore, whose
-#: python-dateutil<3 pin is what rules out kubernetes 37.0.2 (see ARCHITECTURE.md)
+#: python-dateutil<3 pin is what rules out kubernetes 37.0.2 (kubernetes 37.0.2 needs python-dateutil>=3, botocore <3)
 RESOLVE_WITH = ("boto3",)
 #: runtime dependencies of the `gpuwarden` console script only: no Lambda handler imports them
 #: (tests/infra/test_layer_build.py proves it), so the layer leaves them out

@@ -1,4 +1,4 @@
-"""Runbook actions (CONTRACT §5) through the real services, against the simulator + moto."""
+"""Runbook actions (docs/cli.md) through the real services, against the simulator + moto."""
 
 from __future__ import annotations
 

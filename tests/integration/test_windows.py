@@ -1,4 +1,4 @@
-"""Budget windows (CONTRACT §4) through the real services, against the simulator + moto.
+"""Budget windows (docs/windows.md) through the real services, against the simulator + moto.
 
 Window decisions use a fixed window clock (as GPUWARDEN_NOW does); the simulator's clock
 keeps driving the drains.

@@ -1,4 +1,4 @@
-"""Parsing the `gpuwarden.io/checkpoint` annotations a workload's owner writes (CONTRACT §2)."""
+"""Parsing the `gpuwarden.io/checkpoint` annotations a workload's owner writes (docs/cluster.md)."""
 
 from __future__ import annotations
 

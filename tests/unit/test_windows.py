@@ -41,7 +41,7 @@ def window(**fields: Any) -> Window:
     return Window.model_validate(base | fields)
 
 
-# The contract's example policy (CONTRACT §3).
+# The example policy of docs/policy.md.
 FREEZE = window(
     name="business-hours-freeze",
     schedule="0 9 * * MON-FRI",

@@ -1,4 +1,4 @@
-"""DRY_RUN wraps the adapters once (ARCHITECTURE): reads pass through, writes are only imagined.
+"""DRY_RUN wraps the adapters once (docs/architecture.md): reads pass through, writes are only imagined.
 
 Each imagined write answers as the real one would, so the services plan the same steps.
 """

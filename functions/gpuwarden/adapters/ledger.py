@@ -1,4 +1,4 @@
-"""The action ledger: what was done, when and why. Never a correctness crutch (CONTRACT §3)."""
+"""The action ledger: what was done, when and why. Never a correctness crutch (docs/policy.md)."""
 
 from __future__ import annotations
 

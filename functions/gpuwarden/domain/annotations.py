@@ -1,4 +1,4 @@
-"""The names gpuwarden writes and reads on Kubernetes objects (CONTRACT §2)."""
+"""The names gpuwarden writes and reads on Kubernetes objects (docs/cluster.md)."""
 
 from __future__ import annotations
 

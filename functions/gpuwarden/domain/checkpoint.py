@@ -1,4 +1,4 @@
-"""The checkpoint handshake a pod opts into with `gpuwarden.io/checkpoint` (CONTRACT §2)."""
+"""The checkpoint handshake a pod opts into with `gpuwarden.io/checkpoint` (docs/cluster.md)."""
 
 from __future__ import annotations
 

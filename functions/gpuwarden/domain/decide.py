@@ -54,7 +54,7 @@ def plan_interruption(
     policy: Policy,
     allowance: Allowance,
 ) -> NodePlan:
-    """Spot warnings, rebalance recommendations and state changes (CONTRACT §1)."""
+    """Spot warnings, rebalance recommendations and state changes (docs/events.md)."""
     replace = policy.replacement.enabled
     if kind in LOSS_WARNINGS:
         return NodePlan(True, True, replace, True, LOSS_WARNINGS[kind])

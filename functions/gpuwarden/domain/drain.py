@@ -1,4 +1,4 @@
-"""Which pod gets what in one drain round, and why (pure; CONTRACT §2 drain semantics).
+"""Which pod gets what in one drain round, and why (pure; docs/cluster.md drain semantics).
 
 One round looks at every pod on the node and decides a `PodStep`:
 

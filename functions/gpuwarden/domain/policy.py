@@ -1,4 +1,4 @@
-"""The policy document (CONTRACT §3), validated once, frozen everywhere."""
+"""The policy document (docs/policy.md), validated once, frozen everywhere."""
 
 from __future__ import annotations
 

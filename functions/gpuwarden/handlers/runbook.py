@@ -1,4 +1,4 @@
-"""Runbook actions by direct, synchronous invoke (CONTRACT §5): the CLI's ``--remote``, the SSM
+"""Runbook actions by direct, synchronous invoke (docs/cli.md): the CLI's ``--remote``, the SSM
 Automation documents, or ``aws lambda invoke``.
 
 A payload that does not parse is answered, not raised: ``{"outcome": "invalid", "status": 400,

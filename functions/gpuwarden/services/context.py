@@ -30,7 +30,7 @@ class Deps:
     http: HttpPort
     policy: Policy
     clock: Callable[[], datetime] = utcnow
-    #: The clock for window decisions: GPUWARDEN_NOW when set (CONTRACT §3), else `clock`.
+    #: The clock for window decisions: GPUWARDEN_NOW when set (docs/policy.md), else `clock`.
     window_clock: Callable[[], datetime] = utcnow
     sleep: Callable[[float], None] = time.sleep
     dry_run: bool = False

@@ -1,4 +1,4 @@
-"""`drain_step`: one re-entrant round of a drain (ARCHITECTURE: never a sleep loop in Lambda).
+"""`drain_step`: one re-entrant round of a drain (never a sleep loop in Lambda: docs/architecture.md).
 
 The cluster is the state: which pods are still on the node, what they acknowledged. A
 round evicts what may go, retries what a PDB refused, deletes at per-pod deadlines for

@@ -1,4 +1,4 @@
-"""GPU-idle reclaim (CONTRACT §1 `gpu-idle`): guardrails, then cordon → checkpoint → drain → retire.
+"""GPU-idle reclaim (docs/events.md `gpu-idle`): guardrails, then cordon → checkpoint → drain → retire.
 
 Guardrails, in order (each skip: an `ignored` result, a log line and, once the node is
 known, a `DisruptionRefused` Event on it): the alarm is in ALARM; the node is ours and has

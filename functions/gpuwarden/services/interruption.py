@@ -1,4 +1,4 @@
-"""Spot interruption warnings, rebalance recommendations, instance state changes (CONTRACT §1)."""
+"""Spot interruption warnings, rebalance recommendations, instance state changes (docs/events.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Scheduled maintenance (AWS Health ``scheduledChange``, CONTRACT §1): drain inside the latest
+"""Scheduled maintenance (AWS Health ``scheduledChange``, docs/events.md): drain inside the latest
 allowed window that ends before the maintenance starts; if none fits, drain now so that the
 drain ends before the start.
 

@@ -138,7 +138,7 @@ def voluntary_in_progress(
 
 
 def window_allowance(kube: KubePort, windows: Sequence[Window], now: datetime, node: NodeView) -> Allowance:
-    """What the windows allow a voluntary disruption of ``node`` at ``now`` (CONTRACT §4).
+    """What the windows allow a voluntary disruption of ``node`` at ``now`` (docs/windows.md).
 
     The most restrictive open window decides; its ``max_disruptions`` counts the voluntary
     disruptions under way in everything it covers (all NodePools, or its ``nodepools``). Lists

@@ -1,4 +1,4 @@
-"""Replacement capacity: never more than one per interrupted node (CONTRACT §2)."""
+"""Replacement capacity: never more than one per interrupted node (docs/cluster.md)."""
 
 from __future__ import annotations
 

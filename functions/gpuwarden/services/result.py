@@ -1,4 +1,4 @@
-"""The JSON answer of every entry point (CONTRACT §5)."""
+"""The JSON answer of every entry point (docs/results.md)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def replacement_of(actions: list[dict[str, Any]]) -> str | None:
 class Result(BaseModel):
     outcome: Outcome
     kind: str
-    #: runbook requests only (CONTRACT §5): the action asked for, and whether nothing was changed
+    #: runbook requests only (docs/results.md): the action asked for, and whether nothing was changed
     action: str | None = None
     dry_run: bool | None = None
     node: str | None = None

@@ -1,4 +1,4 @@
-"""Runbook actions (CONTRACT §5): one on-call request against one node.
+"""Runbook actions (docs/cli.md): one on-call request against one node.
 
 The same use cases and decisions as the automated paths: the pipeline's `take` cordons, the
 checkpoint handshake asks, the pipeline drains, `ensure_replacement` launches, and every plan

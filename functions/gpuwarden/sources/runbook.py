@@ -1,4 +1,4 @@
-"""The runbook payload (CONTRACT §5): a direct invoke of the runbook function, or the CLI.
+"""The runbook payload (docs/cli.md): a direct invoke of the runbook function, or the CLI.
 
     {"action": "cordon|uncordon|drain|checkpoint|replace|status|plan",
      "node": "<name>" | "instance_id": "i-…", "dry_run": bool, "force": bool, "reason": "…"}

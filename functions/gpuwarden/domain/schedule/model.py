@@ -31,7 +31,7 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 class Window(BaseModel):
-    """One budget window of the policy (CONTRACT §4)."""
+    """One budget window of the policy (docs/windows.md)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
