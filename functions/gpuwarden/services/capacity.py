@@ -26,7 +26,7 @@ from gpuwarden.domain.notice import CAPACITY_BLOCK_TERMINATION_LEAD_SECONDS, Kin
 from gpuwarden.domain.ports import CapacityReservation
 from gpuwarden.domain.views import NodeView
 from gpuwarden.services.context import Deps, Recorder
-from gpuwarden.services.failures import failed_result
+from gpuwarden.services.failures import failed_notice
 from gpuwarden.services.interruption import handle_interruption
 from gpuwarden.services.result import Result
 
@@ -82,15 +82,7 @@ def _guarded(notice: Notice, deps: Deps, drain_locally: bool) -> Result:
     try:
         return handle_interruption(notice, deps, drain_locally=drain_locally)
     except GpuwardenError as err:
-        return failed_result(
-            notice.kind.value,
-            err,
-            event_id=notice.event_id,
-            node=notice.node_name,
-            instance_id=notice.instance_id,
-            ledger=deps.ledger,
-            caller=deps.caller,
-        )
+        return failed_notice(notice, deps, err)
 
 
 def drain_nodes(notice: Notice, nodes: Sequence[NodeView], deps: Deps, drain_locally: bool) -> Result:

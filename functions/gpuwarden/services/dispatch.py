@@ -9,7 +9,7 @@ from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.observability import count_event
 from gpuwarden.services.capacity import handle_block_delivered, handle_block_expiry
 from gpuwarden.services.context import Deps
-from gpuwarden.services.failures import failed_result
+from gpuwarden.services.failures import failed_notice
 from gpuwarden.services.gpu_idle import handle_gpu_idle
 from gpuwarden.services.interruption import handle_interruption
 from gpuwarden.services.maintenance import handle_maintenance
@@ -62,15 +62,7 @@ def _guarded(handler: NoticeHandler, notice: Notice, deps: Deps, drain_locally: 
     try:
         return _counted(handler(notice, deps, drain_locally))
     except GpuwardenError as err:
-        return failed_result(
-            notice.kind.value,
-            err,
-            event_id=notice.event_id,
-            node=notice.node_name,
-            instance_id=notice.instance_id,
-            ledger=deps.ledger,
-            caller=deps.caller,
-        )
+        return failed_notice(notice, deps, err)
 
 
 def handle_batch(batch: NoticeBatch, deps: Deps, *, drain_locally: bool = True) -> Result:

@@ -15,8 +15,10 @@ from gpuwarden.domain.errors import (
     NoCredentials,
     ReplacementError,
 )
+from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.ports import LedgerPort
 from gpuwarden.observability import count_event, logger
+from gpuwarden.services.context import Deps
 from gpuwarden.services.result import Result
 
 #: What failed, by the error's type (most specific first).
@@ -62,3 +64,16 @@ def failed_result(
         except CloudError as ledger_err:  # the ledger is a record, not the failure being reported
             logger.warning("failure not recorded in the ledger", extra={"error": str(ledger_err)})
     return result
+
+
+def failed_notice(notice: Notice, deps: Deps, err: GpuwardenError) -> Result:
+    """The failed result of one notice, recorded in its run's ledger under the notice's event."""
+    return failed_result(
+        notice.kind.value,
+        err,
+        event_id=notice.event_id,
+        node=notice.node_name,
+        instance_id=notice.instance_id,
+        ledger=deps.ledger,
+        caller=deps.caller,
+    )
