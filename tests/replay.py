@@ -98,11 +98,21 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             terminalreporter.write_line(content)
 
 
+def _profile_option() -> str:
+    """Under CI (the ``CI`` variable and its kin) Hypothesis loads its ``ci`` profile, which is
+    derandomized: the examples come from the test itself, not from the seed. A replay on another
+    machine must ask for that profile, or it would try other examples than the failed run did."""
+    from hypothesis import settings
+
+    active = settings.default
+    return " --hypothesis-profile=ci" if active is not None and active.derandomize else ""
+
+
 def _keep_artifacts(item: pytest.Item, report: pytest.TestReport, notes: dict[str, Any]) -> str:
     seed = str(item.config.getoption("hypothesis_seed", None) or os.environ.get(SEED_ENV, ""))
     folder = artifacts_root() / re.sub(r"[^\w.-]+", "_", item.nodeid)[-150:]
     folder.mkdir(parents=True, exist_ok=True)
-    command = f"{SEED_ENV}={seed} .venv/bin/pytest -p no:cacheprovider '{item.nodeid}'"
+    command = f"{SEED_ENV}={seed} .venv/bin/pytest{_profile_option()} -p no:cacheprovider '{item.nodeid}'"
     record = {"test": item.nodeid, "phase": report.when, "seed": seed, "replay": command, "notes": notes}
     (folder / "replay.json").write_text(json.dumps(record, indent=2, default=str))
     (folder / "failure.txt").write_text(report.longreprtext)

@@ -41,7 +41,11 @@ def test_failing_without_notes():
 """
 
 
-def _run(tmp_path: Path, name: str, seed: str | None) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+def _run(
+    tmp_path: Path, name: str, seed: str | None, profile: str = "default"
+) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+    """The inner session under a named Hypothesis profile, so CI's own environment (which makes
+    Hypothesis load its derandomized ``ci`` profile) does not decide what is being tested."""
     (tmp_path / "test_inner.py").write_text(INNER)
     artifacts, log = tmp_path / f"artifacts-{name}", tmp_path / f"examples-{name}.log"
     env = {k: v for k, v in os.environ.items() if k not in (SEED_ENV, "PYTEST_ADDOPTS")}
@@ -60,6 +64,7 @@ def _run(tmp_path: Path, name: str, seed: str | None) -> tuple[subprocess.Comple
             "no:cacheprovider",
             "--rootdir",
             str(tmp_path),
+            f"--hypothesis-profile={profile}",
         ],
         cwd=tmp_path,
         env=env,
@@ -106,3 +111,16 @@ def test_the_printed_seed_replays_the_same_examples(tmp_path: Path) -> None:
     assert again_log.read_text() == first_log.read_text()
     _, _, other_log = _run(tmp_path, "other", seed=str(int(seed) + 1))
     assert other_log.read_text() != first_log.read_text()
+
+
+def test_a_derandomized_ci_run_prints_a_replay_that_asks_for_the_ci_profile(tmp_path: Path) -> None:
+    # Given a run under Hypothesis's ci profile (what CI=true loads: examples from the test, not the seed)
+    proc, artifacts, first_log = _run(tmp_path, "ci", seed=None, profile="ci")
+    (kept,) = artifacts.iterdir()
+    command = json.loads((kept / "replay.json").read_text())["replay"]
+    # Then the printed replay asks for that profile
+    assert "--hypothesis-profile=ci" in command, command
+    assert f"replay: {command}" in proc.stderr
+    # and a run under it, whatever the seed, tries the very same schedules
+    _, _, again_log = _run(tmp_path, "ci-again", seed="1", profile="ci")
+    assert again_log.read_text() == first_log.read_text()
