@@ -24,6 +24,7 @@ def _ms(later: str, earlier: datetime) -> float:
 
 
 def main(runs_file: str) -> None:
+    import gpuwarden.handlers._runtime as runtime
     import gpuwarden.handlers.interruption as handler_module
     from gpuwarden.config import Settings
     from gpuwarden.wiring import build_deps
@@ -32,7 +33,8 @@ def main(runs_file: str) -> None:
     quiet_handler_logs()
     handoffs: list[dict[str, Any]] = []
     deps = build_deps(Settings.from_env(), caller="bench", start_drain=handoffs.append)
-    setattr(handler_module, "deps", lambda: deps)  # noqa: B010 - the warm container's cached deps
+    # the warm container's cached deps: every handler takes them through _runtime.invocation_deps
+    setattr(runtime, "deps", lambda: deps)  # noqa: B010
     template = json.loads((EVENTS / "spot-interruption.json").read_text())
     samples: list[dict[str, float]] = []
     for instance_id, event_id in json.loads(Path(runs_file).read_text()):
