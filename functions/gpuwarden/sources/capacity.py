@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field
 
@@ -54,14 +54,11 @@ class _BlockEvent(LossWarning):
     source: Literal["aws.ec2"]
     detail: BlockDetail
 
-    @classmethod
-    def complete(cls, event: dict[str, Any]) -> dict[str, Any]:
-        detail = event["detail"]
-        if detail.get("capacity-reservation-id") is None:
-            found = [r for r in map(reservation_id_in, event["resources"]) if r]
-            if found:
-                event["detail"] = {**detail, "capacity-reservation-id": found[0]}
-        return event
+    target_key: ClassVar[str | None] = "capacity-reservation-id"
+
+    @staticmethod
+    def target_in(resource: str) -> str | None:
+        return reservation_id_in(resource)
 
 
 class CapacityBlockExpirationWarning(_BlockEvent):

@@ -9,7 +9,7 @@ Shapes: https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termin
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field
 
@@ -42,14 +42,11 @@ class SpotWarningDetail(FrozenModel):
 class _InstanceWarning(LossWarning):
     """A loss warning naming one instance: in ``detail.instance-id``, else in ``resources``."""
 
-    @classmethod
-    def complete(cls, event: dict[str, Any]) -> dict[str, Any]:
-        detail = event["detail"]
-        if detail.get("instance-id") is None:
-            found = [i for i in map(instance_id_in, event["resources"]) if i]
-            if found:
-                event["detail"] = {**detail, "instance-id": found[0]}
-        return event
+    target_key: ClassVar[str | None] = "instance-id"
+
+    @staticmethod
+    def target_in(resource: str) -> str | None:
+        return instance_id_in(resource)
 
 
 class SpotInterruptionWarning(_InstanceWarning):

@@ -16,7 +16,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import AwareDatetime, Field, TypeAdapter, ValidationError, ValidationInfo, model_validator
 
@@ -102,7 +102,22 @@ class LossWarning(Envelope):
             event["detail"] = {}
         return cls.complete(event)
 
+    #: The detail key naming what the warning is about (an instance, a reservation); when it is
+    #: absent, the first ``resources`` entry that `target_in` reads fills it.
+    target_key: ClassVar[str | None] = None
+
+    @staticmethod
+    def target_in(resource: str) -> str | None:
+        """What one ``resources`` entry names, in the form `target_key` takes (subclasses)."""
+        return None
+
     @classmethod
     def complete(cls, event: dict[str, Any]) -> dict[str, Any]:
-        """Fill what the warning names from elsewhere in the event (subclasses)."""
+        """Fill the warning's target from ``resources`` when its detail does not name it."""
+        detail, key = event["detail"], cls.target_key
+        if key is None or detail.get(key) is not None:
+            return event
+        found = next((t for t in map(cls.target_in, event["resources"]) if t), None)
+        if found:
+            event["detail"] = {**detail, key: found}
         return event
