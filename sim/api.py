@@ -173,12 +173,15 @@ class Api:
         field_selector: str | None = None,
     ) -> tuple[builtins.list[Obj], str]:
         labels = parse_label_selector(label_selector)
-        fields = field_matcher(parse_field_selector(field_selector, rtype.field_selectors))
+        required = parse_field_selector(field_selector, rtype.field_selectors)
+        fields = field_matcher(required)
+        # an equality on an indexed field narrows the scan (the predicate still checks everything)
+        indexed = next(((r.path, r.value) for r in required if not r.negate and r.path in rtype.indexed), None)
 
         def wanted(obj: Obj) -> bool:
             return matches(labels, obj["metadata"].get("labels")) and fields(obj)
 
-        items, rv = self.store.list(rtype, namespace, wanted)
+        items, rv = self.store.list(rtype, namespace, wanted, indexed)
         return [self._decorate(rtype, o) for o in items], rv
 
     def list_doc(self, rtype: ResourceType, items: builtins.list[Obj], rv: str) -> Obj:

@@ -9,8 +9,9 @@ Directives supported: ``$patch: delete|replace|merge`` inside maps and list item
 
 from __future__ import annotations
 
-import copy
 from typing import Any
+
+from sim.jsondoc import clone
 
 
 class PatchError(Exception):
@@ -42,7 +43,7 @@ MERGE_KEYS: dict[str, str] = {
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386: maps merge recursively, ``null`` deletes, everything else replaces."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return clone(patch)
     result = dict(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
@@ -139,15 +140,15 @@ def _one_op(doc: Any, op: dict[str, Any]) -> Any:
     if not isinstance(path, str):
         raise PatchError("missing path")
     if kind == "add":
-        return _add(doc, path, copy.deepcopy(op["value"]))
+        return _add(doc, path, clone(op["value"]))
     if kind == "remove":
         return _remove(doc, path)
     if kind == "replace":
         _get(doc, path)
         doc = _remove(doc, path) if _decode_pointer(path) else doc
-        return _add(doc, path, copy.deepcopy(op["value"]))
+        return _add(doc, path, clone(op["value"]))
     if kind in ("move", "copy"):
-        value = copy.deepcopy(_get(doc, str(op.get("from"))))
+        value = clone(_get(doc, str(op.get("from"))))
         if kind == "move":
             doc = _remove(doc, str(op.get("from")))
         return _add(doc, path, value)
@@ -161,7 +162,7 @@ def _one_op(doc: Any, op: dict[str, Any]) -> Any:
 def json_patch(doc: Any, ops: Any) -> Any:
     if not isinstance(ops, list):
         raise PatchError("json patch must be a list of operations")
-    result = copy.deepcopy(doc)
+    result = clone(doc)
     for op in ops:
         if not isinstance(op, dict):
             raise PatchError("json patch operation must be an object")
@@ -177,9 +178,9 @@ def json_patch(doc: Any, ops: Any) -> Any:
 
 def strategic_merge_patch(target: Any, patch: Any, path: str = "") -> Any:
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return clone(patch)
     if patch.get("$patch") == "replace":
-        return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
+        return {k: clone(v) for k, v in patch.items() if k != "$patch"}
     if patch.get("$patch") == "delete":
         return None
     result = dict(target) if isinstance(target, dict) else {}
@@ -218,8 +219,8 @@ def _merge_list(current: list[Any], patch: list[Any], key: str, path: str) -> li
         merged += [v for v in patch if v not in merged]
         return merged
     if any(isinstance(item, dict) and item.get("$patch") == "replace" for item in patch):
-        return [copy.deepcopy(i) for i in patch if not (isinstance(i, dict) and "$patch" in i)]
-    result = [copy.deepcopy(i) for i in current]
+        return [clone(i) for i in patch if not (isinstance(i, dict) and "$patch" in i)]
+    result = [clone(i) for i in current]
     for item in patch:
         if not isinstance(item, dict) or key not in item:
             raise PatchError(f"map: {item!r} does not contain declared merge key: {key}")

@@ -21,6 +21,9 @@ class ResourceType:
     categories: tuple[str, ...] = ()
     custom: bool = False  # custom resources: no strategic merge patch
     field_selectors: tuple[str, ...] = ("metadata.name", "metadata.namespace")
+    #: fields the store keeps an index on, as kube-apiserver's watch cache does (pods by
+    #: ``spec.nodeName``: every kubelet lists its own pods that way)
+    indexed: tuple[str, ...] = ()
     subresources: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # (name, kind, verbs)
 
     @property
@@ -113,6 +116,7 @@ RESOURCES: tuple[ResourceType, ...] = (
         ("po",),
         categories=("all",),
         field_selectors=_POD_FIELDS,
+        indexed=("spec.nodeName",),
         subresources=(
             ("eviction", "Eviction", ("create",)),
             ("exec", "PodExecOptions", ("create", "get")),

@@ -3,12 +3,15 @@
 All reads return deep copies; all writes happen under one lock that is never held while
 sleeping or calling out. Change listeners run after the lock is released, in the writer's
 thread, so they may write to the store themselves.
+
+Objects are JSON documents, so a copy is `sim.jsondoc.clone`, not `copy.deepcopy`. A type's
+`indexed` fields (pods by ``spec.nodeName``) are kept in an index, as kube-apiserver's watch
+cache keeps them, so a kubelet-style list of one node's pods does not scan every pod.
 """
 
 from __future__ import annotations
 
 import collections
-import copy
 import queue
 import re
 import secrets
@@ -22,11 +25,14 @@ from typing import Any
 
 from sim import errors
 from sim.clock import SimClock, rfc3339
+from sim.jsondoc import clone
 from sim.registry import Registry, ResourceType
+from sim.selectors import field_value
 
 Obj = dict[str, Any]
 ChangeListener = Callable[[str, str, Obj], None]  # (kind, event type, object)
 ObjKey = tuple[str, str, str]  # (type key, namespace, name)
+BucketKey = tuple[str, str]  # (namespace, name)
 
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 DEFAULT_GRACE = 30
@@ -45,7 +51,11 @@ class Store:
         self.registry = registry
         self.clock = clock
         self._lock = threading.RLock()
-        self._objects: dict[str, dict[tuple[str, str], Obj]] = {t.key: {} for t in registry.types}
+        self._objects: dict[str, dict[BucketKey, Obj]] = {t.key: {} for t in registry.types}
+        #: (type key, field path) → field value → the objects that have it
+        self._index: dict[tuple[str, str], dict[str, set[BucketKey]]] = {
+            (t.key, path): {} for t in registry.types for path in t.indexed
+        }
         self._deadlines: dict[ObjKey, datetime] = {}
         self._rv = 0
         self._listeners: list[ChangeListener] = []
@@ -73,7 +83,7 @@ class Store:
                     raise errors.ApiError(410, f"too old resource version: {since} ({self._history[0][0]})", "Expired")
                 for rv, key, event, obj in self._history:
                     if rv > since and key == rtype.key and namespace in (None, obj["metadata"].get("namespace")):
-                        watcher.events.put((event, copy.deepcopy(obj)))
+                        watcher.events.put((event, clone(obj)))
             self._watchers.append(watcher)
         return watcher
 
@@ -87,17 +97,38 @@ class Store:
         obj.setdefault("metadata", {})["resourceVersion"] = str(self._rv)
 
     def _emit(self, rtype: ResourceType, event: str, obj: Obj) -> None:
-        self._history.append((self._rv, rtype.key, event, copy.deepcopy(obj)))
+        self._history.append((self._rv, rtype.key, event, clone(obj)))
         for w in list(self._watchers):
             if w.rtype.key == rtype.key and w.namespace in (None, obj["metadata"].get("namespace")):
-                w.events.put((event, copy.deepcopy(obj)))
+                w.events.put((event, clone(obj)))
 
     def _notify(self, rtype: ResourceType, event: str, obj: Obj) -> None:
         for listener in list(self._listeners):
-            listener(rtype.kind, event, copy.deepcopy(obj))
+            listener(rtype.kind, event, clone(obj))
 
-    def _bucket(self, rtype: ResourceType) -> dict[tuple[str, str], Obj]:
+    def _bucket(self, rtype: ResourceType) -> dict[BucketKey, Obj]:
         return self._objects[rtype.key]
+
+    def _put(self, rtype: ResourceType, key: BucketKey, obj: Obj) -> None:
+        """Store ``obj`` under ``key`` (every write goes through here and `_drop`: the indexes follow)."""
+        bucket = self._bucket(rtype)
+        self._unindex(rtype, key, bucket.get(key))
+        bucket[key] = obj
+        for path in rtype.indexed:
+            self._index[(rtype.key, path)].setdefault(field_value(obj, path), set()).add(key)
+
+    def _drop(self, rtype: ResourceType, key: BucketKey) -> Obj:
+        obj = self._bucket(rtype).pop(key)
+        self._unindex(rtype, key, obj)
+        return obj
+
+    def _unindex(self, rtype: ResourceType, key: BucketKey, obj: Obj | None) -> None:
+        if obj is None:
+            return
+        for path in rtype.indexed:
+            keys = self._index[(rtype.key, path)].get(field_value(obj, path))
+            if keys is not None:
+                keys.discard(key)
 
     @staticmethod
     def _ns(rtype: ResourceType, namespace: str | None) -> str:
@@ -110,7 +141,7 @@ class Store:
             obj = self._bucket(rtype).get((self._ns(rtype, namespace), name))
             if obj is None:
                 raise errors.not_found(rtype.plural, name, rtype.group)
-            return copy.deepcopy(obj)
+            return clone(obj)
 
     def find(self, rtype: ResourceType, namespace: str | None, name: str) -> Obj | None:
         try:
@@ -123,19 +154,26 @@ class Store:
         rtype: ResourceType,
         namespace: str | None = None,
         predicate: Callable[[Obj], bool] | None = None,
+        indexed: tuple[str, str] | None = None,
     ) -> tuple[list[Obj], str]:
+        """The objects ``predicate`` accepts, in (namespace, name) order. ``indexed`` (a field path
+        and value the predicate requires, on one of the type's indexed fields) narrows the scan."""
         with self._lock:
-            items = [
-                copy.deepcopy(o)
-                for (ns, _), o in sorted(self._bucket(rtype).items())
-                if (not namespace or not rtype.namespaced or ns == namespace) and (predicate is None or predicate(o))
-            ]
-            return items, str(self._rv)
+            bucket = self._bucket(rtype)
+            index = self._index.get((rtype.key, indexed[0])) if indexed else None
+            keys = bucket.keys() if index is None or indexed is None else index.get(indexed[1], set())
+            chosen = sorted(
+                key
+                for key in keys
+                if (not namespace or not rtype.namespaced or key[0] == namespace)
+                and (predicate is None or predicate(bucket[key]))
+            )
+            return [clone(bucket[key]) for key in chosen], str(self._rv)
 
     # ------------------------------------------------------------ writes
 
     def create(self, rtype: ResourceType, namespace: str | None, obj: Obj) -> Obj:
-        obj = copy.deepcopy(obj)
+        obj = clone(obj)
         meta = obj.setdefault("metadata", {})
         obj["apiVersion"], obj["kind"] = rtype.api_version, rtype.kind
         ns = self._prepare_namespace(rtype, namespace, meta)
@@ -174,9 +212,9 @@ class Store:
             meta.pop("deletionTimestamp", None)
             meta.pop("deletionGracePeriodSeconds", None)
             self._bump(obj)
-            bucket[(ns, name)] = obj
+            self._put(rtype, (ns, name), obj)
             self._emit(rtype, "ADDED", obj)
-            out = copy.deepcopy(obj)
+            out = clone(obj)
         self._notify(rtype, "ADDED", out)
         return out
 
@@ -222,7 +260,7 @@ class Store:
             current = bucket.get((ns, name))
             if current is None:
                 raise errors.not_found(rtype.plural, name, rtype.group)
-            new = change(copy.deepcopy(current))
+            new = change(clone(current))
             if not isinstance(new, dict):
                 raise errors.bad_request("the body of the request was in an unknown format")
             meta = new.setdefault("metadata", {})
@@ -242,7 +280,7 @@ class Store:
             new = self._merge_subresource(current, new, subresource, rtype)
             self._keep_system_meta(current, new, rtype)
             if new == current:  # a no-op write does not bump resourceVersion (like the real server)
-                return copy.deepcopy(current)
+                return clone(current)
             if current.get("spec") != new.get("spec") and "generation" in current["metadata"]:
                 new["metadata"]["generation"] = int(current["metadata"]["generation"]) + 1
             self._bump(new)
@@ -252,14 +290,14 @@ class Store:
                 and not new["metadata"].get("finalizers")
                 and (key not in self._deadlines)
             ):
-                del bucket[(ns, name)]  # last finalizer removed from a terminating object
+                self._drop(rtype, (ns, name))  # last finalizer removed from a terminating object
                 self._emit(rtype, "DELETED", new)
                 event = "DELETED"
             else:
-                bucket[(ns, name)] = new
+                self._put(rtype, (ns, name), new)
                 self._emit(rtype, "MODIFIED", new)
                 event = "MODIFIED"
-            out = copy.deepcopy(new)
+            out = clone(new)
         self._notify(rtype, event, out)
         return out
 
@@ -270,7 +308,7 @@ class Store:
         if subresource == "*":
             return new
         if subresource == "status":
-            merged = copy.deepcopy(current)
+            merged = clone(current)
             if "status" in new:
                 merged["status"] = new["status"]
             else:
@@ -279,7 +317,7 @@ class Store:
             return merged
         if any(sub == "status" for sub, _, _ in rtype.subresources):
             if "status" in current:
-                new["status"] = copy.deepcopy(current["status"])
+                new["status"] = clone(current["status"])
             else:
                 new.pop("status", None)
         return new
@@ -332,8 +370,8 @@ class Store:
                 deadline = now + timedelta(seconds=grace)
                 old = self._deadlines.get(key)
                 if meta.get("deletionTimestamp") and (old is None or old <= deadline):
-                    return copy.deepcopy(current), False  # already terminating sooner
-                updated = copy.deepcopy(current)
+                    return clone(current), False  # already terminating sooner
+                updated = clone(current)
                 updated["metadata"]["deletionTimestamp"] = rfc3339(deadline)
                 updated["metadata"]["deletionGracePeriodSeconds"] = grace
                 if grace > 0:
@@ -341,10 +379,10 @@ class Store:
                 else:
                     self._deadlines.pop(key, None)
                 self._bump(updated)
-                bucket[(ns, name)] = updated
+                self._put(rtype, (ns, name), updated)
                 self._emit(rtype, "MODIFIED", updated)
                 self.deadline_changed.set()
-                out, event, gone = copy.deepcopy(updated), "MODIFIED", False
+                out, event, gone = clone(updated), "MODIFIED", False
             else:
                 out, event, gone = self._remove_locked(rtype, key), "DELETED", True
         self._notify(rtype, event, out)
@@ -380,11 +418,11 @@ class Store:
         raise errors.ApiError(409, f'Operation cannot be fulfilled on {resource} "{name}": {why}', "Conflict", details)
 
     def _remove_locked(self, rtype: ResourceType, key: ObjKey) -> Obj:
-        obj = self._bucket(rtype).pop((key[1], key[2]))
+        obj = self._drop(rtype, (key[1], key[2]))
         self._deadlines.pop(key, None)
         self._bump(obj)
         self._emit(rtype, "DELETED", obj)
-        return copy.deepcopy(obj)
+        return clone(obj)
 
     def next_deadline(self) -> datetime | None:
         with self._lock:

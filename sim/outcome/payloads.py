@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from sim.clock import rfc3339
+from sim.jsondoc import clone
 from sim.outcome.events import Incident, IncidentKind
 from sim.outcome.world import World
 
@@ -50,7 +50,7 @@ def payloads(world: World, incident: Incident, nodes: list[str]) -> list[dict[st
     out = []
     for node in nodes:
         instance = instance_of(world, node)
-        event = copy.deepcopy(template)
+        event = clone(template)
         event["id"] = f"{incident.id}-{instance}"
         event["time"] = rfc3339(now)
         if incident.kind is IncidentKind.MAINTENANCE:

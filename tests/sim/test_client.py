@@ -51,6 +51,52 @@ def test_list_nodes_and_pods_with_field_and_label_selectors(sim: KubeSim, core: 
     assert len(core.list_node(limit=1).items) == 2
 
 
+def test_pods_by_node_follow_every_write(sim: KubeSim, core: Any) -> None:
+    """The store keeps pods indexed by spec.nodeName (as kube-apiserver's watch cache does); a
+    list by node answers what a scan of every pod would, through creates, binds and deletes."""
+    # Given pods on two nodes and one pending
+    n1 = sim.create(b.gpu_node("gpu-a", "i-0aaa"))
+    n2 = sim.create(b.gpu_node("gpu-b", "i-0bbb"))
+    for i in range(3):
+        sim.create(b.pod(f"a-{i}", n1, namespace="ml", grace=0))
+        sim.create(b.pod(f"b-{i}", n2, namespace="ml"))
+    sim.create(b.pod("pending", None, namespace="ml"))
+
+    def on(node: str) -> list[str]:
+        return sorted(
+            p.metadata.name for p in core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}").items
+        )
+
+    def scanned(node: str) -> list[str]:
+        return sorted(p.metadata.name for p in core.list_pod_for_all_namespaces().items if p.spec.node_name == node)
+
+    assert on("gpu-a") == scanned("gpu-a") == ["a-0", "a-1", "a-2"]
+    assert on("") == ["pending"]
+
+    # When the pending pod is bound, one is deleted at once and one gracefully (still listed, terminating)
+    sim.patch_direct("Pod", "pending", {"spec": {"nodeName": "gpu-a"}}, namespace="ml")
+    core.delete_namespaced_pod("a-0", "ml", grace_period_seconds=0)
+    core.delete_namespaced_pod("b-0", "ml")
+
+    # Then the lists by node say what a scan says
+    assert on("gpu-a") == scanned("gpu-a") == ["a-1", "a-2", "pending"]
+    assert on("gpu-b") == scanned("gpu-b") == ["b-0", "b-1", "b-2"]
+    assert on("") == []
+    # combined with a namespace, a label selector and a negation
+    assert [
+        p.metadata.name
+        for p in core.list_namespaced_pod("ml", field_selector="spec.nodeName=gpu-b,metadata.name!=b-1").items
+    ] == ["b-0", "b-2"]
+    assert core.list_namespaced_pod("default", field_selector="spec.nodeName=gpu-b").items == []
+    not_a = core.list_pod_for_all_namespaces(field_selector="spec.nodeName!=gpu-a").items
+    assert sorted(p.metadata.name for p in not_a) == ["b-0", "b-1", "b-2"]
+
+    # When b-0's grace runs out, it is gone from its node's list too
+    sim.clock.advance(31)
+    sim.store.reap()
+    assert on("gpu-b") == scanned("gpu-b") == ["b-1", "b-2"]
+
+
 def test_unsupported_field_selector_is_400(core: Any) -> None:
     with pytest.raises(ApiException) as err:
         core.list_node(field_selector="spec.nodeName=x")
