@@ -50,7 +50,7 @@ class Lazy:
 def kube_api_client(settings: Settings, policy: Policy) -> Any:
     """KUBECONFIG when set (local runs, non-EKS clusters); else an EKS token from the role."""
     if settings.kubeconfig:
-        from gpuwarden.adapters.kube import client_from_kubeconfig
+        from gpuwarden.adapters.kubeconfig import client_from_kubeconfig
 
         return client_from_kubeconfig(settings.kubeconfig.split(":")[0])
     if not settings.region:

@@ -14,6 +14,7 @@ from gpuwarden.sources import parse_notices
 from sim import KubeSim
 from sim.builders import gpu_node
 from sim.clock import rfc3339
+from sim.core import TOKEN as SIM_TOKEN
 from tests.integration.conftest import World, load_event
 from tests.integration.scenarios import spot_node
 
@@ -69,3 +70,37 @@ def test_a_trainer_that_vanishes_between_the_request_and_the_signal_does_not_fai
     assert all("NotFound" in a["result"] for a in result["actions"] if a["type"] == "signal")
     assert result["drain"]["outcome"] == "drained"
     assert world.pod(scenario.trainers["signal"]) is None
+
+
+def test_a_kubeconfig_token_hook_runs_once_a_minute_not_before_every_request(
+    sim: KubeSim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kubeconfig loader's hook re-applies every setting of the file (and reads the proxy
+    environment) before each request; gpuwarden runs it at most once a minute."""
+    from kubernetes.config.kube_config import KubeConfigLoader
+
+    from gpuwarden.adapters import kubeconfig
+
+    calls: list[float] = []
+    real_set = KubeConfigLoader._set_config
+
+    def counted(self: Any, configuration: Any) -> None:
+        calls.append(now[0])
+        real_set(self, configuration)  # type: ignore[no-untyped-call]
+
+    now = [1000.0]
+    monkeypatch.setattr(KubeConfigLoader, "_set_config", counted)
+    monkeypatch.setattr("gpuwarden.adapters.kubeconfig.monotonic", lambda: now[0])
+    api = kubeconfig.client_from_kubeconfig(str(sim.kubeconfig_path))
+    kube = KubeClient(api)
+    loaded = len(calls)  # the load itself applies the file once
+    for _ in range(20):
+        kube.list_nodes()
+        now[0] += 1.0
+    assert len(calls) - loaded == 1  # the first request; the next 19 s are within the minute
+    now[0] += kubeconfig.KUBECONFIG_REFRESH_SECONDS
+    kube.list_nodes()
+    assert len(calls) - loaded == 2
+    # and a request between refreshes still carries the file's token
+    headers = api.param_serialize(method="GET", resource_path="/api", auth_settings=["BearerToken"])[2]
+    assert headers["authorization"] == f"Bearer {SIM_TOKEN}"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gpuwarden.adapters.kube import client_from_kubeconfig
+from gpuwarden.adapters.kubeconfig import client_from_kubeconfig
 from gpuwarden.adapters.ledger import MemoryLedger
 from gpuwarden.config import Settings
 from gpuwarden.domain.policy import Policy

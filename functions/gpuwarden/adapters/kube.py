@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from gpuwarden.adapters.api_status import exec_exit_code, is_pdb_refusal, retry_after, status_message
 from gpuwarden.adapters.errors import cluster_unreachable
 from gpuwarden.adapters.events import event_body, nodepool_ref
 from gpuwarden.domain.actions import EvictionResult
@@ -69,31 +70,6 @@ class _Transient(Exception):
         self.retry_after = retry_after
 
 
-def _status_message(body: bytes) -> tuple[str, list[dict[str, Any]]]:
-    try:
-        status = json.loads(body or b"{}")
-    except ValueError:
-        return body[:200].decode("utf-8", "replace"), []
-    if not isinstance(status, dict):
-        return str(status)[:200], []
-    causes = (status.get("details") or {}).get("causes") or []
-    return str(status.get("message", "")), [c for c in causes if isinstance(c, dict)]
-
-
-def _is_pdb_refusal(body: bytes) -> bool:
-    """An eviction's 429 from a PodDisruptionBudget, as opposed to API throttling."""
-    message, causes = _status_message(body)
-    return "disruption budget" in message.lower() or any(c.get("reason") == "DisruptionBudget" for c in causes)
-
-
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    value = headers.get("Retry-After")
-    try:
-        return min(float(value), 2.0) if value is not None else None
-    except ValueError:
-        return None
-
-
 class KubeClient:
     """The `KubePort` on a configured `kubernetes.client.ApiClient`."""
 
@@ -144,9 +120,9 @@ class KubeClient:
         except HTTPError as err:
             raise _Transient(None, f"{method} {path}: {type(err).__name__}: {err}") from err
         status = int(response.status)
-        if status in _RETRY_STATUSES and not (status == 429 and _is_pdb_refusal(data)):
-            message, _ = _status_message(data)
-            raise _Transient(status, f"{method} {path}: {status} {message}", _retry_after(response.headers))
+        if status in _RETRY_STATUSES and not (status == 429 and is_pdb_refusal(data)):
+            message, _ = status_message(data)
+            raise _Transient(status, f"{method} {path}: {status} {message}", retry_after(response.headers))
         return status, data, response.headers
 
     def _request(
@@ -180,10 +156,10 @@ class KubeClient:
         if status == 404:
             raise NotFound(f"{method} {path}: not found", status=404)
         if status == 409:
-            message, _ = _status_message(data)
+            message, _ = status_message(data)
             raise Conflict(f"{method} {path}: {message}", status=409)
         if not 200 <= status < 300:
-            message, _ = _status_message(data)
+            message, _ = status_message(data)
             raise KubeError(f"{method} {path}: {status} {message}", status=status)
         result = json.loads(data or b"{}")
         if not isinstance(result, dict):
@@ -240,7 +216,7 @@ class KubeClient:
             return EvictionOutcome(EvictionResult.EVICTED)
         if status in (404, 409):  # gone, or another pod under the same name now
             return EvictionOutcome(EvictionResult.GONE)
-        message, causes = _status_message(data)
+        message, causes = status_message(data)
         if status == 429:
             detail = "; ".join(str(c.get("message", "")) for c in causes if c.get("message"))
             return EvictionOutcome(EvictionResult.BLOCKED, detail or message)
@@ -265,7 +241,7 @@ class KubeClient:
         self, namespace: str, name: str, container: str, command: Sequence[str], timeout: float
     ) -> ExecOutcome:
         from kubernetes.client.exceptions import ApiException
-        from kubernetes.stream.ws_client import websocket_call
+        from kubernetes.stream.ws_client import ERROR_CHANNEL, websocket_call
 
         # The client's own WebSocket transport, called directly: `kubernetes.stream.stream`
         # swaps `call_api` on the ApiClient it is given while it connects, which would send
@@ -295,10 +271,10 @@ class KubeClient:
             # what run_forever buffered; timeout=0: a command still running at its timeout must
             # not block the read (the client's default waits for the next frame, without a bound)
             output = (ws.read_stdout(timeout=0) or "") + (ws.read_stderr(timeout=0) or "")
-            code = ws.returncode
+            code = None if ws.is_open() else exec_exit_code(ws.read_channel(ERROR_CHANNEL))
         finally:
             ws.close(timeout=1)  # the close handshake of a command still running is not waited out
-        return ExecOutcome(exit_code=-1 if code is None else int(code), output=output[-2000:])
+        return ExecOutcome(exit_code=-1 if code is None else code, output=output[-2000:])
 
     # -- events, PDBs, Karpenter ---------------------------------------------------------
     def create_node_event(self, node: NodeView, reason: str, message: str, warning: bool = False) -> None:
@@ -359,6 +335,12 @@ class KubeClient:
             return False
         return True
 
+    def get_nodeclaim(self, name: str) -> dict[str, Any] | None:
+        try:
+            return self._json("GET", f"{_KARPENTER}/nodeclaims/{name}")
+        except NotFound:
+            return None
+
     def list_nodeclaims(self) -> list[dict[str, Any]]:
         return list(self._json("GET", f"{_KARPENTER}/nodeclaims").get("items") or [])
 
@@ -378,18 +360,3 @@ def _with_resource_version(patch: Mapping[str, Any], resource_version: str | Non
         meta["resourceVersion"] = resource_version
         body["metadata"] = meta
     return body
-
-
-def client_from_kubeconfig(path: str, context: str | None = None) -> Any:
-    """An ApiClient for a kubeconfig file (local runs, the simulator, non-EKS clusters)."""
-    from kubernetes import client, config
-
-    configuration = client.Configuration()
-    try:
-        config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=path, context=context, client_configuration=configuration
-        )
-    except (config.ConfigException, OSError, ValueError, TypeError) as err:
-        raise cluster_unreachable(f"from KUBECONFIG {path}", err) from err
-    configuration.connection_pool_maxsize = 32
-    return client.ApiClient(configuration)
