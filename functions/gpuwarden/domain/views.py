@@ -52,6 +52,8 @@ class NodeView:
     unschedulable: bool = False
     gpu_capacity: int = 0
     addresses: tuple[str, ...] = ()
+    #: The NodeClaim that owns the node: Karpenter adds that owner reference when it registers it.
+    nodeclaim: str | None = None
 
     @property
     def instance_id(self) -> str | None:
@@ -155,6 +157,14 @@ def node_from_json(obj: Mapping[str, Any]) -> NodeView:
         unschedulable=bool(spec.get("unschedulable", False)),
         gpu_capacity=_int_quantity(capacity.get(GPU_RESOURCE, 0)),
         addresses=tuple(a.get("address", "") for a in status.get("addresses") or ()),
+        nodeclaim=next(
+            (
+                str(o.get("name"))
+                for o in meta.get("ownerReferences") or ()
+                if o.get("kind") == "NodeClaim" and str(o.get("apiVersion", "")).startswith("karpenter.sh/")
+            ),
+            None,
+        ),
     )
 
 

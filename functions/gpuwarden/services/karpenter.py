@@ -62,10 +62,16 @@ def karpenter_deleting(kube: KubePort, node: NodeView) -> str | None:
         return f"{LEFT_TO_KARPENTER}: node {node.name} is tainted {DISRUPTED_TAINT}"
     if not node.nodepool:
         return None
-    for claim in kube.list_nodeclaims():
+    # the node's owner reference names its NodeClaim: one read, not a list of every claim
+    claims = [kube.get_nodeclaim(node.nodeclaim)] if node.nodeclaim else kube.list_nodeclaims()
+    for claim in claims:
+        if claim is None:
+            continue  # gone already: Karpenter is not deleting it any more
         meta, status = claim.get("metadata") or {}, claim.get("status") or {}
-        mine = status.get("nodeName") == node.name or (
-            node.provider_id and status.get("providerID") == node.provider_id
+        mine = (
+            meta.get("name") == node.nodeclaim
+            or status.get("nodeName") == node.name
+            or (node.provider_id and status.get("providerID") == node.provider_id)
         )
         if mine and meta.get("deletionTimestamp"):
             return f"{LEFT_TO_KARPENTER}: Karpenter is deleting NodeClaim {meta.get('name')}"

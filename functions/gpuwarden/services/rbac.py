@@ -59,8 +59,9 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "karpenter.sh",
         "nodeclaims",
-        ("create", "list", "delete"),
-        "create_nodeclaim (replacement capacity), list_nodeclaims, delete_nodeclaim (retire an idle node)",
+        ("get", "create", "list", "delete"),
+        "get_nodeclaim (a node's own, by its owner reference), create_nodeclaim (replacement capacity), "
+        "list_nodeclaims, delete_nodeclaim (retire an idle node)",
     ),
 )
 
