@@ -37,14 +37,22 @@ class Lazy:
         self._target: Any = None
         self._lock = threading.Lock()
 
-    def __getattr__(self, name: str) -> Any:
+    @property
+    def built(self) -> bool:
+        return self._target is not None
+
+    def build(self) -> Any:
+        """The port, built now if it was not yet (a failure leaves it unbuilt, to be tried again)."""
         target = self._target
         if target is None:
             with self._lock:
                 if self._target is None:
                     self._target = self._build()
                 target = self._target
-        return getattr(target, name)
+        return target
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.build(), name)
 
 
 def kube_api_client(settings: Settings, policy: Policy) -> Any:

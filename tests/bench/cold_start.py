@@ -141,7 +141,8 @@ def measure(runs: int = 7) -> tuple[list[Figure], dict[str, Any]]:
         workdir = Path(tmp)
         runtime = lambda_runtime(workdir)
         Workloads(sim).install()
-        env = bench_env(KUBECONFIG=str(sim.kubeconfig_path))
+        # AWS_LAMBDA_FUNCTION_NAME: the import runs the init phase as Lambda does (handlers/_runtime.prepare)
+        env = bench_env(KUBECONFIG=str(sim.kubeconfig_path), AWS_LAMBDA_FUNCTION_NAME="gpuwarden-bench")
         env.pop("PYTHONPATH")
         # +1: the first run of each handler warms the page cache; reported apart, not in the median
         nodes = _scene(sim, 2 * (runs + 2))

@@ -1,8 +1,11 @@
-"""What every deployed handler shares: dependencies built once per warm container."""
+"""What every deployed handler shares: dependencies built once per warm container, in the init
+phase when the handler runs inside Lambda (docs/architecture.md, "Init and invocation")."""
 
 from __future__ import annotations
 
+import gc
 import hashlib
+import os
 import re
 from collections.abc import Callable
 from dataclasses import replace
@@ -10,7 +13,8 @@ from functools import cache
 from typing import Any
 
 from gpuwarden.config import Settings
-from gpuwarden.domain.errors import HandlingFailed
+from gpuwarden.domain.errors import GpuwardenError, HandlingFailed
+from gpuwarden.observability import logger
 from gpuwarden.services.context import Deps
 from gpuwarden.services.result import Result
 from gpuwarden.sources.routing import Rule
@@ -55,15 +59,48 @@ def deps() -> Deps:
     def start_drain(state: dict[str, Any]) -> None:
         import json
 
-        import boto3
-
-        client = boto3.session.Session().client("stepfunctions", region_name=current.region)
+        client = stepfunctions(current.region)
         try:
             client.start_execution(stateMachineArn=arn, name=execution_name(state), input=json.dumps(state))
         except client.exceptions.ExecutionAlreadyExists:
             return
 
     return build_deps(current, caller="eventbridge", start_drain=start_drain if arn else None)
+
+
+@cache
+def stepfunctions(region: str | None) -> Any:
+    """One Step Functions client per container (a boto3 client costs tens of ms of CPU to make)."""
+    import boto3
+
+    return boto3.session.Session().client("stepfunctions", region_name=region)
+
+
+def prepare() -> None:
+    """Called by every handler module at import: inside Lambda (``AWS_LAMBDA_FUNCTION_NAME`` set),
+    do in the init phase what the first event would otherwise wait for (`warm`)."""
+    if os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):
+        try:
+            rules()
+            warm(deps())
+        except GpuwardenError as err:  # the first invocation tries again and reports it as its result
+            logger.warning("init: dependencies not built", extra={"error": str(err), "type": type(err).__name__})
+
+
+def warm(built: Deps) -> None:
+    """Build the cluster client now (kubeconfig or EKS token, the ApiClient), then move every
+    object made so far out of the garbage collector's sight (`gc.freeze`): otherwise the first
+    event's allocations set off a full collection over everything the imports made, before its
+    cordon. A cluster that cannot be reached is no failure here: the port stays unbuilt, and the
+    first event that needs it fails with the reason as its JSON result."""
+    from gpuwarden.wiring import Lazy
+
+    try:
+        if isinstance(built.kube, Lazy):
+            built.kube.build()
+    finally:
+        gc.collect()
+        gc.freeze()
 
 
 #: Kept back from the invocation's remaining time for what follows the waits: the result, the

@@ -6,7 +6,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpuwarden.handlers._runtime import invocation_deps
+from gpuwarden.handlers._runtime import invocation_deps, prepare
 from gpuwarden.observability import logger, metrics
 from gpuwarden.services.context import Recorder
 from gpuwarden.services.drain import DrainState
@@ -20,3 +20,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     recorder = Recorder(invocation_deps(context), state.event_id)
     next_state = drain_round(recorder, state)  # settled by its kind (gpu-idle: retire / give back)
     return next_state.model_dump(mode="json") | {"wait_seconds": max(1, round(next_state.wait_seconds))}
+
+
+prepare()  # Lambda's init phase: the client built and the imports frozen before the first event

@@ -16,7 +16,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from gpuwarden.domain.errors import InvalidEvent
-from gpuwarden.handlers._runtime import invocation_deps
+from gpuwarden.handlers._runtime import invocation_deps, prepare
 from gpuwarden.observability import count_event, logger, metrics
 from gpuwarden.services.runbook import run_runbook
 from gpuwarden.sources import parse_runbook
@@ -54,3 +54,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     result = run_runbook(request, request_deps, drain_locally=False)
     count_event(result.kind, result.outcome)
     return result.to_json()
+
+
+prepare()  # Lambda's init phase: the client built and the imports frozen before the first event

@@ -8,7 +8,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpuwarden.handlers._runtime import answer, deps, invocation_deps, settings
+from gpuwarden.handlers._runtime import answer, deps, invocation_deps, prepare, settings
 from gpuwarden.observability import count_event, logger, metrics
 from gpuwarden.services.context import Deps
 from gpuwarden.services.windows import handle_window_tick
@@ -33,3 +33,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     result = handle_window_tick(tick, current, drain_locally=False)
     count_event(result.kind, result.outcome)
     return answer(result)
+
+
+prepare()  # Lambda's init phase: the client built and the imports frozen before the first event
