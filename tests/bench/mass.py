@@ -1,8 +1,9 @@
 """4. Mass interruption: 100 simultaneous Spot warnings on 100 GPU nodes (x 30 pods), one process
 per concurrent Lambda, at the stack's configured concurrency.
 
-Each node: a device-plugin DaemonSet pod, 4 training pods opted in with `signal:SIGUSR1` (the
-simulated workload acks 10 s of sim time after the signal) and 25 Job pods; 30 s grace periods.
+Each node: owned by its NodeClaim (as Karpenter registers it), a device-plugin DaemonSet pod,
+4 training pods opted in with `signal:SIGUSR1` (the simulated workload acks 10 s of sim time after
+the signal) and 25 Job pods; 30 s grace periods.
 The simulator runs in this process (sim clock `SPEED`x); the Lambdas run as separate processes
 (tests/bench/mass_child.py): as many interruption processes as the interruption function's
 reserved concurrency (infra/config.py, cdk.json), and as many drain processes as the drain
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -73,7 +75,11 @@ def _scene(sim: KubeSim) -> list[tuple[str, str]]:
     made = []
     for n in range(NODES):
         name, instance = f"ip-10-6-{n // 200}-{n % 200 + 1}.us-west-2.compute.internal", f"i-0aa55{n:012x}"
-        node = sim.create(b.gpu_node(name, instance, ip=f"10.6.{n // 200}.{n % 200 + 1}"))
+        node = b.gpu_node(name, instance, ip=f"10.6.{n // 200}.{n % 200 + 1}")
+        claim = sim.create(b.nodeclaim_for(node))["metadata"]  # as Karpenter registers it: owned by its claim
+        owner = {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "name": claim["name"], "uid": claim["uid"]}
+        node["metadata"]["ownerReferences"] = [owner | {"blockOwnerDeletion": True}]
+        node = sim.create(node)
         sim.create(b.daemonset_pod(node, owner=ds))
         for p in range(PODS_PER_NODE - 1):
             checkpoint = "signal:SIGUSR1" if p < SIGNAL_PODS else None
@@ -121,6 +127,13 @@ def ceiling(sim: KubeSim, kind: str, clients: int, node: str) -> float:
     return max(total, served) / max(elapsed, CEILING_SECONDS)
 
 
+def _cpu_seconds() -> tuple[float, float]:
+    """CPU seconds used so far by this process (the simulator's threads) and by its waited-for
+    children (the Lambda processes, once the run's child has exited)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
 def _real_after(stamps: list[str], ready: datetime) -> float:
     latest = max(datetime.fromisoformat(s) for s in stamps)
     return (latest - ready).total_seconds() / SPEED
@@ -147,7 +160,11 @@ def one_run(workers: int, drainers: int) -> dict[str, Any]:
         }
         plan_file.write_text(json.dumps(plan))
         env = bench_env(KUBECONFIG=str(sim.kubeconfig_path))
+        sim_cpu, lambdas_cpu = _cpu_seconds()
         result = run_child(["-m", "tests.bench.mass_child", str(plan_file)], env, 900)
+        sim_cpu, lambdas_cpu = (
+            after - before for after, before in zip(_cpu_seconds(), (sim_cpu, lambdas_cpu), strict=True)
+        )
         peak, mean = _peak_rate(sim, start)
         requests = len(sim.requests)
         clients = min(workers, CEILING_CLIENTS)
@@ -164,6 +181,7 @@ def one_run(workers: int, drainers: int) -> dict[str, Any]:
     return {
         "cordoned": len(cordons),
         "cordon_s": _real_after(cordons, ready) if cordons else float("nan"),
+        "first_cordon_s": _real_after([min(cordons)], ready) if cordons else float("nan"),
         "signalled": len(signals),
         "signal_s": _real_after(signals, ready) if signals else float("nan"),
         "in_time": sum(1 for v in by_node.values() if v.get("outcome") == "drained"),
@@ -176,6 +194,9 @@ def one_run(workers: int, drainers: int) -> dict[str, Any]:
         "invocation_s": percentile([real(v["began"], v["ended"]) for v in handled], 50.0),
         "cordon_in_invocation_s": percentile([real(v["began"], v["cordon"][0]) for v in handled if v["cordon"]], 50.0),
         "requests_per_invocation": percentile([float(v["requests"]) for v in handled], 50.0),
+        "cpu_per_invocation_ms": 1000 * percentile([float(v["cpu"]) for v in handled], 50.0),
+        "sim_cpu_s": sim_cpu,
+        "lambdas_cpu_s": lambdas_cpu,
         "last_invocation_began_s": max((real(result["ready"], v["began"]) for v in handled), default=float("nan")),
         "requests": requests,
         "peak": peak,
@@ -205,9 +226,12 @@ def measure() -> tuple[list[Figure], dict[str, Any]]:
     inv = percentile([r["invocation_s"] for r in runs], 50.0)
     at = percentile([r["cordon_in_invocation_s"] for r in runs], 50.0)
     per = percentile([r["requests_per_invocation"] for r in runs], 50.0)
+    cpu = percentile([r["cpu_per_invocation_ms"] for r in runs], 50.0)
+    sim_cpu = percentile([r["sim_cpu_s"] for r in runs], 50.0)
     last = percentile([r["last_invocation_began_s"] for r in runs], 50.0)
     why = (
-        f"; an interruption invocation takes {inv:.2f} s median ({per:.0f} requests), its cordon {at:.2f} s in; "
+        f"; an interruption invocation takes {inv:.2f} s median ({per:.0f} requests, {cpu:.0f} ms of its own CPU), "
+        f"its cordon {at:.2f} s in; the simulator used {sim_cpu:.1f} CPU-s over the whole run; "
         f"{-(-NODES // workers)} per process in turn, so the last one began {last:.1f} s after the hand-over"
     )
     note = (
@@ -225,6 +249,14 @@ def measure() -> tuple[list[Figure], dict[str, Any]]:
             f"max <= {GOAL_CORDON_SECONDS:g} s, all {NODES}",
             percentile(cordon, 50.0) <= GOAL_CORDON_SECONDS,
             note + why,
+        ),
+        _fig(
+            "mass: first to last cordon",
+            "s",
+            [r["cordon_s"] - r["first_cordon_s"] for r in runs],
+            None,
+            None,
+            "the spread of the 100 cordons (the figure above also counts the first one's own latency)",
         ),
         _fig(
             "mass: every checkpoint request sent after",

@@ -10,20 +10,24 @@ imported gpuwarden (a warm execution environment's imports, shared copy-on-write
 them fit this machine's memory and start in seconds:
 
 * ``interruption`` workers: as many as the interruption function's reserved concurrency (read
-  from the stack's definition, infra/components/functions.py). Each takes the next Spot warning
-  and runs `handle_batch(..., drain_locally=False)`: cordon, checkpoint requests, replacement,
-  and the drain workflow's start (`start_drain`).
+  from the stack's definition, infra/components/functions.py). Each has its own inbox, and the
+  orchestrator puts the next Spot warning in an idle worker's inbox (Lambda hands each execution
+  environment its invocation; environments never queue behind each other's reads). It runs
+  `handle_batch(..., drain_locally=False)`: cordon, checkpoint requests, replacement, and the drain
+  workflow's start (`start_drain`).
 * ``drain`` workers: the drain function's `drain_step` rounds, `max(1, round(wait_seconds))` sim
   seconds apart (the workflow's Wait state), each round on whichever drain worker is free.
 
-Every worker builds its dependencies before the events are handed over (warm execution
-environments) and reports `ready`; the plan's clock (anchor + wall + speed) is the sim clock in
-every process. `python -m tests.bench.mass_child --load KIND SECONDS` is a load generator for the
-simulator's own ceiling (see mass.py).
+Every worker builds its dependencies and runs the handlers' init phase (`_runtime.warm`: the
+cluster client built, the imports frozen out of the garbage collector's way) before the events
+are handed over (warm execution environments), and reports `ready`; the plan's clock (anchor +
+wall + speed) is the sim clock in every process. `python -m tests.bench.mass_child --load KIND
+SECONDS` is a load generator for the simulator's own ceiling (see mass.py).
 """
 
 from __future__ import annotations
 
+import collections
 import heapq
 import itertools
 import json
@@ -62,6 +66,7 @@ def sfn_wait(wait_seconds: float, speed: float) -> float:
 def lambda_process(role: str, index: int, plan: dict[str, Any], tasks: Any, out: Any) -> None:
     """One execution environment: build the dependencies once, then one invocation at a time."""
     from gpuwarden.config import Settings
+    from gpuwarden.handlers._runtime import warm
     from gpuwarden.services.context import Recorder
     from gpuwarden.services.dispatch import handle_batch
     from gpuwarden.services.drain import DrainState, drain_step
@@ -76,6 +81,7 @@ def lambda_process(role: str, index: int, plan: dict[str, Any], tasks: Any, out:
         out.put(("drain", {"state": state, "delay": sfn_wait(float(state.get("wait_seconds", 0.5)), speed)}))
 
     deps = build_deps(Settings.from_env(), caller=f"{role}-{index}", start_drain=start_drain)
+    warm(deps)  # the deployed handlers' init phase (handlers/_runtime.prepare)
     deps.clock = clock
     deps.window_clock = clock
     deps.sleep = lambda seconds: time.sleep(seconds / speed)
@@ -84,7 +90,7 @@ def lambda_process(role: str, index: int, plan: dict[str, Any], tasks: Any, out:
     while (task := tasks.get()) is not None:
         try:
             if role == "interruption":
-                began, sent = clock(), deps.kube.requests  # type: ignore[attr-defined]
+                began, sent, cpu = clock(), deps.kube.requests, time.process_time()  # type: ignore[attr-defined]
                 if profile is not None:
                     profile.enable()
                 result = handle_batch(parse_notices(task), deps, drain_locally=False)
@@ -98,9 +104,11 @@ def lambda_process(role: str, index: int, plan: dict[str, Any], tasks: Any, out:
                     "began": began.isoformat(),
                     "ended": clock().isoformat(),
                     "requests": deps.kube.requests - sent,  # type: ignore[attr-defined]
+                    "cpu": time.process_time() - cpu,
                     "worker": index,
                 }
                 out.put(("handled", report))
+                out.put(("idle", {"worker": index}))
                 if result.drain and result.drain.get("done"):
                     out.put(("finished", {**result.drain, "at": clock().isoformat()}))
                 continue
@@ -115,7 +123,9 @@ def lambda_process(role: str, index: int, plan: dict[str, Any], tasks: Any, out:
             else:
                 out.put(("drain", {"state": payload, "delay": sfn_wait(state.wait_seconds, speed)}))
         except Exception as err:  # a failed invocation: counted, as the DLQ would
-            out.put(("error", {"error": f"{type(err).__name__}: {err}", "node": _node_of(task)}))
+            out.put(("error", {"error": f"{type(err).__name__}: {err}", "node": _node_of(task), "role": role}))
+            if role == "interruption":
+                out.put(("idle", {"worker": index}))
     if profile is not None:
         profile.dump_stats(plan["profile"])
 
@@ -137,13 +147,17 @@ def _node_of(task: Any) -> str | None:
 
 
 class Orchestrator:
-    """EventBridge + Lambda's async queue (events to the interruption workers as they free up) and
-    the Step Functions loop (each drain round due after its Wait, to the drain workers)."""
+    """EventBridge + Lambda's async queue (each event to an idle interruption environment, through
+    that environment's own inbox, as Lambda hands each execution environment its own invocation:
+    no environment waits on another's read) and the Step Functions loop (each drain round due
+    after its Wait, to whichever drain worker is free)."""
 
     def __init__(self, plan: dict[str, Any]) -> None:
         self.plan = plan
         self.ctx = multiprocessing.get_context("fork")
-        self.events: Any = self.ctx.Queue()
+        self.inboxes: list[Any] = [self.ctx.SimpleQueue() for _ in range(int(plan["interruption_workers"]))]
+        self.idle: collections.deque[int] = collections.deque(range(len(self.inboxes)))
+        self.waiting: collections.deque[dict[str, Any]] = collections.deque()
         self.rounds: Any = self.ctx.Queue()
         self.out: Any = self.ctx.Queue()
         self.nodes: dict[str, dict[str, Any]] = {}
@@ -153,12 +167,13 @@ class Orchestrator:
         self._seq = itertools.count()
 
     def start(self) -> list[Any]:
-        roles = [("interruption", int(self.plan["interruption_workers"]), self.events)]
-        roles.append(("drain", int(self.plan["drain_workers"]), self.rounds))
         procs = [
-            self.ctx.Process(target=lambda_process, args=(role, i, self.plan, tasks, self.out), daemon=True)
-            for role, count, tasks in roles
-            for i in range(count)
+            self.ctx.Process(target=lambda_process, args=("interruption", i, self.plan, inbox, self.out), daemon=True)
+            for i, inbox in enumerate(self.inboxes)
+        ]
+        procs += [
+            self.ctx.Process(target=lambda_process, args=("drain", i, self.plan, self.rounds, self.out), daemon=True)
+            for i in range(int(self.plan["drain_workers"]))
         ]
         for p in procs:
             p.start()
@@ -168,8 +183,23 @@ class Orchestrator:
             ready += kind == "ready"
         return procs
 
+    def invoke(self, events: list[dict[str, Any]]) -> None:
+        """Events in: each to an idle environment at once, the rest as environments free up."""
+        self.waiting.extend(events)
+        while self.idle and self.waiting:
+            self.inboxes[self.idle.popleft()].put(self.waiting.popleft())
+
+    def stop(self) -> None:
+        for inbox in self.inboxes:
+            inbox.put(None)
+        for _ in range(int(self.plan["drain_workers"])):
+            self.rounds.put(None)
+
     def handle(self, kind: str, payload: dict[str, Any]) -> None:
-        if kind == "handled":
+        if kind == "idle":
+            self.idle.append(int(payload["worker"]))
+            self.invoke([])
+        elif kind == "handled":
             entry = self.nodes.setdefault(str(payload["node"]), {})
             signals = entry.get("signal", []) + payload.pop("signal")
             entry.update(payload, signal=signals)
@@ -213,13 +243,9 @@ def main(plan_file: str) -> None:
     procs = orchestrator.start()  # warm: every execution environment is up before t0
     ready = clock()
     sent = ready.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # EventBridge's `time`: whole seconds
-    for event in plan["events"]:
-        orchestrator.events.put({**event, "time": sent})  # all 100 warnings at once, now
+    orchestrator.invoke([{**event, "time": sent} for event in plan["events"]])  # all 100 warnings at once, now
     orchestrator.run(len(plan["events"]), time.monotonic() + float(plan["timeout"]))
-    for _ in range(int(plan["interruption_workers"])):
-        orchestrator.events.put(None)
-    for _ in range(int(plan["drain_workers"])):
-        orchestrator.rounds.put(None)
+    orchestrator.stop()
     for p in procs:
         p.join(timeout=10)
         if p.is_alive():
@@ -240,7 +266,8 @@ def main(plan_file: str) -> None:
 
 def load(kind: str, seconds: float, node: str) -> None:
     """Send `kind` requests back to back for `seconds` (a warm client, no rate limit); print the count."""
-    from gpuwarden.adapters.kube import KubeClient, client_from_kubeconfig
+    from gpuwarden.adapters.kube import KubeClient
+    from gpuwarden.adapters.kubeconfig import client_from_kubeconfig
 
     kube = KubeClient(client_from_kubeconfig(str(Path(__import__("os").environ["KUBECONFIG"]))))
     calls: dict[str, Callable[[], object]] = {
