@@ -3,14 +3,16 @@ never a partial write."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from gpuwarden.config import parse_policy
@@ -74,8 +76,28 @@ def mutated_samples(draw: Any) -> Any:
 
 @pytest.fixture(scope="module")
 def empty_sim(aws: None) -> Any:
-    with KubeSim(clock_speed=20.0) as sim:
+    with KubeSim(clock_speed=20.0) as sim, _capacity_reservations_answered():
         yield sim
+
+
+@contextlib.contextmanager
+def _capacity_reservations_answered() -> Iterator[None]:
+    """moto has no DescribeCapacityReservations: every EC2 client gpuwarden makes (the CLI builds its
+    own) gets that one call answered at the boto3 boundary, so a fuzzed Capacity Block event meets
+    EC2's answer and never moto's NotImplementedError."""
+    from gpuwarden.adapters.aws import Cloud
+
+    made = Cloud._client
+
+    def client(self: Cloud, service: str) -> Any:
+        built = made(self, service)
+        if service == "ec2":
+            CapacityReservations().attach(built)
+        return built
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Cloud, "_client", client)
+        yield
 
 
 def _writes(sim: KubeSim) -> list[str]:
@@ -154,11 +176,23 @@ def test_huge_policy_document_is_invalid_not_a_crash() -> None:
         parse_policy("cluster: " + "x" * 1_000_000, "huge")
 
 
+#: found by this test: a Capacity Block Delivered event without `detail`, read from its resources
+CAPACITY_BLOCK_WITHOUT_DETAIL = {
+    "customer_event_id": "cr-0a1b2c3d4e5f67890-delivered",
+    "detail_type": "Capacity Block Delivered",
+    "source": "aws.ec2",
+    "account": "123456789012",
+    "time": "2026-05-31T12:00:00Z",
+    "resources": ["arn:aws:ec2:us-west-2:123456789012:capacity-reservation/cr-0a1b2c3d4e5f67890"],
+}
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 @given(
     stdin=st.one_of(st.text(max_size=100), json_values.map(json.dumps), mutated_samples().map(json.dumps)),
     args=st.lists(weird_strings, max_size=3),
 )
+@example(stdin=json.dumps(CAPACITY_BLOCK_WITHOUT_DETAIL), args=[])
 def test_cli_answers_with_its_exit_codes_only(empty_sim: KubeSim, stdin: str, args: list[str]) -> None:
     from gpuwarden.cli import main
 
