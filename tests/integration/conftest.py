@@ -27,6 +27,16 @@ def load_event(name: str, **overrides: Any) -> dict[str, Any]:
     return event
 
 
+@dataclass(frozen=True)
+class LambdaContext:
+    """The attributes Powertools reads from a Lambda context (no remaining time: no time budget)."""
+
+    function_name: str = "gpuwarden-interruption"
+    invoked_function_arn: str = "arn:aws:lambda:us-west-2:123456789012:function:gpuwarden-interruption"
+    memory_limit_in_mb: int = 512
+    aws_request_id: str = "c6af9ac6-7b61-11e6-9a41-93e812345678"
+
+
 @pytest.fixture(autouse=True)
 def _aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for key, value in {

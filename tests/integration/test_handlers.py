@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import boto3
@@ -21,21 +20,13 @@ from gpuwarden.handlers import drain as drain_handler
 from gpuwarden.handlers import interruption as interruption_handler
 from sim import KubeSim
 from sim.clock import rfc3339
-from tests.integration.conftest import World, load_event
+from tests.integration.conftest import LambdaContext, World, load_event
 from tests.integration.scenarios import Scenario, spot_node
 
 DEFINITION = {
     "StartAt": "Wait",
     "States": {"Wait": {"Type": "Wait", "SecondsPath": "$.wait_seconds", "End": True}},
 }
-
-
-@dataclass(frozen=True)
-class LambdaContext:
-    function_name: str = "gpuwarden-interruption"
-    memory_limit_in_mb: int = 512
-    invoked_function_arn: str = "arn:aws:lambda:us-west-2:123456789012:function:gpuwarden-interruption"
-    aws_request_id: str = "c6af9ac6-7b61-11e6-9a41-93e812345678"
 
 
 @pytest.fixture

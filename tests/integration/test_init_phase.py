@@ -6,7 +6,6 @@ from __future__ import annotations
 import gc
 import importlib
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -16,19 +15,7 @@ from gpuwarden.handlers import _runtime
 from gpuwarden.wiring import Lazy
 from sim import KubeSim
 from sim.clock import rfc3339
-from tests.integration.conftest import load_event
-
-
-@dataclass(frozen=True)
-class LambdaContext:
-    function_name: str = "gpuwarden-interruption"
-    memory_limit_in_mb: int = 512
-    invoked_function_arn: str = "arn:aws:lambda:us-west-2:123456789012:function:gpuwarden-interruption"
-    aws_request_id: str = "init-phase"
-
-    @staticmethod
-    def get_remaining_time_in_millis() -> int:
-        return 300_000
+from tests.integration.conftest import LambdaContext, load_event
 
 
 @pytest.fixture(autouse=True)

@@ -73,47 +73,42 @@ def test_forced_uncordon_takes_back_only_the_do_not_disrupt_gpuwarden_added(worl
     assert f"ml/{ours}" in result["reason"] or any(f"ml/{ours}" in str(a.get("reason")) for a in result["actions"])
 
 
-def _owned_by_its_nodeclaim(world: World, *, deleting: bool) -> str:
-    """The Spot node as Karpenter registers it: owned by its NodeClaim (deleting, or not), beside
-    other pools' claims."""
+def _warned_with_its_nodeclaim(world: World, *, deleting: bool) -> tuple[str, dict[str, Any]]:
+    """A Spot warning for a node as Karpenter registers it: owned by its NodeClaim (deleting, or
+    not), beside other pools' claims. Answers the claim's name and the result; the simulator's
+    request log holds only the warning's requests."""
     from sim.builders import nodeclaim_for
 
-    node = world.node(NODE)
-    claim = world.sim.create(nodeclaim_for(node))
+    spot_node(world.sim, modes=("annotate",), inference=0, pdb_min_available=None, grace=2)
+    claim = world.sim.create(nodeclaim_for(world.node(NODE)))["metadata"]
     for i in range(3):
         other = gpu_node(f"ip-10-0-9-{i}.us-west-2.compute.internal", f"i-0ddd{i:013d}", nodepool="gpu-training")
         world.sim.create(nodeclaim_for(other, name=f"gpu-training-other{i}"))
-    meta = claim["metadata"]
-    owner = {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "name": meta["name"], "uid": meta["uid"]}
+    owner = {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "name": claim["name"], "uid": claim["uid"]}
     world.sim.patch_direct("Node", NODE, {"metadata": {"ownerReferences": [owner]}})
     if deleting:
-        world.sim.delete_direct("NodeClaim", meta["name"])  # its termination finalizer keeps it, deleting
-    return str(meta["name"])
+        world.sim.delete_direct("NodeClaim", claim["name"])  # its termination finalizer keeps it, deleting
+    world.sim.clear_requests()
+    event = load_event("spot-interruption.json", time=rfc3339(world.sim.clock.now()))
+    return str(claim["name"]), handle_batch(parse_notices(event), world.deps()).to_json()
+
+
+def _nodeclaim_reads(world: World) -> list[tuple[str, str]]:
+    return [(r.method, r.path) for r in world.sim.requests if "/nodeclaims" in r.path and r.method == "GET"]
 
 
 def test_a_node_whose_own_nodeclaim_is_deleting_is_left_to_karpenter_read_by_its_owner_reference(world: World) -> None:
-    # Given the Spot node's NodeClaim (its owner) is being deleted by Karpenter
-    spot_node(world.sim, modes=("annotate",), inference=0, pdb_min_available=None, grace=2)
-    claim = _owned_by_its_nodeclaim(world, deleting=True)
-    world.sim.clear_requests()
-    # When the warning arrives
-    event = load_event("spot-interruption.json", time=rfc3339(world.sim.clock.now()))
-    result = handle_batch(parse_notices(event), world.deps()).to_json()
+    # Given the Spot node's NodeClaim (its owner) is being deleted by Karpenter, when the warning arrives
+    claim, result = _warned_with_its_nodeclaim(world, deleting=True)
     # Then no second replacement, and the reason names the claim
     skipped = [a for a in result["actions"] if a["type"] == "replacement-skipped"]
     assert [a["reason"] for a in skipped] == [f"left to Karpenter: Karpenter is deleting NodeClaim {claim}"]
     assert len(world.sim.list("NodeClaim")) == 4
     # read by name from the node's owner reference, never a list of every claim
-    reads = [(r.method, r.path) for r in world.sim.requests if "/nodeclaims" in r.path]
-    assert reads == [("GET", f"/apis/karpenter.sh/v1/nodeclaims/{claim}")]
+    assert _nodeclaim_reads(world) == [("GET", f"/apis/karpenter.sh/v1/nodeclaims/{claim}")]
 
 
 def test_a_node_whose_own_nodeclaim_stands_gets_its_replacement_without_listing_every_claim(world: World) -> None:
-    spot_node(world.sim, modes=("annotate",), inference=0, pdb_min_available=None, grace=2)
-    claim = _owned_by_its_nodeclaim(world, deleting=False)
-    world.sim.clear_requests()
-    event = load_event("spot-interruption.json", time=rfc3339(world.sim.clock.now()))
-    result = handle_batch(parse_notices(event), world.deps()).to_json()
+    claim, result = _warned_with_its_nodeclaim(world, deleting=False)
     assert result["replacement"].startswith("nodeclaim/"), result["actions"]
-    reads = [(r.method, r.path) for r in world.sim.requests if "/nodeclaims" in r.path and r.method == "GET"]
-    assert reads == [("GET", f"/apis/karpenter.sh/v1/nodeclaims/{claim}")]
+    assert _nodeclaim_reads(world) == [("GET", f"/apis/karpenter.sh/v1/nodeclaims/{claim}")]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import timedelta
 from email.utils import format_datetime
 from pathlib import Path
@@ -19,7 +18,7 @@ from gpuwarden.handlers import maintenance as maintenance_handler
 from gpuwarden.handlers import windows as windows_handler
 from gpuwarden.services.maintenance import plan_id_for
 from sim.builders import nodepool
-from tests.integration.conftest import World, load_event
+from tests.integration.conftest import LambdaContext, World, load_event
 from tests.integration.scenarios import spot_node
 
 GROUP = "gpuwarden-schedules"
@@ -28,14 +27,6 @@ WINDOWS_ARN = "arn:aws:lambda:us-west-2:123456789012:function:gpuwarden-windows"
 NIGHT = {"name": "night-cap", "schedule": "0 22 * * *", "timezone": "UTC", "duration": "8h", "max_disruptions": 1}
 EVENT_ID = "7bf73129-1428-4cd3-a780-95db273d1603"
 DLQ = "arn:aws:sqs:us-west-2:123456789012:gpuwarden-undelivered-ticks"
-
-
-@dataclass(frozen=True)
-class LambdaContext:
-    function_name: str
-    invoked_function_arn: str
-    memory_limit_in_mb: int = 256
-    aws_request_id: str = "c6af9ac6-7b61-11e6-9a41-93e812345678"
 
 
 def reset() -> None:
