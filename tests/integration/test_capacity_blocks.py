@@ -122,6 +122,8 @@ def test_a_delivered_block_is_planned_scheduled_and_drained_with_checkpoints_bef
     tick = json.loads(detail["Target"]["Input"])
     assert (tick["action"], tick["plan_id"]) == ("capacity-block-due", BLOCK)
     assert [a["type"] for a in planned["actions"]] == ["capacity-block-planned", "scheduled"]
+    # and the delivered event is in the ledger under its own id, as every handled notice is
+    assert (world.ledger.get(planned["event_id"]) or {}).get("outcome") == "handled"
     # And nothing was done to the nodes yet
     assert all(not world.node(n)["spec"].get("unschedulable") for n in NODES)
 

@@ -28,7 +28,7 @@ from gpuwarden.domain.views import NodeView
 from gpuwarden.services.context import Deps, Recorder
 from gpuwarden.services.failures import failed_notice
 from gpuwarden.services.interruption import handle_interruption
-from gpuwarden.services.result import Result
+from gpuwarden.services.result import Result, record_result
 
 DUE_ACTION = "capacity-block-due"
 PLAN = Kind.CAPACITY_BLOCK_PLAN
@@ -199,7 +199,7 @@ def plan_block(
         f"{lead} min before EC2 starts terminating its instances at {ann.rfc3339(stop)} (the block ends "
         f"{ann.rfc3339(end)})"
     )
-    return Result(
+    result = Result(
         outcome="dry-run" if deps.dry_run else "handled",
         kind=PLAN.value,
         event_id=event_id,
@@ -207,6 +207,7 @@ def plan_block(
         reason=reason,
         actions=recorder.actions,
     )
+    return record_result(result, deps)
 
 
 def handle_block_delivered(notice: Notice, deps: Deps, drain_locally: bool = True) -> Result:
@@ -220,7 +221,7 @@ def handle_block_delivered(notice: Notice, deps: Deps, drain_locally: bool = Tru
         end = block.end if block is not None else None
     if end is None:
         reason = f"Capacity Block {reservation_id} has no end date in the event or in EC2: nothing to plan"
-        return Result(outcome="ignored", kind=PLAN.value, event_id=notice.event_id, reason=reason)
+        return record_result(Result(outcome="ignored", kind=PLAN.value, event_id=notice.event_id, reason=reason), deps)
     return plan_block(reservation_id, end, deps, drain_locally, event_id=notice.event_id, source=notice.source)
 
 
@@ -230,7 +231,7 @@ def run_block_plan(reservation_id: str, deps: Deps, *, drain_locally: bool = Tru
     if block is None or block.end is None or block.state in ("expired", "cancelled", "failed"):
         state = block.state if block is not None else "unknown to EC2"
         reason = f"Capacity Block {reservation_id} is {state}: nothing to drain"
-        return Result(outcome="ignored", kind=PLAN.value, event_id=reservation_id, reason=reason)
+        return record_result(Result(outcome="ignored", kind=PLAN.value, event_id=reservation_id, reason=reason), deps)
     event_id = f"capacity-block-plan:{reservation_id}:{block.end:%Y%m%dT%H%M%SZ}"
     return plan_block(reservation_id, block.end, deps, drain_locally, event_id=event_id, source="aws.scheduler")
 

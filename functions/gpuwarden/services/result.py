@@ -12,7 +12,7 @@ from gpuwarden.domain.actions import ActionType
 if TYPE_CHECKING:
     from gpuwarden.domain.notice import Notice
     from gpuwarden.domain.views import NodeView
-    from gpuwarden.services.context import Recorder
+    from gpuwarden.services.context import Deps, Recorder
 
 Outcome = Literal["handled", "ignored", "duplicate", "dry-run", "failed"]
 #: The replacement Karpenter's provisioner makes for a node whose NodeClaim it is deleting
@@ -74,10 +74,17 @@ def notice_result(notice: Notice, recorder: Recorder, node: NodeView | None, **f
         actions=recorder.actions,
         **({"replacement": replacement_of(recorder.actions)} | fields),
     )
-    ledger = recorder.deps.ledger
+    return record_result(result, recorder.deps)
+
+
+def record_result(result: Result, deps: Deps) -> Result:
+    """The answer written to the ledger under its event id (nothing handled goes unrecorded): a
+    duplicate is counted on the event's record, any other outcome is recorded with who asked."""
+    if result.event_id is None:
+        return result
     if result.outcome == "duplicate":
-        ledger.count_duplicate(notice.event_id)
+        deps.ledger.count_duplicate(result.event_id)
     else:
         entry = {"outcome": result.outcome, "kind": result.kind, "node": result.node or "", "reason": result.reason}
-        ledger.record(notice.event_id, entry | {"caller": recorder.deps.caller})
+        deps.ledger.record(result.event_id, entry | {"caller": deps.caller})
     return result
