@@ -374,6 +374,10 @@ class SimHandler(BaseHTTPRequestHandler):
             if method in ("GET", "HEAD"):
                 if q("watch") in ("true", "1"):
                     return self._watch(rt, ns, query)
+                if not wants_table(self.headers.get("Accept", "")):
+                    encoded = api.list_body(rt, ns, q("labelSelector"), q("fieldSelector"))
+                    if encoded is not None:
+                        return self._send(200, encoded)
                 items, rv = api.list(rt, ns, q("labelSelector"), q("fieldSelector"))
                 return self._send_json(200, self._maybe_table(rt, items, rv) or api.list_doc(rt, items, rv))
             if method == "POST":

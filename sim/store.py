@@ -11,7 +11,9 @@ cache keeps them, so a kubelet-style list of one node's pods does not scan every
 
 from __future__ import annotations
 
+import builtins
 import collections
+import json
 import queue
 import re
 import secrets
@@ -160,15 +162,38 @@ class Store:
         and value the predicate requires, on one of the type's indexed fields) narrows the scan."""
         with self._lock:
             bucket = self._bucket(rtype)
-            index = self._index.get((rtype.key, indexed[0])) if indexed else None
-            keys = bucket.keys() if index is None or indexed is None else index.get(indexed[1], set())
-            chosen = sorted(
-                key
-                for key in keys
-                if (not namespace or not rtype.namespaced or key[0] == namespace)
-                and (predicate is None or predicate(bucket[key]))
-            )
-            return [clone(bucket[key]) for key in chosen], str(self._rv)
+            return [clone(bucket[key]) for key in self._select(rtype, namespace, predicate, indexed)], str(self._rv)
+
+    def list_encoded(
+        self,
+        rtype: ResourceType,
+        namespace: str | None = None,
+        predicate: Callable[[Obj], bool] | None = None,
+        indexed: tuple[str, str] | None = None,
+    ) -> tuple[builtins.list[str], str]:
+        """`list`, each object as the compact JSON the server sends, encoded under the lock straight
+        from the stored object (no copy: the server would only serialize the copy)."""
+        with self._lock:
+            bucket = self._bucket(rtype)
+            chosen = self._select(rtype, namespace, predicate, indexed)
+            return [json.dumps(bucket[key], separators=(",", ":")) for key in chosen], str(self._rv)
+
+    def _select(
+        self,
+        rtype: ResourceType,
+        namespace: str | None,
+        predicate: Callable[[Obj], bool] | None,
+        indexed: tuple[str, str] | None,
+    ) -> builtins.list[BucketKey]:
+        bucket = self._bucket(rtype)
+        index = self._index.get((rtype.key, indexed[0])) if indexed else None
+        keys = bucket.keys() if index is None or indexed is None else index.get(indexed[1], set())
+        return sorted(
+            key
+            for key in keys
+            if (not namespace or not rtype.namespaced or key[0] == namespace)
+            and (predicate is None or predicate(bucket[key]))
+        )
 
     # ------------------------------------------------------------ writes
 

@@ -448,3 +448,27 @@ def test_patch_get_round_trip_is_fast(sim: KubeSim, core: Any, node: dict[str, A
         core.read_node("gpu-a")
     per_round_trip = (time.perf_counter() - start) / 50
     assert per_round_trip < 0.02  # ~1-2 ms in practice; generous for loaded CI
+
+
+def test_a_list_over_http_is_the_list_document_byte_for_byte(sim: KubeSim) -> None:
+    """The server encodes list answers straight from the stored objects (`Api.list_body`); the
+    bytes are those of the list document `Api.list` + `list_doc` give."""
+    import json
+
+    import urllib3
+
+    n1 = sim.create(b.gpu_node("gpu-a", "i-0aaa"))
+    sim.create(b.pod("a-0", n1, namespace="ml"))
+    sim.create(b.pod("a-1", n1, namespace="ml", labels={"app": "x"}))
+    sim.create(b.pdb("budget", "ml", {"app": "x"}, min_available=1))
+    http = urllib3.PoolManager()
+    for path, kind, ns, labels, fields in [
+        ("/api/v1/nodes", "Node", None, None, None),
+        ("/api/v1/pods?fieldSelector=spec.nodeName%3Dgpu-a", "Pod", None, None, "spec.nodeName=gpu-a"),
+        ("/api/v1/namespaces/ml/pods?labelSelector=app%3Dx", "Pod", "ml", "app=x", None),
+        ("/apis/policy/v1/namespaces/ml/poddisruptionbudgets", "PodDisruptionBudget", "ml", None, None),
+    ]:
+        got = http.request("GET", sim.url + path).data
+        rtype = sim.rtype(kind)
+        items, rv = sim.api.list(rtype, ns, labels, fields)
+        assert got == json.dumps(sim.api.list_doc(rtype, items, rv), separators=(",", ":")).encode(), path
