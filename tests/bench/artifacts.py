@@ -8,7 +8,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from tests.bench.cold_start import CODE_EXCLUDES
+from infra.components.bundling import CODE_EXCLUDES
 from tests.bench.common import FUNCTIONS, Figure, Skipped
 
 LAMBDA_UNZIPPED_LIMIT_MB = 250.0

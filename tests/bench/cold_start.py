@@ -25,14 +25,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from infra.components.bundling import CODE_EXCLUDES
 from sim import KubeSim
 from sim import builders as b
 from sim.workloads import Workloads
 from tests.bench.common import EVENTS, FUNCTIONS, REPO, Figure, bench_env, figure
 
 PROBE = Path(__file__).resolve().parent / "cold_probe.py"
-#: what the function code asset leaves out (infra/components/bundling.py CODE_EXCLUDES)
-CODE_EXCLUDES = ("__pycache__", "*.pyc", "*.egg-info", ".mypy_cache", ".pytest_cache", "tests")
 GOAL_SECONDS = 1.0
 
 
