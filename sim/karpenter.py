@@ -386,14 +386,20 @@ class Karpenter:
             self._wake.clear()
 
     def _idle_wait(self) -> float:
-        due = [item.next_try for item in self._queue.values()]
-        due += [t + timedelta(seconds=self.terminate_seconds) for t in self._terminating.values()]
+        due = self.due_times()
         if self._need_since is not None:
             due.append(self._need_since + timedelta(seconds=self.batch_idle_seconds))
         real = [self.sim.clock.real_seconds_until(t) for t in due]
         return min([0.25, *(r for r in real if r is not None)]) or 0.001
 
     # ------------------------------------------------------------------ public API
+
+    def due_times(self) -> list[datetime]:
+        """When the stand-in has work of its own coming (sim time): each queued interruption
+        message's next try and the end of each instance termination it started."""
+        with self._lock:
+            due = [item.next_try for item in self._queue.values()]
+            return due + [t + timedelta(seconds=self.terminate_seconds) for t in self._terminating.values()]
 
     def step(self, now: datetime | None = None) -> list[KarpenterAction]:
         """One reconcile of every controller at ``now`` (default: the sim clock); what it did."""

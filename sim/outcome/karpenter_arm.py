@@ -104,8 +104,7 @@ class KarpenterDriver:
 
     def _next_due(self) -> float | None:
         engine = self.world.engine
-        times: list[datetime] = [item.next_try for item in self.k._queue.values()]
-        times += [began + _seconds(self.k.terminate_seconds) for began in self.k._terminating.values()]
+        times = self.k.due_times()
         deleting = False
         for claim in self.world.sim.list("NodeClaim"):
             meta = claim["metadata"]
