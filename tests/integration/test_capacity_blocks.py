@@ -176,6 +176,9 @@ def test_an_expiration_warning_with_nothing_planned_drains_every_node_of_the_blo
     assert result["kind"] == "capacity-block-expiry"
     assert result["node"] is None  # the event names a reservation; each node has its own result
     assert {r["node"] for r in result["results"]} == set(NODES)
+    # the ledger holds the warning under its own id, and each node's answer under that node's
+    assert (world.ledger.get(result["event_id"]) or {}).get("outcome") == "handled"
+    assert all((world.ledger.get(one["event_id"]) or {}).get("outcome") == "handled" for one in result["results"])
     for one in result["results"]:
         assert one["kind"] == "capacity-block-expiry"
         assert one["deadline"] == rfc3339(now + timedelta(minutes=10))

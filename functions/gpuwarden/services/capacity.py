@@ -90,7 +90,8 @@ def drain_nodes(notice: Notice, nodes: Sequence[NodeView], deps: Deps, drain_loc
     where = notice.capacity_reservation_id or "?"
     if not nodes:
         reason = f"no node of cluster {deps.policy.cluster} runs in capacity reservation {where}"
-        return Result(outcome="ignored", kind=notice.kind.value, event_id=notice.event_id, reason=reason)
+        ignored = Result(outcome="ignored", kind=notice.kind.value, event_id=notice.event_id, reason=reason)
+        return record_result(ignored, deps)
     per_node = [_per_node(notice, node) for node in nodes]
     with ThreadPoolExecutor(max_workers=min(_MAX_PARALLEL, len(per_node))) as pool:
         results = list(pool.map(lambda n: _guarded(n, deps, drain_locally), per_node))
@@ -98,7 +99,8 @@ def drain_nodes(notice: Notice, nodes: Sequence[NodeView], deps: Deps, drain_loc
         return results[0]
     outcomes = {r.outcome for r in results}
     outcome = next((o for o in ("failed", "handled", "dry-run", "duplicate") if o in outcomes), "ignored")
-    return Result(
+    # each node's answer is in the ledger under its own id; the notice's own id gets the whole answer
+    fanned = Result(
         outcome=outcome,  # type: ignore[arg-type]
         kind=notice.kind.value,
         event_id=notice.event_id,
@@ -107,6 +109,7 @@ def drain_nodes(notice: Notice, nodes: Sequence[NodeView], deps: Deps, drain_loc
         actions=[a for r in results for a in r.actions],
         results=results,
     )
+    return record_result(fanned, deps)
 
 
 # --------------------------------------------------------------------------- the expiration warning

@@ -29,7 +29,7 @@ from gpuwarden.domain.views import NodeView
 from gpuwarden.services.context import Deps, Recorder
 from gpuwarden.services.node_ops import find_node, not_ours, window_allowance
 from gpuwarden.services.pipeline import Disruption, KindHooks, Steps, run, take
-from gpuwarden.services.result import Result, notice_result
+from gpuwarden.services.result import Result, notice_result, record_result
 from gpuwarden.services.writes import Patch, annotate, update_node
 
 KIND = Kind.SCHEDULED_MAINTENANCE.value
@@ -196,7 +196,7 @@ def run_plan(plan_id: str, deps: Deps, *, drain_locally: bool = True) -> Result:
     node = next((n for n in deps.kube.list_nodes() if n.annotations.get(ann.MAINTENANCE_PLAN_ID) == plan_id), None)
     if node is None:
         reason = f"no node holds maintenance plan {plan_id} (the node is gone, or the plan was replaced)"
-        return Result(outcome="ignored", kind=KIND, event_id=plan_id, reason=reason)
+        return record_result(Result(outcome="ignored", kind=KIND, event_id=plan_id, reason=reason), deps)
     notice = _notice_of(node, deps.clock())
     held = node.annotations.get(ann.MAINTENANCE_PLAN, "")
     recorder = Recorder(deps, notice.event_id)
