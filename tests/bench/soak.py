@@ -17,8 +17,8 @@ from sim.outcome.runner import Arm, run_arm
 from sim.outcome.scenario import Scenario, load_scenario
 from tests.bench.common import Figure, figure
 
-#: `GPUWARDEN_SOAK_DAYS` (default 1): the issue's soak is 30 days, which takes hours on this 2-core
-#: machine (about 6 real minutes per simulated day at 186 nodes, measured): `make bench` runs one day
+#: `GPUWARDEN_SOAK_DAYS` (default 1): `make bench` runs one day; the 30-day soak takes ~12 real
+#: minutes on this 2-core machine (2.47 simulated days per real minute at 186 nodes, measured)
 DAYS = float(os.environ.get("GPUWARDEN_SOAK_DAYS", "1"))
 SCALE = 3  # the built-in week's 62 nodes x 3 = 186 nodes
 
