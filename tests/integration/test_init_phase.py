@@ -25,6 +25,7 @@ def fresh_container(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.delenv("AWS_LAMBDA_FUNCTION_NAME", raising=False)
     _runtime.settings.cache_clear()
     _runtime.deps.cache_clear()
+    _runtime.rules.cache_clear()
     gc.unfreeze()
     yield
     gc.unfreeze()
@@ -59,6 +60,13 @@ def test_inside_lambda_init_builds_the_cluster_client_and_freezes_the_imports(
     assert kube.built
     assert gc.get_freeze_count() > 10_000
     assert list(sim.requests) == []
+    # and the deployed rules its first event parses against (the drain handler parses none)
+    assert _runtime.rules.cache_info().currsize == 1
+    _runtime.rules.cache_clear()
+    import gpuwarden.handlers.drain as drain_module
+
+    importlib.reload(drain_module)
+    assert _runtime.rules.cache_info().currsize == 0
 
 
 def test_an_unreachable_cluster_is_no_init_failure_and_the_first_event_says_why(

@@ -36,12 +36,13 @@ KUBECONFIG_REFRESH_SECONDS = 60.0
 
 
 def _at_most_every(hook: Callable[[Any], None], seconds: float) -> Callable[[Any], None]:
-    last = [-math.inf]
+    last = -math.inf
 
     def refresh(configuration: Any) -> None:
-        if monotonic() - last[0] >= seconds:
+        nonlocal last
+        if monotonic() - last >= seconds:
             hook(configuration)
             configuration.refresh_api_key_hook = refresh  # the loader's hook puts itself back each time
-            last[0] = monotonic()
+            last = monotonic()
 
     return refresh

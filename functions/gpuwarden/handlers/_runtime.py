@@ -76,12 +76,14 @@ def stepfunctions(region: str | None) -> Any:
     return boto3.session.Session().client("stepfunctions", region_name=region)
 
 
-def prepare() -> None:
+def prepare(*also: Callable[[], object]) -> None:
     """Called by every handler module at import: inside Lambda (``AWS_LAMBDA_FUNCTION_NAME`` set),
-    do in the init phase what the first event would otherwise wait for (`warm`)."""
+    do in the init phase what the first event would otherwise wait for (`warm`), and ``also``
+    what else that handler's first event reads (the deployed rules, for those that parse notices)."""
     if os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):
         try:
-            rules()
+            for build in also:
+                build()
             warm(deps())
         except GpuwardenError as err:  # the first invocation tries again and reports it as its result
             logger.warning("init: dependencies not built", extra={"error": str(err), "type": type(err).__name__})

@@ -20,4 +20,4 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return answer(handle_batch(batch, invocation_deps(context), drain_locally=False))
 
 
-prepare()  # Lambda's init phase: the client built and the imports frozen before the first event
+prepare(rules)  # Lambda's init phase: the client built and the imports frozen before the first event
