@@ -107,7 +107,7 @@ def _line(action: dict[str, Any], start: datetime) -> str:
 
 
 def spot_scene(sim: KubeSim) -> SceneSummary:
-    from gpuwarden.services.dispatch import handle_batch
+    from gpuwarden.services.routes import handle_batch
     from gpuwarden.sources import parse_notices
 
     event = json.loads((EVENTS / "spot-interruption.json").read_text())

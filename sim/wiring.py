@@ -15,7 +15,7 @@ from sim.core import KubeSim
 
 if TYPE_CHECKING:
     from gpuwarden.domain.policy import Policy
-    from gpuwarden.services.context import Deps
+    from gpuwarden.services.engine.context import Deps
 
 
 def sim_deps(

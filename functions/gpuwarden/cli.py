@@ -15,10 +15,8 @@ from gpuwarden.domain.errors import GpuwardenError, InvalidEvent, InvalidPolicy
 from gpuwarden.sources.runbook import RUNBOOK_ACTIONS
 
 if TYPE_CHECKING:
-    from gpuwarden.config import Settings
-    from gpuwarden.services.context import Deps
-    from gpuwarden.services.runbook import DrainProgress
-    from gpuwarden.sources import RunbookRequest, WindowTick
+    from gpuwarden.sources import RunbookRequest
+    from gpuwarden.terminal import ProgressLine
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 
@@ -36,80 +34,33 @@ def _emit(result: dict[str, Any]) -> NoReturn:
     sys.exit(EXIT_FAILED if result.get("outcome") == "failed" else EXIT_OK)
 
 
-def run_event(raw: object, deps: Deps | None = None) -> dict[str, Any]:
-    """Parse and route one event exactly as deployed, then run it to the end (drain included).
-    `deps`: what to run with (default: built from the environment, as `invoke` does;
-    `gpuwarden simulate` passes the simulator's).
-
-    Every failure after parsing (no cluster, no credentials, an endpoint down, retries
-    exhausted) is the failed JSON result, never an exception."""
-    from gpuwarden.config import Settings
-    from gpuwarden.services.dispatch import handle_batch
-    from gpuwarden.services.failures import failed_result
-    from gpuwarden.sources import NoticeBatch, RunbookRequest, WindowTick, parse_event
-    from gpuwarden.wiring import build_deps, deployed_rules
-
-    settings = Settings.from_env()
-    parsed = parse_event(raw, deployed=deployed_rules(settings))
-    if isinstance(parsed, RunbookRequest):  # as a direct invoke of the runbook function would
-        try:
-            return run_local_runbook(parsed)
-        except InvalidPolicy:
-            raise
-        except GpuwardenError as err:
-            failed = failed_result("manual", err, node=parsed.node, instance_id=parsed.instance_id)
-            return failed.to_json() | {"action": parsed.action, "dry_run": parsed.dry_run}
-    if isinstance(parsed, WindowTick):
-        return _run_tick(parsed, settings, deps)
-    if not isinstance(parsed, NoticeBatch):
-        raise GpuwardenError(f"{type(parsed).__name__} inputs are not handled by this version")
+def _guarded(run: Callable[[], dict[str, Any]], kind: str, asked: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The one error-to-answer path of every command: input or a policy that does not validate is
+    exit 2 with the field named; any other failure is the failed JSON result, never a traceback."""
     try:
-        deps = deps or build_deps(settings, caller="cli")
-    except InvalidPolicy:
-        raise
+        return run()
+    except InvalidEvent as err:
+        _fail_invalid(str(err), err.errors)
+    except InvalidPolicy as err:
+        _fail_invalid(str(err))
     except GpuwardenError as err:
-        first = parsed.notices[0] if parsed.notices else None
-        return failed_result(
-            parsed.reported_kind.value,
-            err,
-            event_id=first.event_id if first else parsed.event_id,
-            node=first.node_name if first else None,
-            instance_id=first.instance_id if first else None,
-        ).to_json()
-    return handle_batch(parsed, deps, drain_locally=True).to_json()
+        from gpuwarden.services.engine.failures import failed_result
+
+        asked = asked or {}
+        failed = failed_result(kind, err, node=asked.get("node"), instance_id=asked.get("instance_id")).to_json()
+        return failed | ({"action": asked["action"], "dry_run": asked["dry_run"]} if "action" in asked else {})
 
 
-def _run_tick(tick: WindowTick, settings: Settings, deps: Deps | None = None) -> dict[str, Any]:
-    from gpuwarden.services.failures import failed_result
-    from gpuwarden.services.windows import handle_window_tick
-    from gpuwarden.wiring import build_deps
+def _runbook(
+    request: RunbookRequest, payload: dict[str, Any], remote: str | None, progress: ProgressLine | None
+) -> dict[str, Any]:
+    if remote:
+        from gpuwarden.adapters.remote_runbook import invoke_runbook
 
-    try:
-        return handle_window_tick(tick, deps or build_deps(settings, caller="cli")).to_json()
-    except InvalidPolicy:
-        raise
-    except GpuwardenError as err:
-        return failed_result(tick_kind(tick), err, event_id=tick.execution_id).to_json()
+        return invoke_runbook(remote, payload)
+    from gpuwarden.local import run_runbook
 
-
-def tick_kind(tick: WindowTick) -> str:
-    """The contract kind a Scheduler tick reports as."""
-    return {"maintenance-due": "scheduled-maintenance", "capacity-block-due": "capacity-block-plan"}.get(
-        tick.action, "budget-window"
-    )
-
-
-def fallback_kind(raw: object) -> str:
-    """The contract kind of an input whose handling failed before it was routed."""
-    from gpuwarden.sources.routing import KIND_OF
-
-    if isinstance(raw, dict):
-        tag = raw.get("detail-type", raw.get("detail_type"))
-        if isinstance(tag, str) and tag in KIND_OF:
-            return KIND_OF[tag].value
-        if "gpuwarden" in raw:
-            return "budget-window"
-    return "manual"
+    return run_runbook(request, progress)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -139,141 +90,10 @@ def invoke(event: TextIO) -> None:
         raw = json.load(event)
     except ValueError as err:
         _fail_invalid(f"not JSON: {err}")
-    try:
-        result = run_event(raw)
-    except InvalidEvent as err:
-        _fail_invalid(str(err), err.errors)
-    except InvalidPolicy as err:
-        _fail_invalid(str(err))
-    except GpuwardenError as err:
-        _emit({"outcome": "failed", "kind": fallback_kind(raw), "node": None, "reason": str(err), "actions": []})
-    _emit(result)
+    from gpuwarden.local import run_event
+    from gpuwarden.services.routes import fallback_kind
 
-
-def run_local_runbook(
-    request: RunbookRequest, progress: Callable[[DrainProgress], None] | None = None
-) -> dict[str, Any]:
-    """A runbook request against KUBECONFIG (or the policy's EKS cluster), with the same services
-    as the deployed function; the drain runs here to its end. The caller is the OS user."""
-    from gpuwarden.config import Settings
-    from gpuwarden.services.runbook import run_runbook
-    from gpuwarden.wiring import build_deps, runbook_deps
-
-    deps = runbook_deps(build_deps(Settings.from_env()), request)
-    return run_runbook(request, deps, drain_locally=True, progress=progress).to_json()
-
-
-def _whoami() -> str:
-    import getpass
-
-    import boto3
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    try:
-        return str(boto3.client("sts").get_caller_identity()["Arn"])
-    except (BotoCoreError, ClientError):
-        return f"cli:{getpass.getuser()}"
-
-
-def run_remote_runbook(function: str, payload: dict[str, Any]) -> dict[str, Any]:
-    """`lambda.invoke` (RequestResponse) of the deployed runbook function. Who asked goes in the
-    ClientContext (the function records it; CloudTrail has the authoritative principal)."""
-    import base64
-
-    import boto3
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    context = base64.b64encode(json.dumps({"custom": {"caller": _whoami()}}).encode()).decode()
-    failed: dict[str, Any] = {"outcome": "failed", "kind": "manual", "action": payload["action"], "actions": []}
-    try:
-        response = boto3.client("lambda").invoke(
-            FunctionName=function,
-            InvocationType="RequestResponse",
-            Payload=json.dumps(payload).encode(),
-            ClientContext=context,
-        )
-        body = json.loads(response["Payload"].read() or b"null")
-    except (BotoCoreError, ClientError, ValueError) as err:
-        return failed | {"reason": f"invoke of {function} failed: {err}"}
-    if response.get("FunctionError"):
-        detail = body if isinstance(body, dict) else {}
-        why = f"{detail.get('errorType', 'error')}: {detail.get('errorMessage', body)}"
-        return failed | {"reason": f"{function} failed: {why}"}
-    if isinstance(body, dict) and body.get("outcome") == "invalid":
-        _fail_invalid(str(body.get("error")), list(body.get("errors") or []))
-    if not isinstance(body, dict):
-        return failed | {"reason": f"{function} answered {body!r}, not a runbook result"}
-    return body
-
-
-class ProgressLine:
-    """`draining ip-…: 12 left, 3 blocked by PDB serving/inference, 41 s`, updated in place."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
-        self.open = False
-
-    def __call__(self, progress: DrainProgress) -> None:
-        parts = [f"draining {progress.node}: {progress.remaining} left"]
-        parts += [f"{count} blocked by PDB {pdb}" for pdb, count in sorted(progress.blocked.items())]
-        if progress.waiting:
-            parts.append(f"{progress.waiting} waiting on a checkpoint")
-        parts.append(f"{progress.elapsed_seconds:.0f} s")
-        self.stream.write("\r\x1b[K" + ", ".join(parts))
-        self.open = True
-        if progress.done:
-            self.finish()
-        self.stream.flush()
-
-    def finish(self) -> None:
-        if self.open:
-            self.stream.write("\n")
-            self.stream.flush()
-            self.open = False
-
-
-def plan_table(plan: list[dict[str, Any]]) -> list[str]:
-    """POD / STEP / REASON, one row per pod on the node."""
-    width = max([len("POD"), *(len(str(row["pod"])) for row in plan)])
-    lines = [f"{'POD':<{width}}  {'STEP':<6}  REASON"]
-    lines += [f"{row['pod']:<{width}}  {row['step']:<6}  {row['reason']}" for row in plan]
-    return lines
-
-
-def _status_lines(status: dict[str, Any]) -> list[str]:
-    taints = ", ".join(f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in status["taints"]) or "-"
-    lines = [
-        f"  cordoned: {status['unschedulable']} (by gpuwarden: {status['cordoned_by_gpuwarden']})",
-        f"  taints: {taints}",
-    ]
-    lines += [f"  {key}: {value}" for key, value in (status.get("event") or {}).items() if value]
-    lines += [
-        f"  waiting on a checkpoint: {w['pod']} ({w['mode']}, until {w['requested_by']})"
-        for w in status["waiting_for_checkpoint"]
-    ]
-    lines += [f"  blocked by PDB {b['pdb']}: {b['pod']}" for b in status["blocked_by_pdb"]]
-    if status.get("ledger"):
-        lines.append("  ledger: " + json.dumps(status["ledger"], default=str, sort_keys=True))
-    return lines
-
-
-def human_lines(result: dict[str, Any]) -> list[str]:
-    """What a person at a terminal reads: the outcome and why, the plan table, what was done."""
-    dry = " (dry run)" if result.get("dry_run") and result.get("outcome") != "dry-run" else ""
-    lines = [f"{result.get('action', '?')} {result.get('node') or '?'}: {result['outcome']}{dry}"]
-    lines.append(f"  {result['reason']}")
-    if result.get("status"):
-        lines += _status_lines(result["status"])
-    if result.get("plan"):
-        lines += ["", *plan_table(result["plan"])]
-    shown = [a for a in result.get("actions") or [] if a["type"] != "eviction-blocked"]
-    if shown:
-        lines += ["", "actions:"]
-        for action in shown:
-            what = action.get("pod") or action.get("target") or action.get("taint") or ""
-            why = action.get("reason") or action.get("result") or ""
-            lines.append(f"  {action['type']:<22} {what}  {why}".rstrip())
-    return lines
+    _emit(_guarded(lambda: run_event(raw), fallback_kind(raw)))
 
 
 @main.command()
@@ -318,16 +138,11 @@ def runbook(
         request = parse_runbook(payload)
     except InvalidEvent as err:
         _fail_invalid(str(err), err.errors)
+    from gpuwarden.terminal import ProgressLine, human_lines
+
     progress = ProgressLine(sys.stderr) if sys.stderr.isatty() and not remote else None
     try:
-        result = run_remote_runbook(remote, payload) if remote else run_local_runbook(request, progress)
-    except InvalidPolicy as err:
-        _fail_invalid(str(err))
-    except GpuwardenError as err:
-        from gpuwarden.services.failures import failed_result
-
-        failed = failed_result("manual", err, node=node, instance_id=instance_id).to_json()
-        result = failed | {"action": action, "dry_run": dry_run}
+        result = _guarded(lambda: _runbook(request, payload, remote, progress), "manual", payload)
     finally:
         if progress is not None:
             progress.finish()
@@ -343,14 +158,14 @@ def doctor(as_json: bool) -> None:
     """Check the cluster (KUBECONFIG), the policy and the AWS account against what gpuwarden
     needs and what would fight it (Karpenter's interruption queue, aws-node-termination-handler,
     short NodePool terminationGracePeriods, ...). Reads only. Exit 1 when a finding is an error."""
-    from gpuwarden.services.doctor import render_table
+    from gpuwarden.terminal import doctor_table
     from gpuwarden.wiring import doctor_report
 
     report = doctor_report()
     if as_json or not sys.stdout.isatty():
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
-        click.echo(render_table(report))
+        click.echo(doctor_table(report))
     sys.exit(EXIT_FAILED if report.errors else EXIT_OK)
 
 

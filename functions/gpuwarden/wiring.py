@@ -13,10 +13,10 @@ from gpuwarden.config import Settings, load_policy
 from gpuwarden.domain.errors import ClusterUnreachable, GpuwardenError
 from gpuwarden.domain.policy import Policy
 from gpuwarden.domain.ports import CloudPort, HttpPort, KubePort, LedgerPort, SchedulerPort
-from gpuwarden.services.context import Deps, utcnow
+from gpuwarden.services.engine.context import Deps, utcnow
 
 if TYPE_CHECKING:
-    from gpuwarden.services.doctor import DoctorReport
+    from gpuwarden.services.doctor.doctor import DoctorReport
     from gpuwarden.sources import RunbookRequest
     from gpuwarden.sources.routing import Rule
 
@@ -157,7 +157,7 @@ def dry_run_view(deps: Deps) -> Deps:
 
 def runbook_deps(deps: Deps, request: RunbookRequest) -> Deps:
     """A runbook request's ports: dry-run for ``dry_run`` and for the read-only actions (plan, status)."""
-    from gpuwarden.services.runbook import READ_ONLY_ACTIONS
+    from gpuwarden.services.runbook.actions import READ_ONLY_ACTIONS
 
     return dry_run_view(deps) if request.dry_run or request.action in READ_ONLY_ACTIONS else deps
 
@@ -166,7 +166,7 @@ def doctor_report() -> DoctorReport:
     """`gpuwarden doctor` as the CLI runs it: KUBECONFIG (or the policy's EKS cluster),
     GPUWARDEN_POLICY_FILE/PARAMETER, the AWS chain. Every failure becomes a finding."""
     from gpuwarden.adapters.cluster_reads import cluster_has_gpu_metric, reads_on
-    from gpuwarden.services.doctor import DoctorReads, diagnose
+    from gpuwarden.services.doctor.doctor import DoctorReads, diagnose
 
     settings = Settings.from_env()
     policy: Policy | None = None

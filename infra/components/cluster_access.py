@@ -3,7 +3,7 @@
 - Every gpuwarden function role gets an access entry (type STANDARD) in the Kubernetes group
   ``gpuwarden`` (:func:`function_access_entry`, called by functions.py).
 - The RBAC that group needs (a ClusterRole + ClusterRoleBinding rendered by
-  ``gpuwarden.services.rbac`` from one table) is applied by a custom resource: a small Lambda
+  ``gpuwarden.services.doctor.rbac`` from one table) is applied by a custom resource: a small Lambda
   (``gpuwarden.handlers.cluster_access``: EKS token from its role, the kube adapter, no kubectl)
   behind a CDK ``custom_resources.Provider``. Create/Update apply, Delete removes.
 - That installer is the only principal with more: its access entry carries
@@ -23,7 +23,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from gpuwarden.services import rbac
+from gpuwarden.services.doctor import rbac
 from infra.components.acknowledge import checkov_skip
 from infra.components.encryption import acknowledge_aws_keys, environment_key, log_group_key, stack_key
 from infra.components.network import FunctionNetwork, acknowledge_outside_vpc

@@ -92,8 +92,8 @@ class Gpuwarden:
         self.world.ledger.count("gpuwarden_invocations")
 
         def body() -> None:
-            from gpuwarden.cli import run_event
             from gpuwarden.domain.errors import GpuwardenError
+            from gpuwarden.local import run_event
 
             try:
                 result = run_event(payload, self.deps)

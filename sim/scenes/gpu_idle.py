@@ -51,7 +51,7 @@ def _build(sim: KubeSim) -> str:
 
 
 def gpu_idle_scene(sim: KubeSim) -> SceneSummary:
-    from gpuwarden.services.dispatch import handle_batch
+    from gpuwarden.services.routes import handle_batch
     from gpuwarden.sources import parse_notices
     from sim.demo import EVENTS, SceneSummary, _deps, _line
 

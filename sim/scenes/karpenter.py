@@ -63,7 +63,7 @@ def _karpenter_line(action: KarpenterAction, start: datetime) -> str:
 
 
 def karpenter_scene(sim: KubeSim) -> SceneSummary:
-    from gpuwarden.services.dispatch import handle_batch
+    from gpuwarden.services.routes import handle_batch
     from gpuwarden.sources import parse_notices
     from sim.demo import EVENTS, SceneSummary, _deps, _line
 
@@ -135,7 +135,8 @@ def _ours(result: dict[str, Any]) -> str:
 def _doctor(sim: KubeSim) -> None:
     from gpuwarden.adapters.cluster_reads import ClusterReads, cluster_has_gpu_metric
     from gpuwarden.domain.policy import Policy
-    from gpuwarden.services.doctor import diagnose, render_table
+    from gpuwarden.services.doctor.doctor import diagnose
+    from gpuwarden.terminal import doctor_table as render_table
 
     print("  $ gpuwarden doctor        (on the demo cluster)")
     policy = Policy(cluster="ml-prod")

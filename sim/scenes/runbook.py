@@ -21,7 +21,7 @@ def _deps(sim: KubeSim) -> Any:
 
 
 def runbook_scene(sim: KubeSim) -> SceneSummary:
-    from gpuwarden.services.runbook import run_runbook
+    from gpuwarden.services.runbook.actions import run_runbook
     from gpuwarden.sources import parse_runbook
     from gpuwarden.wiring import runbook_deps
 

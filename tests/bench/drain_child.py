@@ -19,10 +19,10 @@ from tests.bench.common import emit, quiet_handler_logs
 def main(node_name: str) -> None:
     from gpuwarden.config import Settings
     from gpuwarden.domain.notice import Kind, Notice
-    from gpuwarden.services.context import Recorder
-    from gpuwarden.services.drain import DrainState
-    from gpuwarden.services.node_ops import mark_node
-    from gpuwarden.services.pipeline import drain_to_end
+    from gpuwarden.services.engine.context import Recorder
+    from gpuwarden.services.engine.drain import DrainState
+    from gpuwarden.services.engine.node_ops import mark_node
+    from gpuwarden.services.engine.pipeline import drain_to_end
     from gpuwarden.wiring import build_deps
 
     quiet_handler_logs()

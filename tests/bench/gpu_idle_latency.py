@@ -28,7 +28,7 @@ def main() -> None:
     from gpuwarden.adapters.ledger import MemoryLedger
     from gpuwarden.config import Settings
     from gpuwarden.domain.policy import GpuIdlePolicy, Policy
-    from gpuwarden.services.dispatch import handle_batch
+    from gpuwarden.services.routes import handle_batch
     from gpuwarden.sources import parse_notices
     from gpuwarden.wiring import build_deps
     from sim import KubeSim

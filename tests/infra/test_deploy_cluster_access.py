@@ -11,7 +11,7 @@ import pytest
 from gpuwarden.adapters.kube import KubeClient
 from gpuwarden.domain.errors import KubeError
 from gpuwarden.handlers import cluster_access
-from gpuwarden.services import rbac
+from gpuwarden.services.doctor import rbac
 from tests.infra.conftest import Synth
 
 INSTALLER = "gpuwarden.handlers.cluster_access.handler"

@@ -18,8 +18,8 @@ import pytest
 
 from gpuwarden.adapters import kube as kube_adapter
 from gpuwarden.domain.policy import Policy
-from gpuwarden.services import rbac
-from gpuwarden.services.dispatch import handle_batch
+from gpuwarden.services.doctor import rbac
+from gpuwarden.services.routes import handle_batch
 from gpuwarden.sources import parse_notices
 from sim import KubeSim
 from sim.clock import rfc3339

@@ -13,7 +13,7 @@ import pytest
 
 from gpuwarden.adapters.ledger import MemoryLedger
 from gpuwarden.domain.policy import Policy
-from gpuwarden.services.context import Deps
+from gpuwarden.services.engine.context import Deps
 from sim import KubeSim
 from sim.wiring import sim_deps
 from sim.workloads import Workloads

@@ -12,7 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from gpuwarden.cli import main
-from gpuwarden.services.doctor import DoctorReport, Finding, Severity, render_table
+from gpuwarden.services.doctor.doctor import DoctorReport, Finding, Severity
+from gpuwarden.terminal import doctor_table as render_table
 from sim import KubeSim
 from sim import builders as b
 from sim.karpenter import karpenter_deployment, karpenter_global_settings, termination_handler

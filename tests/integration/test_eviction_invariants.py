@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from gpuwarden.domain.ports import EvictionOutcome, KubePort
-from gpuwarden.services.dispatch import handle_batch
+from gpuwarden.services.routes import handle_batch
 from gpuwarden.sources import parse_notices
 from sim import KubeSim
 from sim.builders import inference_pod, training_pod

@@ -14,7 +14,7 @@ import boto3
 import pytest
 
 from gpuwarden.domain.policy import GpuIdlePolicy, Policy
-from gpuwarden.services.dispatch import handle_batch
+from gpuwarden.services.routes import handle_batch
 from gpuwarden.sources import parse_notices
 from sim import KubeSim
 from sim.builders import daemonset_pod, gpu_node, inference_pod, nodeclaim_for, nodepool, pdb, training_pod

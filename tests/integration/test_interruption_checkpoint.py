@@ -7,7 +7,7 @@ from typing import Any
 
 from dateutil.parser import isoparse
 
-from gpuwarden.services.dispatch import handle_batch
+from gpuwarden.services.routes import handle_batch
 from gpuwarden.sources import parse_notices
 from sim.builders import gpu_node, job, training_pod
 from sim.clock import rfc3339

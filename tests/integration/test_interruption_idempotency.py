@@ -6,7 +6,7 @@ import json
 import threading
 from typing import Any
 
-from gpuwarden.services.dispatch import handle_batch
+from gpuwarden.services.routes import handle_batch
 from gpuwarden.sources import parse_notices
 from sim.clock import rfc3339
 from sim.faults import RequestInfo

@@ -6,7 +6,7 @@ from typing import Any
 
 import boto3
 
-from gpuwarden.services.dispatch import handle_batch
+from gpuwarden.services.routes import handle_batch
 from gpuwarden.sources import parse_notices
 from sim.builders import gpu_node, inference_pod
 from sim.clock import rfc3339

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from gpuwarden.services.dispatch import handle_batch
+from gpuwarden.services.routes import handle_batch
 from gpuwarden.sources import parse_notices
 from sim.builders import gpu_node, job, training_pod
 from sim.clock import rfc3339
@@ -51,7 +51,7 @@ def test_the_result_names_the_replacement_gpuwarden_launched(world: World) -> No
 
 
 def test_forced_uncordon_takes_back_only_the_do_not_disrupt_gpuwarden_added(world: World) -> None:
-    from gpuwarden.services.runbook import run_runbook
+    from gpuwarden.services.runbook.actions import run_runbook
     from gpuwarden.sources import parse_runbook
     from gpuwarden.wiring import runbook_deps
 

@@ -9,7 +9,7 @@ import pytest
 
 from gpuwarden.adapters.kube import KubeClient
 from gpuwarden.domain.errors import NotFound
-from gpuwarden.services.dispatch import handle_batch
+from gpuwarden.services.routes import handle_batch
 from gpuwarden.sources import parse_notices
 from sim import KubeSim
 from sim.builders import gpu_node

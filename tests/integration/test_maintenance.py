@@ -17,10 +17,9 @@ import pytest
 
 from gpuwarden.adapters.scheduler import EventBridgeScheduler
 from gpuwarden.domain.policy import Policy
-from gpuwarden.services.context import Deps
-from gpuwarden.services.dispatch import handle_batch
-from gpuwarden.services.maintenance import plan_id_for
-from gpuwarden.services.windows import handle_window_tick
+from gpuwarden.services.engine.context import Deps
+from gpuwarden.services.notices.maintenance import plan_id_for
+from gpuwarden.services.routes import handle_batch, handle_tick
 from gpuwarden.sources import parse_notices, parse_window_tick
 from tests.integration.conftest import EVENTS, World, load_event
 from tests.integration.scenarios import spot_node
@@ -121,7 +120,7 @@ def test_due_plan_cordons_taints_checkpoints_and_drains(world: World, schedules:
     plan_id = plan_id_for(f"{EVENT_ID}:{scenario.instance_id}")
     # When the one-time schedule fires, with the window open
     due = deps_at(world, day_at(now, 2, 22) + timedelta(seconds=20), policy(NIGHT))
-    result = handle_window_tick(parse_window_tick({**due_input(schedules, plan_id)}), due).to_json()
+    result = handle_tick(parse_window_tick({**due_input(schedules, plan_id)}), due).to_json()
     # Then the node is cordoned with the scheduled-maintenance taint, the trainer checkpointed, all drained
     assert result["outcome"] == "handled", result["reason"]
     assert result["kind"] == "scheduled-maintenance"
@@ -153,7 +152,7 @@ def test_due_plan_waits_while_the_window_is_used_up(world: World, schedules: Any
     plan_id = plan_id_for(f"{EVENT_ID}:{scenario.instance_id}")
     due_at = day_at(now, 2, 22) + timedelta(seconds=20)
     # When the plan falls due
-    result = handle_window_tick(parse_window_tick(due_input(schedules, plan_id)), deps_at(world, due_at, policy(NIGHT)))
+    result = handle_tick(parse_window_tick(due_input(schedules, plan_id)), deps_at(world, due_at, policy(NIGHT)))
     # Then it is refused by the window, by name, and asks again in 5 minutes
     assert result.outcome == "ignored"
     assert "window 'night-cap'" in result.reason

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from gpuwarden.domain.policy import DrainPolicy, Policy
 from gpuwarden.domain.schedule import Window
-from gpuwarden.services.runbook import run_runbook
+from gpuwarden.services.runbook.actions import run_runbook
 from gpuwarden.sources import parse_runbook
 from gpuwarden.wiring import runbook_deps
 from tests.integration.conftest import World, load_event

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from gpuwarden.services.dispatch import handle_batch
+from gpuwarden.services.routes import handle_batch
 from gpuwarden.sources import parse_notices
 from sim.clock import rfc3339
 from tests.integration.conftest import World, load_event

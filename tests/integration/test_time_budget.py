@@ -13,9 +13,9 @@ import pytest
 
 from gpuwarden.domain import annotations as ann
 from gpuwarden.handlers._runtime import SAFETY_MARGIN_SECONDS, time_budget
-from gpuwarden.services.context import Deps
-from gpuwarden.services.dispatch import handle_batch
-from gpuwarden.services.runbook import run_runbook
+from gpuwarden.services.engine.context import Deps
+from gpuwarden.services.routes import handle_batch
+from gpuwarden.services.runbook.actions import run_runbook
 from gpuwarden.sources import parse_notices, parse_runbook
 from sim.builders import gpu_node, job, training_pod
 from sim.clock import rfc3339

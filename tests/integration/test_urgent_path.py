@@ -4,7 +4,7 @@ and only then the evictions and the replacement's claim and NodeClaim (services.
 from __future__ import annotations
 
 from gpuwarden.domain import annotations as ann
-from gpuwarden.services.dispatch import handle_batch
+from gpuwarden.services.routes import handle_batch
 from gpuwarden.sources import parse_notices
 from sim.clock import rfc3339
 from tests.integration.conftest import World, load_event

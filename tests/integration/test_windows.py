@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from gpuwarden.domain.policy import Policy
-from gpuwarden.services.context import Deps
-from gpuwarden.services.dispatch import handle_batch
-from gpuwarden.services.windows import handle_window_tick
+from gpuwarden.services.engine.context import Deps
+from gpuwarden.services.routes import handle_batch, handle_tick
 from gpuwarden.sources import parse_notices, parse_window_tick
 from sim.builders import gpu_node, nodepool
 from tests.integration.conftest import EVENTS, World, load_event
@@ -155,7 +154,7 @@ def test_open_writes_budgets_and_gpu_cap_and_close_restores_them_exactly(world: 
     training_spec, inference_spec = two_pools(world)
     p = policy(GPU_CAP)
     # When the night window opens (the sample Scheduler input)
-    opened = handle_window_tick(parse_window_tick(load_event("scheduler-window-open.json")), at(world, NIGHT_2230, p))
+    opened = handle_tick(parse_window_tick(load_event("scheduler-window-open.json")), at(world, NIGHT_2230, p))
     # Then both pools carry the window's budget and GPU cap, with the originals saved on them
     assert opened.outcome == "handled", opened.reason
     own = {"gpu-training": training_spec, "inference": inference_spec}
@@ -171,7 +170,7 @@ def test_open_writes_budgets_and_gpu_cap_and_close_restores_them_exactly(world: 
         ("inference", 'spec.limits["nvidia.com/gpu"]'),
     }
     # When it closes
-    closed = handle_window_tick(tick("close", "night-cap"), at(world, MORNING_0630, p))
+    closed = handle_tick(tick("close", "night-cap"), at(world, MORNING_0630, p))
     # Then each spec is exactly what it was (an absent limit is absent again), the saved copy is gone
     assert closed.outcome == "handled", closed.reason
     assert pool(world, "gpu-training")["spec"] == training_spec
@@ -186,18 +185,18 @@ def test_open_writes_budgets_and_gpu_cap_and_close_restores_them_exactly(world: 
 def test_open_twice_saves_the_originals_once(world: World) -> None:
     training_spec, _ = two_pools(world)
     p = policy(GPU_CAP)
-    handle_window_tick(tick("open", "night-cap"), at(world, NIGHT_2230, p))
-    again = handle_window_tick(tick("open", "night-cap"), at(world, NIGHT_2230, p))
+    handle_tick(tick("open", "night-cap"), at(world, NIGHT_2230, p))
+    again = handle_tick(tick("open", "night-cap"), at(world, NIGHT_2230, p))
     assert again.actions == []
     assert "every NodePool in step" in again.reason
-    handle_window_tick(tick("close", "night-cap"), at(world, MORNING_0630, p))
+    handle_tick(tick("close", "night-cap"), at(world, MORNING_0630, p))
     assert pool(world, "gpu-training")["spec"] == training_spec
 
 
 def test_window_with_nodepools_touches_only_its_pools(world: World) -> None:
     _, inference_spec = two_pools(world)
     p = policy({**GPU_CAP, "nodepools": ["gpu-training"]})
-    handle_window_tick(tick("open", "night-cap"), at(world, NIGHT_2230, p))
+    handle_tick(tick("open", "night-cap"), at(world, NIGHT_2230, p))
     assert pool(world, "gpu-training")["spec"]["disruption"]["budgets"] == [{"nodes": "10%"}, {"nodes": "2"}]
     assert pool(world, "inference")["spec"] == inference_spec
 
@@ -206,10 +205,10 @@ def test_reconcile_repairs_a_hand_edited_nodepool_and_reports_the_drift(world: W
     # Given the window open and written
     two_pools(world)
     p = policy(GPU_CAP)
-    handle_window_tick(tick("open", "night-cap"), at(world, NIGHT_2230, p))
+    handle_tick(tick("open", "night-cap"), at(world, NIGHT_2230, p))
     # When someone replaces the budgets by hand (the window's one with them), and the periodic reconcile runs
     world.sim.patch_direct("NodePool", "gpu-training", {"spec": {"disruption": {"budgets": [{"nodes": "100%"}]}}})
-    result = handle_window_tick(tick("reconcile"), at(world, NIGHT_2230.replace(minute=35), p))
+    result = handle_tick(tick("reconcile"), at(world, NIGHT_2230.replace(minute=35), p))
     # Then the hand-written budget is the owner's own now (contract §4: a window never loosens what the
     # owner set, so their edit is kept), the window's budget is back beside it, and the drift is
     # reported: which pool, which field, was → now
@@ -227,9 +226,9 @@ def test_reconcile_repairs_a_hand_edited_nodepool_and_reports_the_drift(world: W
     ]
     assert "drift repaired: gpu-training spec.disruption.budgets" in result.reason
     # And a second reconcile finds nothing to do
-    assert handle_window_tick(tick("reconcile"), at(world, NIGHT_2230, p)).actions == []
+    assert handle_tick(tick("reconcile"), at(world, NIGHT_2230, p)).actions == []
     # And when the window closes, the owner's latest budgets come back, not the ones saved at the open
-    handle_window_tick(tick("close", "night-cap"), at(world, MORNING_0630, p))
+    handle_tick(tick("close", "night-cap"), at(world, MORNING_0630, p))
     assert pool(world, "gpu-training")["spec"]["disruption"]["budgets"] == [{"nodes": "100%"}]
 
 
@@ -237,17 +236,17 @@ def test_an_owner_who_tightens_a_pool_while_a_window_is_open_keeps_it_tight_afte
     # Given the night-cap open on gpu-training (own budget 10%, own GPU limit 64, capped to 8)
     two_pools(world)
     p = policy(GPU_CAP)
-    handle_window_tick(tick("open", "night-cap"), at(world, NIGHT_2230, p))
+    handle_tick(tick("open", "night-cap"), at(world, NIGHT_2230, p))
     # When its owner freezes it and lowers its GPU limit below the cap, keeping the window's budget
     edit = {"spec": {"disruption": {"budgets": [{"nodes": "0"}, {"nodes": "2"}]}, "limits": {"nvidia.com/gpu": "4"}}}
     world.sim.patch_direct("NodePool", "gpu-training", edit)
-    handle_window_tick(tick("reconcile"), at(world, NIGHT_2230.replace(minute=35), p))
+    handle_tick(tick("reconcile"), at(world, NIGHT_2230.replace(minute=35), p))
     # Then the reconcile keeps the owner's values (the cap of 8 is not lower than 4)
     spec = pool(world, "gpu-training")["spec"]
     assert spec["disruption"]["budgets"] == [{"nodes": "0"}, {"nodes": "2"}]
     assert spec["limits"]["nvidia.com/gpu"] == "4"
     # And when the window closes, the owner's latest values stay: nothing is loosened back
-    handle_window_tick(tick("close", "night-cap"), at(world, MORNING_0630, p))
+    handle_tick(tick("close", "night-cap"), at(world, MORNING_0630, p))
     spec = pool(world, "gpu-training")["spec"]
     assert spec["disruption"]["budgets"] == [{"nodes": "0"}]
     assert spec["limits"]["nvidia.com/gpu"] == "4"
@@ -257,17 +256,17 @@ def test_reconcile_opens_a_window_whose_schedule_was_missed(world: World) -> Non
     training_spec, _ = two_pools(world)
     p = policy(GPU_CAP)
     # no open tick arrived; the 5-minute reconcile finds the window open
-    result = handle_window_tick(tick("reconcile"), at(world, NIGHT_2230, p))
+    result = handle_tick(tick("reconcile"), at(world, NIGHT_2230, p))
     assert "nodepool-drift" in types(result.to_json())
     assert pool(world, "gpu-training")["spec"]["disruption"]["budgets"] == [{"nodes": "10%"}, {"nodes": "2"}]
     # and the one after the (missed) close restores
-    handle_window_tick(tick("reconcile"), at(world, MORNING_0630, p))
+    handle_tick(tick("reconcile"), at(world, MORNING_0630, p))
     assert pool(world, "gpu-training")["spec"] == training_spec
 
 
 def test_a_tick_for_a_window_no_longer_in_the_policy_is_ignored(world: World) -> None:
     two_pools(world)
-    result = handle_window_tick(tick("open", "retired-window"), at(world, NIGHT_2230, policy(GPU_CAP)))
+    result = handle_tick(tick("open", "retired-window"), at(world, NIGHT_2230, policy(GPU_CAP)))
     assert result.outcome == "ignored"
     assert "'retired-window'" in result.reason
 
@@ -276,7 +275,7 @@ def test_dry_run_writes_nothing_to_nodepools(world: World) -> None:
     training_spec, _ = two_pools(world)
     deps = world.deps(policy(GPU_CAP), dry_run=True)
     deps.window_clock = lambda: NIGHT_2230
-    result = handle_window_tick(tick("open", "night-cap"), deps)
+    result = handle_tick(tick("open", "night-cap"), deps)
     assert result.outcome == "dry-run"
     assert "nodepool-set" in types(result.to_json())
     assert pool(world, "gpu-training")["spec"] == training_spec
@@ -348,9 +347,9 @@ def test_a_nodepool_without_limits_gets_no_empty_limits_object(world: World) -> 
     original = copy.deepcopy(world.sim.create(bare)["spec"])
     p = policy(NIGHT)
     # When the window opens and closes
-    handle_window_tick(tick("open", "night-cap"), at(world, NIGHT_2230, p))
+    handle_tick(tick("open", "night-cap"), at(world, NIGHT_2230, p))
     assert "limits" not in pool(world, "bare")["spec"]
-    handle_window_tick(tick("close", "night-cap"), at(world, MORNING_0630, p))
+    handle_tick(tick("close", "night-cap"), at(world, MORNING_0630, p))
     # Then the spec is exactly what it was
     assert pool(world, "bare")["spec"] == original
 
@@ -362,10 +361,10 @@ def test_a_write_conflict_is_re_read_and_decided_again(world: World) -> None:
         status=409, method="PATCH", path=r"/apis/karpenter.sh/v1/nodepools/gpu-training", count=1
     )
     # When the window opens
-    result = handle_window_tick(tick("open", "night-cap"), at(world, NIGHT_2230, policy(GPU_CAP)))
+    result = handle_tick(tick("open", "night-cap"), at(world, NIGHT_2230, policy(GPU_CAP)))
     # Then the pool was re-read and written once in step, its originals saved
     assert fault.hits == 1
     assert result.outcome == "handled"
     assert pool(world, "gpu-training")["spec"]["disruption"]["budgets"] == [{"nodes": "10%"}, {"nodes": "2"}]
-    handle_window_tick(tick("close", "night-cap"), at(world, MORNING_0630, policy(GPU_CAP)))
+    handle_tick(tick("close", "night-cap"), at(world, MORNING_0630, policy(GPU_CAP)))
     assert pool(world, "gpu-training")["spec"] == training_spec

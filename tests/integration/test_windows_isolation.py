@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuwarden.domain.policy import Policy
-from gpuwarden.services.windows import handle_window_tick
+from gpuwarden.services.routes import handle_tick
 from gpuwarden.sources import parse_window_tick
 from sim.builders import nodepool
 from tests.integration.conftest import EVENTS, World
@@ -114,7 +114,7 @@ def test_a_pool_refused_with_422_is_reported_and_the_next_pool_is_still_written(
     fault = world.sim.faults.inject(status=422, method="PATCH", path=r"/apis/karpenter.sh/v1/nodepools/frozen")
     p = Policy.model_validate({"cluster": "ml-prod", "windows": [NIGHT_CAP]})
     # When the window opens
-    result = handle_window_tick(
+    result = handle_tick(
         parse_window_tick({"gpuwarden": "budget-window", "action": "reconcile"}), at(world, NIGHT_2230, p)
     )
     # Then "frozen" is reported failed and the pools after it (by name) are written
@@ -126,11 +126,9 @@ def test_a_pool_refused_with_422_is_reported_and_the_next_pool_is_still_written(
     assert spec_of(world, "frozen") == own["frozen"]
     fault.remove()
     # And once the server accepts again, the next reconcile converges, and the close restores all
-    handle_window_tick(
-        parse_window_tick({"gpuwarden": "budget-window", "action": "reconcile"}), at(world, NIGHT_2230, p)
-    )
+    handle_tick(parse_window_tick({"gpuwarden": "budget-window", "action": "reconcile"}), at(world, NIGHT_2230, p))
     assert spec_of(world, "frozen")["disruption"]["budgets"][-1] == {"nodes": "2"}
-    closed = handle_window_tick(
+    closed = handle_tick(
         parse_window_tick({"gpuwarden": "budget-window", "action": "reconcile"}), at(world, MORNING_0630, p)
     )
     assert closed.outcome == "handled"

@@ -8,7 +8,7 @@ import pytest
 
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.views import NodeView
-from gpuwarden.services.writes import CONFLICT_LIMIT, WriteConflicts, annotate, release_node, update_node
+from gpuwarden.services.engine.writes import CONFLICT_LIMIT, WriteConflicts, annotate, release_node, update_node
 from sim.builders import gpu_node
 from tests.integration.conftest import World
 from tests.integration.scenarios import INSTANCE, NODE

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from gpuwarden.domain.policy import Policy
-from gpuwarden.services.context import Deps
+from gpuwarden.services.engine.context import Deps
 from sim import KubeSim, wiring
 
 AWS_ENV = {

@@ -29,7 +29,7 @@ from typing import Any
 from dateutil.parser import isoparse
 
 from gpuwarden.domain.errors import GpuwardenError
-from gpuwarden.services.dispatch import handle_batch
+from gpuwarden.services.routes import handle_batch
 from gpuwarden.sources import parse_notices
 from sim import KubeSim
 from sim.builders import nodeclaim_for

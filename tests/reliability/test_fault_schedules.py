@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from gpuwarden.adapters.ledger import MemoryLedger
 from gpuwarden.domain.errors import GpuwardenError
-from gpuwarden.services.dispatch import handle_batch
+from gpuwarden.services.routes import handle_batch
 from gpuwarden.sources import parse_notices
 from sim import KubeSim
 from sim.faults import RequestInfo

@@ -15,7 +15,7 @@ from typing import Any
 
 from gpuwarden.adapters.ledger import MemoryLedger
 from gpuwarden.domain.errors import InvalidEvent
-from gpuwarden.services.dispatch import handle_batch
+from gpuwarden.services.routes import handle_batch
 from gpuwarden.sources import NoticeBatch, parse_event
 from sim.builders import gpu_node, nodepool
 from sim.clock import rfc3339

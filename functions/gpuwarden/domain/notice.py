@@ -31,7 +31,7 @@ _VOLUNTARY = frozenset({Kind.REBALANCE, Kind.SCHEDULED_MAINTENANCE, Kind.GPU_IDL
 
 SPOT_NOTICE_SECONDS = 120
 #: A Capacity Block's expiration warning comes 40 min before the block ends; EC2 starts
-#: terminating its instances 10 min after the warning, 30 min before the end (docs/kinds.md).
+#: terminating its instances 10 min after the warning, 30 min before the end (docs/events.md).
 CAPACITY_BLOCK_WARNING_SECONDS = 600
 CAPACITY_BLOCK_TERMINATION_LEAD_SECONDS = 1800
 

@@ -15,8 +15,8 @@ from typing import Any
 from gpuwarden.config import Settings
 from gpuwarden.domain.errors import GpuwardenError, HandlingFailed
 from gpuwarden.observability import logger
-from gpuwarden.services.context import Deps
-from gpuwarden.services.result import Result
+from gpuwarden.services.engine.context import Deps
+from gpuwarden.services.engine.result import Result
 from gpuwarden.sources.routing import Rule
 
 

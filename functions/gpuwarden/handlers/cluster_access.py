@@ -16,7 +16,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from gpuwarden.config import Settings
 from gpuwarden.domain.errors import GpuwardenError, KubeError
 from gpuwarden.observability import logger
-from gpuwarden.services import rbac
+from gpuwarden.services.doctor import rbac
 
 #: on Delete, how long to wait for access before leaving the RBAC in place (never block a stack delete)
 DELETE_WAIT_SECONDS = 30.0

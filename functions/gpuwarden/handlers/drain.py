@@ -8,9 +8,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from gpuwarden.handlers._runtime import invocation_deps, prepare
 from gpuwarden.observability import logger, metrics
-from gpuwarden.services.context import Recorder
-from gpuwarden.services.drain import DrainState
-from gpuwarden.services.kinds import drain_round
+from gpuwarden.services.engine.context import Recorder
+from gpuwarden.services.engine.drain import DrainState
+from gpuwarden.services.routes import drain_round
 
 
 @logger.inject_lambda_context(correlation_id_path="event_id")

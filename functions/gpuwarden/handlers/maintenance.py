@@ -9,7 +9,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from gpuwarden.handlers._runtime import answer, invocation_deps, prepare, rules
 from gpuwarden.observability import logger, metrics
-from gpuwarden.services.dispatch import handle_batch
+from gpuwarden.services.routes import handle_batch
 from gpuwarden.sources import parse_notices
 
 

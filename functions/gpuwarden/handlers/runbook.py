@@ -18,7 +18,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from gpuwarden.domain.errors import InvalidEvent
 from gpuwarden.handlers._runtime import invocation_deps, prepare
 from gpuwarden.observability import count_event, logger, metrics
-from gpuwarden.services.runbook import run_runbook
+from gpuwarden.services.runbook.actions import run_runbook
 from gpuwarden.sources import parse_runbook
 from gpuwarden.wiring import runbook_deps
 

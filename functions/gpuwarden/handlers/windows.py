@@ -10,8 +10,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from gpuwarden.handlers._runtime import answer, deps, invocation_deps, prepare, settings
 from gpuwarden.observability import count_event, logger, metrics
-from gpuwarden.services.context import Deps
-from gpuwarden.services.windows import handle_window_tick
+from gpuwarden.services.engine.context import Deps
+from gpuwarden.services.routes import handle_tick
 from gpuwarden.sources import parse_window_tick
 from gpuwarden.wiring import scheduler_for
 
@@ -30,7 +30,7 @@ def _deps(own_arn: str) -> Deps:
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     tick = parse_window_tick(event)  # raises InvalidEvent: the async invoke fails into the DLQ
     current = invocation_deps(context, _deps(context.invoked_function_arn))
-    result = handle_window_tick(tick, current, drain_locally=False)
+    result = handle_tick(tick, current, drain_locally=False)
     count_event(result.kind, result.outcome)
     return answer(result)
 

@@ -1,4 +1,4 @@
-"""The envelope of a warning that a node is about to be lost, read leniently (docs/kinds.md).
+"""The envelope of a warning that a node is about to be lost, read leniently (docs/events.md).
 
 Spot interruption, interruptible Capacity Reservation and Capacity Block warnings are never
 dropped for a field gpuwarden does not need: a missing, empty or unreadable ``time`` is the

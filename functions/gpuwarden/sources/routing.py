@@ -1,6 +1,6 @@
 """The EventBridge rules gpuwarden deploys, defined once: the CDK stack builds its rules from
 these patterns and `gpuwarden invoke` (and every handler) applies the same filters, so a local
-run takes exactly the events the deployed rules would deliver (docs/kinds.md).
+run takes exactly the events the deployed rules would deliver (docs/events.md).
 
 A pattern is EventBridge's JSON event-pattern language; `matches` implements the part of it
 these rules use: lists of exact values, ``prefix``, ``wildcard``, nested objects, arrays in the

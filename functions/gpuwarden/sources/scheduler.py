@@ -43,6 +43,7 @@ def _unreplaced_to_none(value: object) -> object:
 Context = BeforeValidator(_unreplaced_to_none)
 
 
+#: What each tick action must name.
 _NEEDED = {"open": "window", "close": "window", "maintenance-due": "plan_id", "capacity-block-due": "plan_id"}
 
 
@@ -62,12 +63,7 @@ class WindowTick(BaseModel):
 
     @model_validator(mode="after")
     def _names_what_it_acts_on(self) -> Self:
-        needed = {
-            "open": "window",
-            "close": "window",
-            "maintenance-due": "plan_id",
-            "capacity-block-due": "plan_id",
-        }.get(self.action)
+        needed = _NEEDED.get(self.action)
         if needed is not None and getattr(self, needed) is None:
             raise PydanticCustomError(
                 "missing_for_action",

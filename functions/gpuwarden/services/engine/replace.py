@@ -13,8 +13,8 @@ from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.ports import KubePort
 from gpuwarden.domain.replacement import ReplacementChoice, choose_replacement, nodeclaim_manifest
 from gpuwarden.domain.views import NodeView, PodView
-from gpuwarden.services.context import Recorder
-from gpuwarden.services.writes import Patch, annotate, update_node
+from gpuwarden.services.engine.context import Recorder
+from gpuwarden.services.engine.writes import Patch, annotate, update_node
 
 PENDING = "pending:"
 

@@ -12,7 +12,7 @@ from gpuwarden.domain.actions import ActionType
 if TYPE_CHECKING:
     from gpuwarden.domain.notice import Notice
     from gpuwarden.domain.views import NodeView
-    from gpuwarden.services.context import Deps, Recorder
+    from gpuwarden.services.engine.context import Deps, Recorder
 
 Outcome = Literal["handled", "ignored", "duplicate", "dry-run", "failed"]
 #: The replacement Karpenter's provisioner makes for a node whose NodeClaim it is deleting

@@ -39,11 +39,11 @@ from gpuwarden.domain.gpu_idle import (
 from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.views import NodeView
 from gpuwarden.observability import logger
-from gpuwarden.services.context import Deps, Recorder
-from gpuwarden.services.drain import DrainState
-from gpuwarden.services.node_ops import find_node, not_ours, window_allowance
-from gpuwarden.services.pipeline import Disruption, KindHooks, Steps, give_back, run, take
-from gpuwarden.services.result import Outcome, Result, notice_result
+from gpuwarden.services.engine.context import Deps, Recorder
+from gpuwarden.services.engine.drain import DrainState
+from gpuwarden.services.engine.node_ops import find_node, not_ours, window_allowance
+from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Steps, give_back, run, take
+from gpuwarden.services.engine.result import Outcome, Result, notice_result
 
 
 def handle_gpu_idle(notice: Notice, deps: Deps, drain_locally: bool = True) -> Result:

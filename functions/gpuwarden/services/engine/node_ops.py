@@ -12,7 +12,7 @@ from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.ports import CloudPort, KubePort
 from gpuwarden.domain.schedule import Allowance, Window, voluntary_allowance
 from gpuwarden.domain.views import NodeView, Taint
-from gpuwarden.services.writes import Patch, update_node
+from gpuwarden.services.engine.writes import Patch, update_node
 
 _INSTANCE_CACHE: dict[str, str] = {}
 

@@ -10,7 +10,7 @@ from gpuwarden.domain.checkpoint import acknowledged, checkpoint_spec, delivery_
 from gpuwarden.domain.drain import DrainContext, PodStep, decide_round
 from gpuwarden.domain.pdb import PdbView, blocking_pdb
 from gpuwarden.domain.views import NodeView, PodView
-from gpuwarden.services.runbook_run import Answer, Run, refusal
+from gpuwarden.services.runbook.run import Answer, Run, refusal
 
 # --------------------------------------------------------------------------- plan
 

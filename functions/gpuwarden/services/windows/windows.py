@@ -18,6 +18,7 @@ on the pool — and the others go on.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -35,9 +36,9 @@ from gpuwarden.domain.schedule.nodepool import (
     plan_nodepool,
 )
 from gpuwarden.observability import Metric, logger, put
-from gpuwarden.services.context import Deps, Recorder
-from gpuwarden.services.result import Result
-from gpuwarden.services.writes import Patch, update
+from gpuwarden.services.engine.context import Deps, Recorder
+from gpuwarden.services.engine.result import Result
+from gpuwarden.services.engine.writes import Patch, update
 from gpuwarden.sources import WindowTick
 
 KIND = "budget-window"
@@ -211,18 +212,10 @@ def _summary(label: str, now: datetime, reports: list[PoolReport], changes: list
     return text
 
 
-def handle_window_tick(tick: WindowTick, deps: Deps, *, drain_locally: bool = True) -> Result:
-    """One Scheduler tick: open / close / reconcile keep NodePools in step; maintenance-due runs a plan."""
-    if tick.action == "maintenance-due":
-        from gpuwarden.services.maintenance import run_plan
-
-        assert tick.plan_id is not None  # the model requires it for maintenance-due
-        return run_plan(tick.plan_id, deps, drain_locally=drain_locally)
-    if tick.action == "capacity-block-due":
-        from gpuwarden.services.capacity import run_block_plan
-
-        assert tick.plan_id is not None  # the model requires it for capacity-block-due
-        return run_block_plan(tick.plan_id, deps, drain_locally=drain_locally)
+def reconcile_windows(tick: WindowTick, deps: Deps, *, also: Callable[[Recorder], str] | None = None) -> Result:
+    """One open / close / reconcile tick: the NodePools the windows want now, the difference written.
+    `also` runs after them into the same record and appends its summary (the reconcile's Capacity
+    Blocks, handed in by the routing table)."""
     now = deps.window_clock()
     window, ignored = _scope(tick, deps)
     label = f"{tick.action} {tick.window!r}" if tick.window else tick.action
@@ -237,10 +230,8 @@ def handle_window_tick(tick: WindowTick, deps: Deps, *, drain_locally: bool = Tr
     changes = _record(recorder, reports, drift)
     failed = any(r.outcome == "failed" for r in reports)
     reason = _summary(label, now, reports, changes, drift)
-    if drift:  # the reconcile also finds Capacity Blocks the cluster runs in (a missed delivery)
-        from gpuwarden.services.capacity import reconcile_blocks
-
-        reason += reconcile_blocks(recorder, drain_locally=drain_locally)
+    if also is not None:
+        reason += also(recorder)
     return Result(
         outcome="failed" if failed else "dry-run" if deps.dry_run else "handled",
         kind=KIND,

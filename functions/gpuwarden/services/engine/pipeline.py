@@ -26,13 +26,13 @@ from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.views import NodeView, PodView
-from gpuwarden.services.checkpoint import PreparePod, request_checkpoints
-from gpuwarden.services.context import Deps, Recorder, worker_pool
-from gpuwarden.services.drain import DrainState, drain_step
-from gpuwarden.services.node_ops import mark_node
-from gpuwarden.services.replace import ensure_replacement
-from gpuwarden.services.result import KARPENTER
-from gpuwarden.services.writes import release_node
+from gpuwarden.services.engine.checkpoint import PreparePod, request_checkpoints
+from gpuwarden.services.engine.context import Deps, Recorder, worker_pool
+from gpuwarden.services.engine.drain import DrainState, drain_step
+from gpuwarden.services.engine.node_ops import mark_node
+from gpuwarden.services.engine.replace import ensure_replacement
+from gpuwarden.services.engine.result import KARPENTER
+from gpuwarden.services.engine.writes import release_node
 
 #: How long the first drain round and the replacement wait for the checkpoint requests to be out.
 REQUESTS_FIRST_SECONDS = 5.0

@@ -31,8 +31,8 @@ from gpuwarden.domain.errors import NotFound
 from gpuwarden.domain.notice import Kind
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.observability import Metric, put
-from gpuwarden.services.checkpoint import PreparePod, request_checkpoints
-from gpuwarden.services.context import Recorder, worker_pool
+from gpuwarden.services.engine.checkpoint import PreparePod, request_checkpoints
+from gpuwarden.services.engine.context import Recorder, worker_pool
 
 #: After the deadline the instance is gone; keep trying this long for what the API still lists.
 _PAST_DEADLINE_GRACE = 30.0

@@ -1,4 +1,4 @@
-"""Interruptible Capacity Reservations and Capacity Blocks for ML (docs/kinds.md).
+"""Interruptible Capacity Reservations and Capacity Blocks for ML (docs/events.md).
 
 - ``capacity-reservation-interruption`` names an instance: handled as a Spot interruption.
 - ``capacity-block-expiry`` names a reservation: every node of the cluster in it (node label
@@ -25,10 +25,11 @@ from gpuwarden.domain.errors import CloudError, GpuwardenError
 from gpuwarden.domain.notice import CAPACITY_BLOCK_TERMINATION_LEAD_SECONDS, Kind, Notice
 from gpuwarden.domain.ports import CapacityReservation
 from gpuwarden.domain.views import NodeView
-from gpuwarden.services.context import Deps, Recorder
-from gpuwarden.services.failures import failed_notice
-from gpuwarden.services.interruption import handle_interruption
-from gpuwarden.services.result import Result, record_result
+from gpuwarden.services.engine.context import Deps, Recorder
+from gpuwarden.services.engine.disrupt import disrupt_notice
+from gpuwarden.services.engine.failures import failed_notice
+from gpuwarden.services.engine.pipeline import KindHooks
+from gpuwarden.services.engine.result import Result, record_result
 
 DUE_ACTION = "capacity-block-due"
 PLAN = Kind.CAPACITY_BLOCK_PLAN
@@ -78,14 +79,14 @@ def _per_node(notice: Notice, node: NodeView) -> Notice:
     )
 
 
-def _guarded(notice: Notice, deps: Deps, drain_locally: bool) -> Result:
+def _guarded(notice: Notice, deps: Deps, hooks: KindHooks, drain_locally: bool) -> Result:
     try:
-        return handle_interruption(notice, deps, drain_locally=drain_locally)
+        return disrupt_notice(notice, deps, hooks, drain_locally=drain_locally)
     except GpuwardenError as err:
         return failed_notice(notice, deps, err)
 
 
-def drain_nodes(notice: Notice, nodes: Sequence[NodeView], deps: Deps, drain_locally: bool) -> Result:
+def drain_nodes(notice: Notice, nodes: Sequence[NodeView], deps: Deps, hooks: KindHooks, drain_locally: bool) -> Result:
     """Every node of the reservation through the one interruption sequence, side by side."""
     where = notice.capacity_reservation_id or "?"
     if not nodes:
@@ -94,7 +95,7 @@ def drain_nodes(notice: Notice, nodes: Sequence[NodeView], deps: Deps, drain_loc
         return record_result(ignored, deps)
     per_node = [_per_node(notice, node) for node in nodes]
     with ThreadPoolExecutor(max_workers=min(_MAX_PARALLEL, len(per_node))) as pool:
-        results = list(pool.map(lambda n: _guarded(n, deps, drain_locally), per_node))
+        results = list(pool.map(lambda n: _guarded(n, deps, hooks, drain_locally), per_node))
     if len(results) == 1:
         return results[0]
     outcomes = {r.outcome for r in results}
@@ -115,11 +116,11 @@ def drain_nodes(notice: Notice, nodes: Sequence[NodeView], deps: Deps, drain_loc
 # --------------------------------------------------------------------------- the expiration warning
 
 
-def handle_block_expiry(notice: Notice, deps: Deps, drain_locally: bool = True) -> Result:
+def handle_block_expiry(notice: Notice, deps: Deps, hooks: KindHooks, *, drain_locally: bool = True) -> Result:
     """Every node in the block, as a Spot interruption with the warning's deadline."""
     assert notice.capacity_reservation_id is not None  # the source model requires it
     nodes = nodes_in_reservation(deps, notice.capacity_reservation_id)
-    return drain_nodes(notice, nodes, deps, drain_locally)
+    return drain_nodes(notice, nodes, deps, hooks, drain_locally)
 
 
 # --------------------------------------------------------------------------- plans
@@ -174,14 +175,14 @@ def _schedule(recorder: Recorder, reservation_id: str, at: datetime, end: dateti
 
 
 def plan_block(
-    reservation_id: str, end: datetime, deps: Deps, drain_locally: bool, *, event_id: str, source: str
+    reservation_id: str, end: datetime, deps: Deps, hooks: KindHooks, drain_locally: bool, *, event_id: str, source: str
 ) -> Result:
     """Schedule the drain of a block's nodes, or drain now when its time has come."""
     now = deps.clock()
     start, stop = drain_start(deps, end), termination_start(end)
     if start <= now + _NOW_SLACK:
         notice = _plan_notice(reservation_id, end, now, source)
-        return drain_nodes(notice, nodes_in_reservation(deps, reservation_id), deps, drain_locally)
+        return drain_nodes(notice, nodes_in_reservation(deps, reservation_id), deps, hooks, drain_locally)
     recorder = Recorder(deps, event_id)
     lead = deps.policy.capacity_blocks.lead_minutes
     recorder.add(
@@ -213,7 +214,7 @@ def plan_block(
     return record_result(result, deps)
 
 
-def handle_block_delivered(notice: Notice, deps: Deps, drain_locally: bool = True) -> Result:
+def handle_block_delivered(notice: Notice, deps: Deps, hooks: KindHooks, *, drain_locally: bool = True) -> Result:
     """``Capacity Block Delivered``: plan from its end date (read from EC2 when the event has none)."""
     reservation_id = notice.capacity_reservation_id
     assert reservation_id is not None  # the source model requires it
@@ -225,10 +226,10 @@ def handle_block_delivered(notice: Notice, deps: Deps, drain_locally: bool = Tru
     if end is None:
         reason = f"Capacity Block {reservation_id} has no end date in the event or in EC2: nothing to plan"
         return record_result(Result(outcome="ignored", kind=PLAN.value, event_id=notice.event_id, reason=reason), deps)
-    return plan_block(reservation_id, end, deps, drain_locally, event_id=notice.event_id, source=notice.source)
+    return plan_block(reservation_id, end, deps, hooks, drain_locally, event_id=notice.event_id, source=notice.source)
 
 
-def run_block_plan(reservation_id: str, deps: Deps, *, drain_locally: bool = True) -> Result:
+def run_block_plan(reservation_id: str, deps: Deps, hooks: KindHooks, *, drain_locally: bool = True) -> Result:
     """The scheduled tick: read the block again (it may have been extended), then drain or move the plan."""
     block = _block(deps, reservation_id)
     if block is None or block.end is None or block.state in ("expired", "cancelled", "failed"):
@@ -236,10 +237,10 @@ def run_block_plan(reservation_id: str, deps: Deps, *, drain_locally: bool = Tru
         reason = f"Capacity Block {reservation_id} is {state}: nothing to drain"
         return record_result(Result(outcome="ignored", kind=PLAN.value, event_id=reservation_id, reason=reason), deps)
     event_id = f"capacity-block-plan:{reservation_id}:{block.end:%Y%m%dT%H%M%SZ}"
-    return plan_block(reservation_id, block.end, deps, drain_locally, event_id=event_id, source="aws.scheduler")
+    return plan_block(reservation_id, block.end, deps, hooks, drain_locally, event_id=event_id, source="aws.scheduler")
 
 
-def plan_blocks_in_use(deps: Deps, *, drain_locally: bool = True) -> list[Result]:
+def plan_blocks_in_use(deps: Deps, hooks: KindHooks, *, drain_locally: bool = True) -> list[Result]:
     """The reconcile: every Capacity Block the cluster's nodes run in gets its plan (a missed delivery)."""
     nodes = deps.kube.list_nodes()
     ids = {n.capacity_reservation_id for n in nodes if n.capacity_reservation_id}
@@ -254,16 +255,18 @@ def plan_blocks_in_use(deps: Deps, *, drain_locally: bool = True) -> list[Result
             continue
         event_id = f"capacity-block-plan:{block.reservation_id}:{block.end:%Y%m%dT%H%M%SZ}"
         results.append(
-            plan_block(block.reservation_id, block.end, deps, drain_locally, event_id=event_id, source="reconcile")
+            plan_block(
+                block.reservation_id, block.end, deps, hooks, drain_locally, event_id=event_id, source="reconcile"
+            )
         )
     return results
 
 
-def reconcile_blocks(recorder: Recorder, *, drain_locally: bool = True) -> str:
+def reconcile_blocks(recorder: Recorder, hooks: KindHooks, *, drain_locally: bool = True) -> str:
     """The reconcile's Capacity Block part, into the tick's record: what was planned, or why it could
     not look (EC2 unreachable must not stop the NodePools from being reconciled)."""
     try:
-        results = plan_blocks_in_use(recorder.deps, drain_locally=drain_locally)
+        results = plan_blocks_in_use(recorder.deps, hooks, drain_locally=drain_locally)
     except CloudError as err:
         recorder.add(ActionType.CAPACITY_BLOCKS_UNKNOWN, reason=str(err))
         return f"; Capacity Blocks not checked: {err}"

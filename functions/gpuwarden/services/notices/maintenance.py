@@ -26,11 +26,11 @@ from gpuwarden.domain.decide import do_not_disrupt_reason
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.schedule import OpenWindow, latest_allowed_window_before
 from gpuwarden.domain.views import NodeView
-from gpuwarden.services.context import Deps, Recorder
-from gpuwarden.services.node_ops import find_node, not_ours, window_allowance
-from gpuwarden.services.pipeline import Disruption, KindHooks, Steps, run, take
-from gpuwarden.services.result import Result, notice_result, record_result
-from gpuwarden.services.writes import Patch, annotate, update_node
+from gpuwarden.services.engine.context import Deps, Recorder
+from gpuwarden.services.engine.node_ops import find_node, not_ours, window_allowance
+from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Steps, run, take
+from gpuwarden.services.engine.result import Result, notice_result, record_result
+from gpuwarden.services.engine.writes import Patch, annotate, update_node
 
 KIND = Kind.SCHEDULED_MAINTENANCE.value
 #: How long a refused, due plan waits before it asks the windows again.

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING
 
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.views import DO_NOT_DISRUPT, NodeView, PodView
-from gpuwarden.services.context import Recorder
-from gpuwarden.services.pipeline import URGENT, Disruption
-from gpuwarden.services.writes import Patch, annotate, update_pod
+from gpuwarden.services.engine.context import Recorder
+from gpuwarden.services.engine.pipeline import URGENT, Disruption
+from gpuwarden.services.engine.writes import Patch, annotate, update_pod
 
 if TYPE_CHECKING:
     from gpuwarden.domain.ports import KubePort

@@ -13,8 +13,8 @@ from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.checkpoint import CheckpointSpec, checkpoint_by, checkpoint_spec, requested_for
 from gpuwarden.domain.errors import GpuwardenError, NotFound
 from gpuwarden.domain.views import NodeView, PodView
-from gpuwarden.services.context import Recorder
-from gpuwarden.services.writes import Patch, annotate, update_pod
+from gpuwarden.services.engine.context import Recorder
+from gpuwarden.services.engine.writes import Patch, annotate, update_pod
 
 #: Annotations a kind adds to a pod in the same write that asks it to checkpoint, decided on the
 #: pod as that write finds it (a kind's hook; beside Karpenter: its do-not-disrupt mark).

@@ -18,8 +18,8 @@ from gpuwarden.domain.errors import (
 from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.ports import LedgerPort
 from gpuwarden.observability import count_event, logger
-from gpuwarden.services.context import Deps
-from gpuwarden.services.result import Result
+from gpuwarden.services.engine.context import Deps
+from gpuwarden.services.engine.result import Result
 
 #: What failed, by the error's type (most specific first).
 _WHAT: tuple[tuple[type[GpuwardenError], str], ...] = (

@@ -14,7 +14,7 @@ from typing import Any
 
 from gpuwarden.domain.errors import GpuwardenError
 from gpuwarden.domain.policy import Policy
-from gpuwarden.services.doctor_checks import (
+from gpuwarden.services.doctor.checks import (
     ClusterFacts,
     DoctorReads,
     Finding,
@@ -30,7 +30,7 @@ from gpuwarden.services.doctor_checks import (
     read_facts,
 )
 
-__all__ = ["CLUSTER_CHECKS", "DoctorReads", "DoctorReport", "Finding", "Severity", "diagnose", "render_table"]
+__all__ = ["CLUSTER_CHECKS", "DoctorReads", "DoctorReport", "Finding", "Severity", "diagnose"]
 
 #: The checks that need the cluster, in the order they are reported.
 CLUSTER_CHECKS = (
@@ -107,18 +107,3 @@ def diagnose(
         check_policy(policy, policy_error, now),
     ]
     return DoctorReport(findings)
-
-
-_MARK = {Severity.OK: "ok", Severity.WARN: "WARN", Severity.ERROR: "ERROR"}
-
-
-def render_table(report: DoctorReport) -> str:
-    """CHECK / SEVERITY / MESSAGE, with the fix under each finding that has one to do."""
-    width = max(len(f.check) for f in report.findings)
-    lines = [f"{'CHECK':<{width}}  {'SEVERITY':<8}  MESSAGE"]
-    for f in report.findings:
-        lines.append(f"{f.check:<{width}}  {_MARK[f.severity]:<8}  {f.message}")
-        if f.severity is not Severity.OK and f.fix:
-            lines.append(f"{'':<{width}}  {'':<8}  fix: {f.fix}")
-    lines.append(f"\n{report.errors} error(s), {report.warnings} warning(s)")
-    return "\n".join(lines)

@@ -25,17 +25,18 @@ from gpuwarden.domain.errors import GpuwardenError
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.pdb import PdbView, pdb_from_json, pdbs_guarding
 from gpuwarden.domain.views import NodeView, PodView
-from gpuwarden.services.checkpoint import request_checkpoints
-from gpuwarden.services.context import Deps, Recorder, worker_pool
-from gpuwarden.services.drain import DrainState
-from gpuwarden.services.karpenter import give_back_pods
-from gpuwarden.services.node_ops import find_node
-from gpuwarden.services.pipeline import Disruption, KindHooks, Steps, Taken, take
-from gpuwarden.services.pipeline import run as run_pipeline
-from gpuwarden.services.replace import ensure_replacement
-from gpuwarden.services.result import Result
-from gpuwarden.services.runbook_read import plan_answer, plan_steps, status_answer
-from gpuwarden.services.runbook_run import (
+from gpuwarden.services.engine.checkpoint import request_checkpoints
+from gpuwarden.services.engine.context import Deps, Recorder, worker_pool
+from gpuwarden.services.engine.drain import DrainState
+from gpuwarden.services.engine.karpenter import give_back_pods
+from gpuwarden.services.engine.node_ops import find_node
+from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Steps, Taken, take
+from gpuwarden.services.engine.pipeline import run as run_pipeline
+from gpuwarden.services.engine.replace import ensure_replacement
+from gpuwarden.services.engine.result import Result
+from gpuwarden.services.engine.writes import Patch, annotate, release_node, update_node
+from gpuwarden.services.runbook.read import plan_answer, plan_steps, status_answer
+from gpuwarden.services.runbook.run import (
     FORCE_HINT,
     READ_ONLY_ACTIONS,
     Answer,
@@ -48,7 +49,6 @@ from gpuwarden.services.runbook_run import (
     refuse,
     who,
 )
-from gpuwarden.services.writes import Patch, annotate, release_node, update_node
 from gpuwarden.sources import RunbookRequest
 from gpuwarden.sources.runbook import RunbookAction
 

@@ -16,10 +16,10 @@ from gpuwarden.domain.decide import do_not_disrupt_reason, window_refusal
 from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.pdb import PdbView
 from gpuwarden.domain.views import NodeView, PodView
-from gpuwarden.services.context import Deps, Recorder
-from gpuwarden.services.drain import DrainState
-from gpuwarden.services.node_ops import window_allowance
-from gpuwarden.services.result import Outcome
+from gpuwarden.services.engine.context import Deps, Recorder
+from gpuwarden.services.engine.drain import DrainState
+from gpuwarden.services.engine.node_ops import window_allowance
+from gpuwarden.services.engine.result import Outcome
 from gpuwarden.sources import RunbookRequest
 
 #: Actions that only read: they run on dry-run ports whatever the request says.

@@ -17,7 +17,7 @@ from gpuwarden.domain.checkpoint import BadCheckpoint, checkpoint_spec
 from gpuwarden.domain.errors import CloudError, KubeError
 from gpuwarden.domain.policy import Policy
 from gpuwarden.domain.views import DO_NOT_DISRUPT, NODEPOOL_LABEL, PodView, pod_from_json
-from gpuwarden.services import rbac
+from gpuwarden.services.doctor import rbac
 
 #: The notice EC2 gives before a Spot/capacity-reservation instance goes: what a drain must fit in.
 NOTICE_SECONDS = 120

@@ -1,0 +1,1 @@
+"""The engine every use case shares: the one disruption pipeline and the steps it runs."""

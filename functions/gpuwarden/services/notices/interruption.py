@@ -1,0 +1,63 @@
+"""Spot interruption warnings, rebalance recommendations, instance state changes (docs/events.md)."""
+
+from __future__ import annotations
+
+from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.actions import ActionType
+from gpuwarden.domain.drain import DrainContext, decide_round
+from gpuwarden.domain.notice import Kind, Notice
+from gpuwarden.domain.views import NodeView, PodView
+from gpuwarden.services.engine.context import Deps, Recorder
+from gpuwarden.services.engine.disrupt import disrupt_notice
+from gpuwarden.services.engine.node_ops import find_node, not_ours
+from gpuwarden.services.engine.pipeline import KindHooks
+from gpuwarden.services.engine.result import Result, notice_result
+from gpuwarden.services.engine.writes import Patch, annotate, update_node
+
+_LOST_EVENTS_KEPT = 8
+
+
+def handle_interruption(notice: Notice, deps: Deps, hooks: KindHooks, *, drain_locally: bool = True) -> Result:
+    """A warning through the one sequence with its kind's hooks; a state change is recorded as a loss."""
+    if notice.kind is not Kind.INSTANCE_STOPPING:
+        return disrupt_notice(notice, deps, hooks, drain_locally=drain_locally)
+    node = find_node(deps.kube, deps.cloud, notice.instance_id, notice.node_name)
+    recorder = Recorder(deps, notice.event_id)
+    if node is None:
+        return notice_result(notice, recorder, None, outcome="ignored", reason=not_ours(notice, deps.policy.cluster))
+    pods = [p for p in deps.kube.list_pods_on_node(node.name) if p.node_name == node.name]
+    return _record_loss(notice, recorder, node, pods)
+
+
+def _first_report(recorder: Recorder, node: NodeView, event_id: str) -> bool:
+    """Mark the node with the state-change event (RV-checked): False when it was reported already."""
+
+    def decide(current: NodeView) -> Patch | None:
+        # an instance sends several state changes (stopping, stopped, terminated): remember the last few
+        seen = [e for e in current.annotations.get(ann.LOST_EVENT, "").split(",") if e]
+        if event_id in seen:
+            return None
+        return annotate({ann.LOST_EVENT: ",".join([*seen[-(_LOST_EVENTS_KEPT - 1) :], event_id])})
+
+    reported = update_node(recorder.deps.kube, node, decide)
+    return reported.written or reported.obj is None
+
+
+def _record_loss(notice: Notice, recorder: Recorder, node: NodeView, pods: list[PodView]) -> Result:
+    state = notice.detail.get("state", "stopping")
+    if not _first_report(recorder, node, notice.event_id):
+        reason = f"instance {state}: event {notice.event_id} was already recorded on {node.name}"
+        return notice_result(notice, recorder, node, outcome="duplicate", reason=reason)
+    ctx = DrainContext(event_id=notice.event_id, involuntary=True, deadline=notice.deadline, now=recorder.deps.clock())
+    left = [s.pod for s in decide_round(pods, ctx) if s.step != "skip"]
+    drained = not left  # the pods say it, not an annotation an earlier drain may have left
+    if drained:
+        recorder.add(ActionType.INSTANCE_LOST, reason=f"instance {state} after its node was drained")
+        reason = f"instance {state}; node {node.name} had been drained"
+    else:
+        shown = ", ".join(left[:10]) + (f" and {len(left) - 10} more" if len(left) > 10 else "")
+        recorder.add(ActionType.NODE_LOST_UNDRAINED, node, reason=f"instance {state} with pods still on it: {shown}")
+        recorder.flush()
+        reason = f"instance {state} before node {node.name} was drained ({len(left)} pods lost)"
+    outcome = "dry-run" if recorder.deps.dry_run else "handled"
+    return notice_result(notice, recorder, node, outcome=outcome, reason=reason)

@@ -1,0 +1,1 @@
+"""The runbook use case: one action on one node, asked for by a person or a script."""

@@ -1,0 +1,139 @@
+"""The house keeps its shape: no import circle, use cases that import the engine and never each
+other, nothing below the routing table that imports it, files a reader can hold.
+
+Given the source trees read as text (every import, at the top of a module or inside a function),
+when the import graph is built, then these rules hold (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVICES = "gpuwarden.services"
+USE_CASES = ("notices", "runbook", "windows", "doctor")
+
+
+def _modules(tree: Path, package_root: Path) -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for path in sorted(tree.rglob("*.py")):
+        parts = list(path.relative_to(package_root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The known modules `name` imports (``from a import b`` counts as a.b when that is a module)."""
+    out: set[str] = set()
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name in known}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                out.add(full if full in known else base)
+    return {m for m in out if m in known and m != name}
+
+
+def _graph(tree: str, package_root: str) -> dict[str, set[str]]:
+    modules = _modules(ROOT / tree, ROOT / package_root)
+    known = set(modules)
+    return {name: _imports(name, path, known) for name, path in modules.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def _without_packages(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """A package's __init__ re-exporting its modules is not a circle: leave the packages out."""
+    packages = {m for m in graph if any(other.startswith(m + ".") for other in graph)}
+    return {m: deps - packages for m, deps in graph.items() if m not in packages}
+
+
+@pytest.mark.parametrize(("tree", "package_root"), [("functions/gpuwarden", "functions")])
+def test_no_import_circle(tree: str, package_root: str) -> None:
+    assert _cycles(_without_packages(_graph(tree, package_root))) == []
+
+
+def test_the_cycle_finder_finds_a_circle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_use_cases_import_the_engine_never_each_other() -> None:
+    graph = _graph("functions/gpuwarden", "functions")
+    crossing = [
+        (m, d)
+        for m, deps in graph.items()
+        for d in deps
+        if m.startswith(f"{SERVICES}.")
+        and d.startswith(f"{SERVICES}.")
+        and m.split(".")[2] in USE_CASES
+        and d.split(".")[2] in USE_CASES
+        and m.split(".")[2] != d.split(".")[2]
+    ]
+    assert crossing == []
+
+
+def test_nothing_below_the_routing_table_imports_it() -> None:
+    graph = _graph("functions/gpuwarden", "functions")
+    below = [m for m, deps in graph.items() if f"{SERVICES}.routes" in deps and m.startswith(f"{SERVICES}.")]
+    assert below == []
+
+
+def test_the_services_folder_holds_at_most_eight_modules() -> None:
+    direct = [p.name for p in (ROOT / "functions/gpuwarden/services").glob("*.py")]
+    assert len(direct) <= 8, direct
+
+
+@pytest.mark.parametrize("tree", ["functions"])
+def test_no_file_over_400_lines(tree: str) -> None:
+    long = {
+        str(p.relative_to(ROOT)): n for p in (ROOT / tree).rglob("*.py") if (n := len(p.read_text().splitlines())) > 400
+    }
+    assert long == {}
+
+
+def test_the_command_line_module_stays_small() -> None:
+    assert len((ROOT / "functions/gpuwarden/cli.py").read_text().splitlines()) <= 250
