@@ -1,11 +1,11 @@
 """An in-process Kubernetes API server simulator for tests, benchmarks and the demo."""
 
+from sim.apiserver.core import KubeSim
+from sim.apiserver.errors import ApiError
+from sim.apiserver.exec_ws import ExecRecord, ExecResult
+from sim.apiserver.faults import Fault, RequestInfo
+from sim.apiserver.server import RequestRecord
 from sim.clock import SimClock
-from sim.core import KubeSim
-from sim.errors import ApiError
-from sim.exec_ws import ExecRecord, ExecResult
-from sim.faults import Fault, RequestInfo
-from sim.server import RequestRecord
 
 __all__ = [
     "ApiError",

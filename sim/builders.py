@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sim.core import KubeSim
+    from sim.apiserver.core import KubeSim
 
 Obj = dict[str, Any]
 

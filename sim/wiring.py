@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from sim.capacity_reservations import CapacityReservations
-from sim.core import KubeSim
+from sim.actors.capacity_reservations import CapacityReservations
+from sim.apiserver.core import KubeSim
 
 if TYPE_CHECKING:
     from gpuwarden.domain.policy import Policy

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from sim.apiserver.core import KubeSim
 from sim.clock import SimClock
-from sim.core import KubeSim
 
 Callback = Callable[[], None]
 

@@ -25,9 +25,9 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
-from sim import karpenter as stand_in
+from sim.actors import karpenter as stand_in
+from sim.actors.karpenter import KarpenterAction
 from sim.clock import parse_rfc3339
-from sim.karpenter import KarpenterAction
 from sim.outcome.events import Incident, IncidentKind
 from sim.outcome.payloads import payloads
 from sim.outcome.world import World

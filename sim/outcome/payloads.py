@@ -7,8 +7,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from sim.apiserver.jsondoc import clone
 from sim.clock import rfc3339
-from sim.jsondoc import clone
 from sim.outcome.events import Incident, IncidentKind
 from sim.outcome.world import World
 

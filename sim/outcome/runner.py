@@ -91,7 +91,7 @@ def _quiet_gpuwarden() -> Iterator[None]:
 def _aws(arm: Arm) -> Any:
     if arm is not Arm.GPUWARDEN:
         return nullcontext()
-    from sim.demo import simulated_aws
+    from sim.scenes.base import simulated_aws
 
     return simulated_aws()
 

@@ -19,9 +19,9 @@ from functools import partial
 from typing import Any
 
 from sim import builders as b
+from sim.actors.controllers import schedulable
+from sim.apiserver.exec_ws import ExecRecord, ExecResult
 from sim.clock import rfc3339
-from sim.controllers import schedulable
-from sim.exec_ws import ExecRecord, ExecResult
 from sim.outcome.accounting import Ledger, Loss
 from sim.outcome.engine import Engine, OutcomeSim
 from sim.outcome.scenario import Inference, Notebooks, Pool, Scenario, Training

@@ -11,13 +11,13 @@ import json
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from sim.actors.capacity_reservations import Block, CapacityReservations
 from sim.builders import gpu_node, job, training_pod
-from sim.capacity_reservations import Block, CapacityReservations
 from sim.clock import rfc3339
 
 if TYPE_CHECKING:
-    from sim.core import KubeSim
-    from sim.demo import SceneSummary
+    from sim.apiserver.core import KubeSim
+    from sim.scenes.base import SceneSummary
 
 BLOCK = "cr-0a1b2c3d4e5f67890"
 NODES = (
@@ -78,7 +78,7 @@ def capacity_block_scene(sim: KubeSim) -> SceneSummary:
     from gpuwarden.domain.policy import Policy
     from gpuwarden.services.routes import handle_batch, handle_tick
     from gpuwarden.sources import parse_notices, parse_window_tick
-    from sim.demo import EVENTS, SceneSummary
+    from sim.scenes.base import EVENTS, SceneSummary
     from sim.wiring import sim_deps
 
     _build(sim)

@@ -11,8 +11,8 @@ from sim.builders import daemonset_pod, gpu_node, inference_pod, nodeclaim_for, 
 from sim.clock import rfc3339
 
 if TYPE_CHECKING:
-    from sim.core import KubeSim
-    from sim.demo import SceneSummary
+    from sim.apiserver.core import KubeSim
+    from sim.scenes.base import SceneSummary
 
 POOL = "gpu-inference"
 IDLE_NODE = "ip-10-0-5-50.us-west-2.compute.internal"
@@ -53,10 +53,10 @@ def _build(sim: KubeSim) -> str:
 def gpu_idle_scene(sim: KubeSim) -> SceneSummary:
     from gpuwarden.services.routes import handle_batch
     from gpuwarden.sources import parse_notices
-    from sim.demo import EVENTS, SceneSummary, _deps, _line
+    from sim.scenes.base import EVENTS, SceneSummary, scene_deps, timeline_line
 
     claim = _build(sim)
-    deps = _deps(sim)
+    deps = scene_deps(sim)
     _put_idle_utilization(deps.policy.cluster, IDLE_INSTANCE, IDLE_NODE)
     event = json.loads((EVENTS / "cloudwatch-alarm-contributor-state-change.json").read_text())
     event["time"] = rfc3339(sim.clock.now())
@@ -68,7 +68,7 @@ def gpu_idle_scene(sim: KubeSim) -> SceneSummary:
     for action in result["actions"]:
         if action["type"] in ("eviction-blocked", "checkpoint-delivered"):
             continue
-        line = _line(action, start)
+        line = timeline_line(action, start)
         label = _LABELS.get(action["type"])
         print(line.replace(action["type"], label, 1) if label else line)
     print(f"  {result['outcome']}: {result['reason']}")

@@ -17,13 +17,13 @@ import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from sim.actors.karpenter import DO_NOT_DISRUPT, Karpenter, KarpenterAction, MessageKind, karpenter_deployment
 from sim.builders import daemonset_pod, gpu_node, inference_pod, job, nodeclaim_for, nodepool, training_pod
 from sim.clock import rfc3339
-from sim.karpenter import DO_NOT_DISRUPT, Karpenter, KarpenterAction, MessageKind, karpenter_deployment
 
 if TYPE_CHECKING:
-    from sim.core import KubeSim
-    from sim.demo import SceneSummary
+    from sim.apiserver.core import KubeSim
+    from sim.scenes.base import SceneSummary
 
 POOL = "gpu-spot"
 NODE = "ip-10-0-7-70.us-west-2.compute.internal"
@@ -65,7 +65,7 @@ def _karpenter_line(action: KarpenterAction, start: datetime) -> str:
 def karpenter_scene(sim: KubeSim) -> SceneSummary:
     from gpuwarden.services.routes import handle_batch
     from gpuwarden.sources import parse_notices
-    from sim.demo import EVENTS, SceneSummary, _deps, _line
+    from sim.scenes.base import EVENTS, SceneSummary, scene_deps, timeline_line
 
     karpenter = Karpenter.running_on(sim) or Karpenter(sim).start()
     claim = _build(sim)
@@ -86,7 +86,7 @@ def karpenter_scene(sim: KubeSim) -> SceneSummary:
     print(f"  +  0.00s  {'notice':<13} {event['detail-type']}")
     karpenter.deliver_interruption(INSTANCE, MessageKind.SPOT_INTERRUPTED)
     time.sleep(GPUWARDEN_BEHIND_SECONDS)
-    result = handle_batch(parse_notices(event), _deps(sim)).to_json()
+    result = handle_batch(parse_notices(event), scene_deps(sim)).to_json()
     sim.wait_until(lambda: sim.get("Node", NODE) is None and not karpenter.batching, timeout=30)
     sim.wait_until(lambda: all(_launched(sim, c) for c in karpenter.created_nodeclaims()), timeout=30)
     lines: list[tuple[datetime, str]] = []
@@ -94,7 +94,7 @@ def karpenter_scene(sim: KubeSim) -> SceneSummary:
         if action["type"] not in ("eviction-blocked", "checkpoint-delivered"):
             from dateutil.parser import isoparse
 
-            lines.append((isoparse(action["at"]), _line(action, start)))
+            lines.append((isoparse(action["at"]), timeline_line(action, start)))
     ours = {NODE, claim, "ml/llama-pretrain-worker", "serving/embedder-0"}
     for action in karpenter.actions[seen:]:
         related = action.target in ours or any(name in action.detail for name in ours)

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from sim.core import KubeSim
-from sim.demo import SceneSummary, _line
+from sim.apiserver.core import KubeSim
+from sim.scenes.base import SceneSummary, timeline_line
 from sim.wiring import sim_deps
 
 NODE = "ip-10-0-2-40.us-west-2.compute.internal"
 REASON = "INC-4711: Xid 79 on GPU 3, move the workloads off"
 
 
-def _deps(sim: KubeSim) -> Any:
+def scene_deps(sim: KubeSim) -> Any:
     from gpuwarden.domain.policy import DrainPolicy, Policy
 
     policy = Policy(cluster="ml-prod", drain=DrainPolicy(voluntary_limit_seconds=120))
@@ -25,7 +25,7 @@ def runbook_scene(sim: KubeSim) -> SceneSummary:
     from gpuwarden.sources import parse_runbook
     from gpuwarden.wiring import runbook_deps
 
-    deps = _deps(sim)
+    deps = scene_deps(sim)
     print(f"\nScene — on-call runbook: plan, then drain {NODE}")
     print(f"  $ gpuwarden runbook plan --node {NODE.split('.')[0]}…")
     plan_request = parse_runbook({"action": "plan", "node": NODE, "reason": REASON})
@@ -43,7 +43,7 @@ def runbook_scene(sim: KubeSim) -> SceneSummary:
         if key in shown and action["type"] == "eviction-blocked":
             continue
         shown.add(key)
-        print(_line(action, start))
+        print(timeline_line(action, start))
     print(f"    {result['outcome']}: {result['reason']}")
     actions = result["actions"]
     return SceneSummary(

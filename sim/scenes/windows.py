@@ -18,8 +18,8 @@ from sim.builders import daemonset_pod, gpu_node, nodeclaim_for, nodepool, train
 from sim.clock import rfc3339
 
 if TYPE_CHECKING:
-    from sim.core import KubeSim
-    from sim.demo import SceneSummary
+    from sim.apiserver.core import KubeSim
+    from sim.scenes.base import SceneSummary
 
 POOL = "gpu-batch"
 NODE = "ip-10-0-8-80.us-west-2.compute.internal"
@@ -85,7 +85,7 @@ def _idle_metrics() -> None:
 
 
 def _alarm(sim: KubeSim, event_id: str) -> dict[str, Any]:
-    from sim.demo import EVENTS
+    from sim.scenes.base import EVENTS
 
     event: dict[str, Any] = json.loads((EVENTS / "cloudwatch-alarm-contributor-state-change.json").read_text())
     event["id"], event["time"] = event_id, rfc3339(sim.clock.now())
@@ -124,11 +124,11 @@ def windows_scene(sim: KubeSim) -> SceneSummary:
     from gpuwarden.domain.policy import Policy
     from gpuwarden.services.routes import handle_batch
     from gpuwarden.sources import parse_notices
-    from sim.demo import SceneSummary, _deps
+    from sim.scenes.base import SceneSummary, scene_deps
 
     _build(sim)
     _idle_metrics()
-    deps = replace(_deps(sim), policy=Policy.model_validate(POLICY))
+    deps = replace(scene_deps(sim), policy=Policy.model_validate(POLICY))
     print(f"\nBudget windows on pool {POOL} — {FREEZE} (09:00-19:00 Asia/Seoul, Mon-Fri, 0 disruptions)")
     print(f"  and night-cap (22:00-06:00 UTC, 1 disruption, GPU cap 16); a GPU-idle alarm names {NODE}")
     print(f"  {'':>10}  {'before':<36} {POOL}: {_budgets(sim)}")

@@ -28,7 +28,7 @@ from typing import Any
 from infra.components.bundling import CODE_EXCLUDES
 from sim import KubeSim
 from sim import builders as b
-from sim.workloads import Workloads
+from sim.actors.workloads import Workloads
 from tests.bench.common import EVENTS, FUNCTIONS, REPO, Figure, bench_env, figure
 
 PROBE = Path(__file__).resolve().parent / "cold_probe.py"

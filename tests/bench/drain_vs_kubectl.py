@@ -18,7 +18,7 @@ from typing import Any
 
 from sim import KubeSim
 from sim import builders as b
-from sim.controllers import ReplicaSetReplacer
+from sim.actors.controllers import ReplicaSetReplacer
 from tests.bench.common import Figure, Skipped, bench_env, run_child
 
 SPEED = 30.0

@@ -29,8 +29,8 @@ def one_run(signal_pods: int) -> tuple[float, float]:
     from gpuwarden.sources import parse_notices
     from gpuwarden.wiring import build_deps
     from sim import KubeSim
+    from sim.actors.workloads import Workloads
     from sim.clock import rfc3339
-    from sim.workloads import Workloads
     from tests.integration.conftest import load_event
     from tests.integration.scenarios import spot_node
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from sim import KubeSim
 from sim import builders as b
-from sim.workloads import Workloads
+from sim.actors.workloads import Workloads
 from tests.bench.common import Figure, bench_env, figure, run_child
 
 SIGNAL_PODS = 8

@@ -37,7 +37,7 @@ from typing import Any
 
 from sim import KubeSim
 from sim import builders as b
-from sim.workloads import Workloads
+from sim.actors.workloads import Workloads
 from tests.bench.cold_start import spot_event
 from tests.bench.common import REPO, RESULT_PREFIX, Figure, bench_env, percentile, run_child
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from sim import KubeSim
 from sim import builders as b
-from sim.workloads import Workloads
+from sim.actors.workloads import Workloads
 from tests.bench.cold_start import lambda_runtime, probe, spot_event
 from tests.bench.common import Figure, bench_env, figure
 

@@ -22,9 +22,9 @@ from gpuwarden.services.doctor import rbac
 from gpuwarden.services.routes import handle_batch
 from gpuwarden.sources import parse_notices
 from sim import KubeSim
+from sim.actors.workloads import Workloads
 from sim.clock import rfc3339
 from sim.wiring import sim_deps
-from sim.workloads import Workloads
 from tests.integration.conftest import load_event
 from tests.integration.scenarios import checkpoint_server, spot_node
 

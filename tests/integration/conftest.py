@@ -15,8 +15,8 @@ from gpuwarden.adapters.ledger import MemoryLedger
 from gpuwarden.domain.policy import Policy
 from gpuwarden.services.engine.context import Deps
 from sim import KubeSim
+from sim.actors.workloads import Workloads
 from sim.wiring import sim_deps
-from sim.workloads import Workloads
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 

@@ -3,7 +3,7 @@ EventBridge Scheduler (moto), drained with checkpoints before EC2 starts termina
 an expiration warning with nothing planned; a missed delivery found by the reconcile.
 
 moto (5.2) has no DescribeCapacityReservations: that one call is answered at the boto3 boundary
-by `sim.capacity_reservations` with the EC2 API reference's response shape; everything else is
+by `sim.actors.capacity_reservations` with the EC2 API reference's response shape; everything else is
 moto (DescribeInstances, Scheduler) and the simulator.
 """
 
@@ -22,8 +22,8 @@ from gpuwarden.services.engine.context import Deps
 from gpuwarden.services.routes import handle_batch, handle_tick
 from gpuwarden.sources import parse_notices, parse_window_tick
 from sim import KubeSim
+from sim.actors.capacity_reservations import Block, CapacityReservations
 from sim.builders import gpu_node, job, nodepool, training_pod
-from sim.capacity_reservations import Block, CapacityReservations
 from sim.clock import rfc3339
 from sim.wiring import sim_deps
 from tests.integration.conftest import World, load_event

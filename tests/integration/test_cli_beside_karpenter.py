@@ -1,6 +1,6 @@
 """`gpuwarden invoke` with Karpenter's interruption handling acting through the API before and after it.
 
-The Karpenter is the simulator's (sim/karpenter.py); gpuwarden is the installed console script in a
+The Karpenter is the simulator's (sim/actors/karpenter.py); gpuwarden is the installed console script in a
 subprocess, as a user (or a Lambda) runs it.
 """
 
@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from sim import KubeSim
+from sim.actors.karpenter import DO_NOT_DISRUPT, Karpenter, MessageKind
 from sim.builders import nodeclaim_for
 from sim.clock import rfc3339
-from sim.karpenter import DO_NOT_DISRUPT, Karpenter, MessageKind
 from tests.integration import test_cli_invoke
 from tests.integration.conftest import load_event
 from tests.integration.scenarios import INSTANCE, spot_node

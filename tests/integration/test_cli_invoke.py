@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from sim import KubeSim
+from sim.actors.workloads import Workloads
 from sim.clock import rfc3339
-from sim.workloads import Workloads
 from tests.integration.conftest import load_event
 from tests.integration.scenarios import Scenario, spot_node
 

@@ -16,9 +16,9 @@ import pexpect
 import pytest
 
 from sim import KubeSim
+from sim.actors.controllers import ReplicaSetReplacer
+from sim.actors.workloads import Workloads
 from sim.builders import daemonset_pod, gpu_node, inference_pod, job, nodepool, pdb, training_pod
-from sim.controllers import ReplicaSetReplacer
-from sim.workloads import Workloads
 
 NODE = "ip-10-0-1-23.us-west-2.compute.internal"
 GPUWARDEN = shutil.which("gpuwarden", path=str(Path(sys.executable).parent)) or "gpuwarden"

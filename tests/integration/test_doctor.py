@@ -16,7 +16,7 @@ from gpuwarden.services.doctor.doctor import DoctorReport, Finding, Severity
 from gpuwarden.terminal import doctor_table as render_table
 from sim import KubeSim
 from sim import builders as b
-from sim.karpenter import karpenter_deployment, karpenter_global_settings, termination_handler
+from sim.actors.karpenter import karpenter_deployment, karpenter_global_settings, termination_handler
 
 CHECKS = [
     "cluster-access",

@@ -14,9 +14,9 @@ from gpuwarden.domain.ports import EvictionOutcome, KubePort
 from gpuwarden.services.routes import handle_batch
 from gpuwarden.sources import parse_notices
 from sim import KubeSim
+from sim.apiserver.server import RequestRecord
 from sim.builders import inference_pod, training_pod
 from sim.clock import rfc3339
-from sim.server import RequestRecord
 from tests.integration.conftest import World, load_event
 from tests.integration.scenarios import spot_node
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from gpuwarden.services.routes import handle_batch
 from gpuwarden.sources import parse_notices
+from sim.apiserver.faults import RequestInfo
 from sim.clock import rfc3339
-from sim.faults import RequestInfo
 from tests.integration.conftest import World, load_event
 from tests.integration.scenarios import spot_node
 

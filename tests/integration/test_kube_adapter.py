@@ -12,9 +12,9 @@ from gpuwarden.domain.errors import NotFound
 from gpuwarden.services.routes import handle_batch
 from gpuwarden.sources import parse_notices
 from sim import KubeSim
+from sim.apiserver.core import TOKEN as SIM_TOKEN
 from sim.builders import gpu_node
 from sim.clock import rfc3339
-from sim.core import TOKEN as SIM_TOKEN
 from tests.integration.conftest import World, load_event
 from tests.integration.scenarios import spot_node
 

@@ -17,9 +17,9 @@ from gpuwarden.services.engine.context import Deps
 from gpuwarden.services.routes import handle_batch
 from gpuwarden.services.runbook.actions import run_runbook
 from gpuwarden.sources import parse_notices, parse_runbook
+from sim.apiserver.exec_ws import ExecResult
 from sim.builders import gpu_node, job, training_pod
 from sim.clock import rfc3339
-from sim.exec_ws import ExecResult
 from tests.integration.conftest import World, load_event
 from tests.integration.scenarios import INSTANCE, NODE
 

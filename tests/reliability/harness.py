@@ -22,10 +22,10 @@ from typing import Any
 from dateutil.parser import isoparse
 
 from sim import KubeSim
+from sim.actors.workloads import Workloads
+from sim.apiserver.faults import RequestInfo
 from sim.builders import daemonset_pod, gpu_node, inference_pod, job, mirror_pod, nodepool, pdb, pod, training_pod
 from sim.clock import rfc3339
-from sim.faults import RequestInfo
-from sim.workloads import Workloads
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 NODE = "ip-10-0-1-23.us-west-2.compute.internal"

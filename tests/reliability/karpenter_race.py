@@ -2,7 +2,7 @@
 
 One run: a Spot node with opted-in trainers (signal, exec, annotate), plain pods behind a PDB, a
 DaemonSet and a mirror pod, a NodeClaim for each node; gpuwarden runs in-process (the real
-services and adapters over HTTP to the simulator) and `sim.karpenter.Karpenter` runs its
+services and adapters over HTTP to the simulator) and `sim.actors.karpenter.Karpenter` runs its
 controllers on its own thread. Where Karpenter receives the warning is chosen exactly: before
 gpuwarden's first API call, or just before its k-th call (a proxy of gpuwarden's Kubernetes
 port delivers it), or after gpuwarden has finished. A duplicate delivery and a crash (the
@@ -32,8 +32,8 @@ from gpuwarden.domain.errors import GpuwardenError
 from gpuwarden.services.routes import handle_batch
 from gpuwarden.sources import parse_notices
 from sim import KubeSim
+from sim.actors.karpenter import DO_NOT_DISRUPT, Karpenter
 from sim.builders import nodeclaim_for
-from sim.karpenter import DO_NOT_DISRUPT, Karpenter
 from sim.wiring import sim_deps
 from tests.reliability.harness import NODE, OTHER, REQUESTED, Cluster, Observer, build_cluster, fresh_sim, spot_event
 

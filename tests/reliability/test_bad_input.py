@@ -20,7 +20,7 @@ from gpuwarden.domain.errors import HandlingFailed, InvalidEvent, InvalidPolicy
 from gpuwarden.services.routes import handle_batch
 from gpuwarden.sources import NoticeBatch, RunbookRequest, parse_event, parse_notices, parse_runbook
 from sim import KubeSim
-from sim.capacity_reservations import CapacityReservations
+from sim.actors.capacity_reservations import CapacityReservations
 from tests.reliability.conftest import sim_deps
 from tests.reliability.harness import EVENTS, build_cluster, fresh_sim, spot_event
 

@@ -29,7 +29,7 @@ from gpuwarden.domain.errors import GpuwardenError
 from gpuwarden.services.routes import handle_batch
 from gpuwarden.sources import parse_notices
 from sim import KubeSim
-from sim.faults import RequestInfo
+from sim.apiserver.faults import RequestInfo
 from tests import replay
 from tests.reliability.conftest import sim_deps
 from tests.reliability.harness import (

@@ -13,7 +13,7 @@ import pytest
 
 from sim import KubeSim
 from sim import builders as b
-from sim.karpenter import (
+from sim.actors.karpenter import (
     DO_NOT_DISRUPT,
     FINALIZER,
     TERMINATION_TIMESTAMP,

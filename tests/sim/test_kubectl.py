@@ -14,8 +14,8 @@ import pytest
 
 from sim import ExecResult, KubeSim
 from sim import builders as b
-from sim.controllers import ReplicaSetReplacer
-from sim.disruption import pod_healthy
+from sim.actors.controllers import ReplicaSetReplacer
+from sim.apiserver.disruption import pod_healthy
 
 pytestmark = [
     pytest.mark.kubectl,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sim.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
-from sim.selectors import matches, parse_label_selector
+from sim.apiserver.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
+from sim.apiserver.selectors import matches, parse_label_selector
 
 
 def test_merge_patch_rfc7386_examples() -> None:

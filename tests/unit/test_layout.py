@@ -92,7 +92,7 @@ def _without_packages(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     return {m: deps - packages for m, deps in graph.items() if m not in packages}
 
 
-@pytest.mark.parametrize(("tree", "package_root"), [("functions/gpuwarden", "functions")])
+@pytest.mark.parametrize(("tree", "package_root"), [("functions/gpuwarden", "functions"), ("sim", ".")])
 def test_no_import_circle(tree: str, package_root: str) -> None:
     assert _cycles(_without_packages(_graph(tree, package_root))) == []
 

@@ -27,7 +27,7 @@ from gpuwarden.domain.schedule.nodepool import (
     nodepool_patch,
     plan_nodepool,
 )
-from sim.patch import merge_patch
+from sim.apiserver.patch import merge_patch
 
 POOL = "gpu-training"
 NOW = datetime(2026, 6, 1, 22, 30, tzinfo=UTC)

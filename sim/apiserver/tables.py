@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from sim.apiserver.registry import ResourceType
 from sim.clock import parse_rfc3339
-from sim.registry import ResourceType
 
 Obj = dict[str, Any]
 

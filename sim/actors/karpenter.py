@@ -54,13 +54,13 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
+from sim.actors.controllers import tolerates
+from sim.apiserver.errors import ApiError
 from sim.builders import gpu_node
 from sim.clock import parse_rfc3339, rfc3339
-from sim.controllers import tolerates
-from sim.errors import ApiError
 
 if TYPE_CHECKING:
-    from sim.core import KubeSim
+    from sim.apiserver.core import KubeSim
 
 Obj = dict[str, Any]
 

@@ -14,15 +14,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from sim import errors
-from sim.api import MERGE_PATCH, Api
-from sim.authz import Authorizer
+from sim.apiserver import errors
+from sim.apiserver.api import MERGE_PATCH, Api
+from sim.apiserver.authz import Authorizer
+from sim.apiserver.exec_ws import ExecHandler, ExecRecord, default_exec_handler
+from sim.apiserver.faults import FaultInjector
+from sim.apiserver.registry import Registry, ResourceType
+from sim.apiserver.server import RequestRecord, ServerState, SimHTTPServer
+from sim.apiserver.store import ChangeListener, Obj, Store
 from sim.clock import SimClock
-from sim.exec_ws import ExecHandler, ExecRecord, default_exec_handler
-from sim.faults import FaultInjector
-from sim.registry import Registry, ResourceType
-from sim.server import RequestRecord, ServerState, SimHTTPServer
-from sim.store import ChangeListener, Obj, Store
 
 TOKEN = "sim-token"  # noqa: S105 - a dummy bearer token; the simulator checks none
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")

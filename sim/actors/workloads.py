@@ -12,10 +12,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from sim.apiserver.core import KubeSim
+from sim.apiserver.exec_ws import ExecRecord, ExecResult
+from sim.apiserver.store import Obj
 from sim.clock import rfc3339
-from sim.core import KubeSim
-from sim.exec_ws import ExecRecord, ExecResult
-from sim.store import Obj
 
 CHECKPOINT = "gpuwarden.io/checkpoint"
 REQUESTED = "gpuwarden.io/checkpoint-requested"

@@ -14,10 +14,10 @@ import math
 import threading
 from typing import Any
 
-from sim import errors
-from sim.registry import Registry, ResourceType
-from sim.selectors import from_label_selector_object, matches
-from sim.store import Obj, Store
+from sim.apiserver import errors
+from sim.apiserver.registry import Registry, ResourceType
+from sim.apiserver.selectors import from_label_selector_object, matches
+from sim.apiserver.store import Obj, Store
 
 EVICTION_BLOCKED = "Cannot evict pod as it would violate the pod's disruption budget."
 MULTIPLE_PDBS = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."

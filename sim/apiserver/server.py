@@ -16,11 +16,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from sim import errors
-from sim.api import Api, parse_json
-from sim.authz import request_attributes
-from sim.clock import SimClock
-from sim.exec_ws import (
+from sim.apiserver import errors
+from sim.apiserver.api import Api, parse_json
+from sim.apiserver.authz import request_attributes
+from sim.apiserver.exec_ws import (
     ExecHandler,
     ExecRecord,
     ExecResult,
@@ -28,12 +27,13 @@ from sim.exec_ws import (
     accept_key,
     choose_protocol,
 )
-from sim.faults import Fault, FaultInjector, RequestInfo
-from sim.registry import Registry, ResourceType
-from sim.selectors import field_matcher, matches, parse_field_selector, parse_label_selector
-from sim.tables import to_table, wants_table
+from sim.apiserver.faults import Fault, FaultInjector, RequestInfo
+from sim.apiserver.registry import Registry, ResourceType
+from sim.apiserver.selectors import field_matcher, matches, parse_field_selector, parse_label_selector
+from sim.apiserver.tables import to_table, wants_table
+from sim.clock import SimClock
 
-log = logging.getLogger("sim.server")
+log = logging.getLogger("sim.apiserver.server")
 
 VERSION = {
     "major": "1",

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sim import errors
+from sim.apiserver import errors
 
 Obj = dict[str, Any]
 Cause = tuple[str, str, str]  # (reason, field, message)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sim.jsondoc import clone
+from sim.apiserver.jsondoc import clone
 
 
 class PatchError(Exception):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sim import errors
+from sim.apiserver import errors
 
 Obj = dict[str, Any]
 

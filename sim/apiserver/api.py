@@ -9,14 +9,14 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from sim import errors, karpenter_crds
-from sim.authz import Authorizer
-from sim.disruption import Disruption
-from sim.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
-from sim.priority import admit_pod
-from sim.registry import Registry, ResourceType
-from sim.selectors import field_matcher, matches, parse_field_selector, parse_label_selector
-from sim.store import Obj, Store
+from sim.apiserver import errors, karpenter_crds
+from sim.apiserver.authz import Authorizer
+from sim.apiserver.disruption import Disruption
+from sim.apiserver.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
+from sim.apiserver.priority import admit_pod
+from sim.apiserver.registry import Registry, ResourceType
+from sim.apiserver.selectors import field_matcher, matches, parse_field_selector, parse_label_selector
+from sim.apiserver.store import Obj, Store
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sim.errors import bad_request
+from sim.apiserver.errors import bad_request
 
 Labels = Mapping[str, str]
 

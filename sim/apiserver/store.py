@@ -4,7 +4,7 @@ All reads return deep copies; all writes happen under one lock that is never hel
 sleeping or calling out. Change listeners run after the lock is released, in the writer's
 thread, so they may write to the store themselves.
 
-Objects are JSON documents, so a copy is `sim.jsondoc.clone`, not `copy.deepcopy`. A type's
+Objects are JSON documents, so a copy is `sim.apiserver.jsondoc.clone`, not `copy.deepcopy`. A type's
 `indexed` fields (pods by ``spec.nodeName``) are kept in an index, as kube-apiserver's watch
 cache keeps them, so a kubelet-style list of one node's pods does not scan every pod.
 """
@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sim import errors
+from sim.apiserver import errors
+from sim.apiserver.jsondoc import clone
+from sim.apiserver.registry import Registry, ResourceType
+from sim.apiserver.selectors import field_value
 from sim.clock import SimClock, rfc3339
-from sim.jsondoc import clone
-from sim.registry import Registry, ResourceType
-from sim.selectors import field_value
 
 Obj = dict[str, Any]
 ChangeListener = Callable[[str, str, Obj], None]  # (kind, event type, object)

@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from sim import errors
+from sim.apiserver import errors
 
 Obj = dict[str, Any]
 USER = "kubesim-user"

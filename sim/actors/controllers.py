@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from sim.builders import running_status
 
 if TYPE_CHECKING:
-    from sim.core import KubeSim
+    from sim.apiserver.core import KubeSim
 
 Obj = dict[str, Any]
 

@@ -1,0 +1,96 @@
+"""What every demo scene shares: the sample events, the demo cluster, simulated AWS, the
+summary row and the timeline line. Scenes import this module, never `sim.demo` (which lists them)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sim.apiserver.core import KubeSim
+from sim.builders import daemonset_pod, gpu_node, inference_pod, job, mirror_pod, nodepool, pdb, training_pod
+from sim.wiring import sim_deps
+
+EVENTS = Path(__file__).resolve().parents[2] / "events"
+NODE = "ip-10-0-1-23.us-west-2.compute.internal"
+INSTANCE = "i-0abc1234def567890"
+
+
+@dataclass
+class SceneSummary:
+    scene: str
+    outcome: str
+    nodes: int
+    checkpointed: int
+    evicted: int
+    seconds_left: float | None
+
+
+def build_cluster(sim: KubeSim) -> None:
+    sim.create(nodepool("gpu-training"))
+    node = sim.create(gpu_node(NODE, INSTANCE, ip="10.0.1.23"))
+    other = sim.create(gpu_node("ip-10-0-2-40.us-west-2.compute.internal", "i-0fedcba9876543210", zone="us-west-2b"))
+    modes = ["signal:SIGUSR1", "annotate", "exec:python /app/checkpoint.py --fast"]
+    for i, mode in enumerate(modes):
+        owner = sim.create(job(f"llama-ft-{i}", "ml"))
+        sim.create(training_pod(f"llama-ft-{i}-worker", node, gpus=2, checkpoint=mode, owner=owner, grace=20))
+    for n in (node, other):
+        sim.create(daemonset_pod(n))
+    sim.create(mirror_pod("kube-proxy", node))
+    labels = {"app": "inference"}
+    for i in range(2):
+        sim.create(inference_pod(f"triton-{i}", node, labels=labels, grace=15))
+        sim.create(inference_pod(f"triton-b{i}", other, labels=labels, grace=15))
+    sim.create(pdb("inference", "serving", labels, min_available=3))
+
+
+@contextmanager
+def simulated_aws() -> Iterator[None]:
+    from moto import mock_aws
+
+    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
+    os.environ.update(AWS_ACCESS_KEY_ID="demo", AWS_SECRET_ACCESS_KEY="demo", AWS_DEFAULT_REGION="us-west-2")  # noqa: S106
+    try:
+        with mock_aws():
+            yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def scene_deps(sim: KubeSim) -> Any:
+    return sim_deps(sim, caller="demo")
+
+
+_LABELS = {
+    "cordon": "cordoned",
+    "checkpoint-requested": "asked",
+    "signal": "signalled",
+    "checkpoint-delivered": "delivered",
+    "checkpoint-ack": "ack",
+    "evict": "evicted",
+    "delete": "deleted",
+    "eviction-blocked": "PDB 429",
+    "replacement": "replacement",
+    "replacement-skipped": "no replacement",
+    "drain-complete": "drained",
+    "drain-blocked": "BLOCKED",
+}
+
+
+def timeline_line(action: dict[str, Any], start: datetime) -> str:
+    from dateutil.parser import isoparse
+
+    offset = (isoparse(action["at"]) - start).total_seconds()
+    what = action.get("pod") or action.get("target") or action.get("taint") or ""
+    why = action.get("reason") or action.get("result") or ""
+    if action["type"] == "drain-complete" and "seconds_left" in action:
+        why = f"{action['seconds_left']:.1f} s of the notice left"
+    return f"  +{offset:6.2f}s  {_LABELS.get(action['type'], action['type']):<13} {what:<34} {why}"

@@ -1,0 +1,37 @@
+"""Scene 1: a Spot interruption warning, 120 s notice, on the demo cluster's first node."""
+
+from __future__ import annotations
+
+import json
+
+from sim.apiserver.core import KubeSim
+from sim.clock import rfc3339
+from sim.scenes.base import _LABELS, EVENTS, INSTANCE, NODE, SceneSummary, scene_deps, timeline_line
+
+
+def spot_scene(sim: KubeSim) -> SceneSummary:
+    from gpuwarden.services.routes import handle_batch
+    from gpuwarden.sources import parse_notices
+
+    event = json.loads((EVENTS / "spot-interruption.json").read_text())
+    event["time"] = rfc3339(sim.clock.now())
+    start = sim.clock.now().replace(microsecond=0)
+    print(f"\nScene 1 — Spot interruption warning for {INSTANCE} ({NODE}), 120 s notice")
+    print(f"  +  0.00s  {'notice':<13} {event['detail-type']}")
+    result = handle_batch(parse_notices(event), scene_deps(sim)).to_json()
+    shown: set[tuple[str, str]] = set()
+    for action in result["actions"]:
+        key = (action["type"], str(action.get("pod")))
+        if action["type"] not in _LABELS or (action["type"] == "eviction-blocked" and key in shown):
+            continue
+        shown.add(key)
+        print(timeline_line(action, start))
+    actions = result["actions"]
+    return SceneSummary(
+        scene="spot interruption",
+        outcome=result["outcome"],
+        nodes=1,
+        checkpointed=sum(1 for a in actions if a["type"] == "evict" and a.get("reason") == "checkpoint acknowledged"),
+        evicted=sum(1 for a in actions if a["type"] in ("evict", "delete")),
+        seconds_left=result.get("seconds_left"),
+    )
