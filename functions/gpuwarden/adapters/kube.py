@@ -174,7 +174,7 @@ class KubeClient:
             return None
 
     def list_nodes(self, label_selector: str | None = None) -> list[NodeView]:
-        query = [("labelSelector", label_selector)] if label_selector else None
+        query = [("labelSelector", label_selector)] if label_selector else []
         items = self._json("GET", "/api/v1/nodes", query=query).get("items") or []
         return [node_from_json(item) for item in items]
 

@@ -162,12 +162,14 @@ def handle_alerts(batch: AlertBatch, deps: Deps, *, drain_locally: bool = True) 
         return _counted(
             Result(outcome="ignored", kind=Kind.GPU_UNHEALTHY.value, reason=reason, event_id=batch.message_id)
         )
-    summed = _summed(results)
+    acted = [r for item, r in zip(plan, results, strict=True) if isinstance(item, Notice)]
+    # one node acted on (a dcgm-exporter alert fires per GPU): its answer, with the others beside it
+    summed = (
+        acted[0].model_copy(update={"results": results}) if len(acted) == 1 and len(results) > 1 else _summed(results)
+    )
     if batch.lost:
         summed = summed.model_copy(update={"reason": f"{summed.reason}; {batch.lost}"})
-    if len(results) == 1:
-        return summed
-    return summed.model_copy(update={"event_id": batch.message_id})
+    return summed
 
 
 # --------------------------------------------------------------------------- Scheduler ticks
