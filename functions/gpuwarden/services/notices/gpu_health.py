@@ -150,8 +150,19 @@ def scan(deps: Deps, *, drain_locally: bool = True) -> Result:
         key=lambda pair: (pair[1].event_time, pair[0].name),  # the oldest failures first
     )
     admitted = _admit(notices, nodes, deps)
+    # new failures first (their cordon is the urgent write), then what an earlier scan started
+    fresh = [p for p in notices if p[0].annotations.get(ann.EVENT_ID) != p[1].event_id]
+    resumed = [p for p in notices if p[0].annotations.get(ann.EVENT_ID) == p[1].event_id]
+    by_node: dict[str, Result] = {}
     with ThreadPoolExecutor(max_workers=min(SCAN_WORKERS, max(1, len(notices)))) as pool:
-        results = list(pool.map(lambda pair: _scan_one(pair[0], pair[1], deps, admitted, drain_locally), notices))
+        for batch in (fresh, resumed):
+            for (node, _), result in zip(
+                batch,
+                pool.map(lambda pair: _scan_one(pair[0], pair[1], deps, admitted, drain_locally), batch),
+                strict=True,
+            ):
+                by_node[node.name] = result
+    results = [by_node[node.name] for node, _ in notices]
     reason = f"scanned {len(nodes)} GPU nodes ({policy.node_selector}): {len(failing)} with a failing GPU condition"
     if results:
         reason += ": " + "; ".join(f"{r.node}: {r.outcome}" for r in results[:20])
