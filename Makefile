@@ -9,7 +9,7 @@ CHECKOV_STAMP := .venv-checkov/.stamp-setup
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: setup demo test test-long lint synth bench deploy layer clean audit outcome
+.PHONY: setup demo test test-long lint synth bench deploy layer clean audit outcome prometheus
 
 $(STAMP): pyproject.toml package.json layers/runtime/requirements.txt
 	@test -x $(PY) || $(PY_BOOT) -m venv $(VENV)
@@ -23,7 +23,15 @@ $(CHECKOV_STAMP): infra/checkov-requirements.txt | $(STAMP)
 	$(PY) -m infra.checkov install
 	@touch $(CHECKOV_STAMP)
 
-setup: $(STAMP) $(CHECKOV_STAMP)
+# Debian's prometheus (2.42) and prometheus-alertmanager (0.25) for tests/integration/test_alertmanager_sns.py:
+# installed where we are root and they are missing (CI); elsewhere the test says how to install them.
+prometheus:
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	   ! { command -v prometheus && command -v prometheus-alertmanager; } >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			prometheus prometheus-alertmanager >/dev/null; fi
+
+setup: $(STAMP) $(CHECKOV_STAMP) prometheus
 
 demo: $(STAMP)
 	$(VENV)/bin/gpuwarden demo
@@ -38,7 +46,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy functions sim infra tests layers
 
-test: lint $(CHECKOV_STAMP)
+test: lint $(CHECKOV_STAMP) prometheus
 	$(VENV)/bin/pytest -q -n 2 -m "not long and not bench"
 
 test-long: $(STAMP) $(CHECKOV_STAMP)

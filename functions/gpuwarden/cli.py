@@ -170,6 +170,22 @@ def doctor(as_json: bool) -> None:
 
 
 @main.command()
+@click.option("--json", "as_json", is_flag=True, help="JSON output (the default when stdout is not a terminal).")
+def scan(as_json: bool) -> None:
+    """One GPU-health scan, as the deployed schedule runs it every minute: every GPU node whose
+    AcceleratedHardwareReady or GPUHealthy condition is False is handled as gpu-unhealthy.
+    Exit as for invoke. KUBECONFIG, GPUWARDEN_POLICY_FILE and DRY_RUN apply."""
+    from gpuwarden.local import run_scan
+    from gpuwarden.terminal import scan_lines
+
+    result = _guarded(run_scan, "gpu-unhealthy")
+    if as_json or not sys.stdout.isatty():
+        _emit(result)
+    click.echo("\n".join(scan_lines(result)))
+    sys.exit(EXIT_FAILED if result.get("outcome") == "failed" else EXIT_OK)
+
+
+@main.command()
 @click.option("--speed", default=10.0, show_default=True, help="How much faster the simulated kubelet's clock runs.")
 def demo(speed: float) -> None:
     """Replay sample events through the real handlers on a simulated GPU cluster and AWS."""

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 from gpuwarden.config import Settings
 from gpuwarden.domain.errors import GpuwardenError, InvalidPolicy
 from gpuwarden.services.engine.failures import failed_result
-from gpuwarden.services.routes import handle_batch, handle_tick, tick_kind
-from gpuwarden.sources import NoticeBatch, RunbookRequest, WindowTick, parse_event
+from gpuwarden.services.routes import handle_alerts, handle_batch, handle_scan, handle_tick, tick_kind
+from gpuwarden.sources import AlertBatch, NoticeBatch, RunbookRequest, ScanTick, WindowTick, parse_event
 from gpuwarden.wiring import build_deps, deployed_rules, runbook_deps
 
 if TYPE_CHECKING:
@@ -37,6 +37,15 @@ def run_event(raw: object, deps: Deps | None = None) -> dict[str, Any]:
             tick_kind(parsed),
             event_id=parsed.execution_id,
         )
+    if isinstance(parsed, ScanTick):
+        return run_scan(deps)
+    if isinstance(parsed, AlertBatch):
+        batch = parsed
+        return _answered(
+            lambda: handle_alerts(batch, deps or build_deps(settings, caller="cli"), drain_locally=True).to_json(),
+            "gpu-unhealthy",
+            event_id=batch.message_id,
+        )
     if not isinstance(parsed, NoticeBatch):
         raise GpuwardenError(f"{type(parsed).__name__} inputs are not handled by this version")
     first = parsed.notices[0] if parsed.notices else None
@@ -47,6 +56,16 @@ def run_event(raw: object, deps: Deps | None = None) -> dict[str, Any]:
         node=first.node_name if first else None,
         instance_id=first.instance_id if first else None,
     )
+
+
+def run_scan(deps: Deps | None = None) -> dict[str, Any]:
+    """One GPU-health scan against KUBECONFIG (or the policy's EKS cluster), as the deployed
+    schedule runs it; each unhealthy node's drain runs here to its end."""
+
+    def answer() -> dict[str, Any]:
+        return handle_scan(None, deps or build_deps(Settings.from_env(), caller="cli"), drain_locally=True).to_json()
+
+    return _answered(answer, "gpu-unhealthy")
 
 
 def run_runbook(request: RunbookRequest, progress: Callable[[DrainProgress], None] | None = None) -> dict[str, Any]:

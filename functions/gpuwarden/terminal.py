@@ -94,3 +94,11 @@ def doctor_table(report: DoctorReport) -> str:
             lines.append(f"{'':<{width}}  {'':<8}  fix: {f.fix}")
     lines.append(f"\n{report.errors} error(s), {report.warnings} warning(s)")
     return "\n".join(lines)
+
+
+def scan_lines(result: dict[str, Any]) -> list[str]:
+    """A GPU-health scan for a terminal: the summary, then one line per unhealthy node."""
+    lines = [f"gpu-health scan: {result.get('outcome')}: {result.get('reason', '')}"]
+    for one in result.get("results") or []:
+        lines.append(f"  {one.get('node') or '-':<40} {one.get('outcome', ''):<10} {one.get('reason', '')}")
+    return lines

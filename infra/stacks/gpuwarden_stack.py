@@ -17,6 +17,7 @@ from infra.components.encryption import StackKey
 from infra.components.event_rules import EventRoutes
 from infra.components.functions import Functions
 from infra.components.gpu_idle import GpuIdleReclaim
+from infra.components.gpu_signals import GpuSignals
 from infra.components.network import FunctionNetwork
 from infra.components.policy_parameter import PolicyParameter
 from infra.components.runbook_documents import RunbookDocuments
@@ -108,6 +109,19 @@ class GpuwardenStack(Stack):
             policy_json=settings.policy_json,
             drain=self.drain.state_machine,
             drain_env=DRAIN_STATE_MACHINE_ENV,
+        )
+
+        # --- GPU signals: the GPU-health scan's schedule, the Alertmanager topic (infra/components/gpu_signals.py)
+        gpu_fn = self.functions.by_name[functions.GPU_IDLE.name]
+        self._allow_replacement(gpu_fn)  # gpu-unhealthy launches replacements as Spot does
+        gpu_health = settings.policy.gpu_health.enabled
+        self.gpu_signals = GpuSignals(
+            self,
+            "GpuSignals",
+            fn=gpu_fn,
+            scan=gpu_health,
+            topic=gpu_health or bool(settings.policy.alerts),
+            alarms=alarms,
         )
 
         # --- budget windows (Scheduler ticks) and AWS Health scheduled maintenance (infra/components/schedules.py)

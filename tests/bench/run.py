@@ -4,7 +4,7 @@ Benchmarks print figures; they are not timed tests and never fail on a missed go
 command fails only when a benchmark cannot run at all for a reason other than a clear skip
 (kubectl absent, no layer build).
 
-    python -m tests.bench.run [--only cold,latency,drain,mass,memory,artifacts,soak]
+    python -m tests.bench.run [--only cold,latency,drain,mass,memory,artifacts,soak,gpu_health]
 """
 
 from __future__ import annotations
@@ -80,6 +80,12 @@ def _soak() -> tuple[list[Figure], dict[str, Any]]:
     return soak.measure()
 
 
+def _gpu_health() -> tuple[list[Figure], dict[str, Any]]:
+    from tests.bench import gpu_health
+
+    return gpu_health.measure()
+
+
 BENCHES: dict[str, Callable[[], tuple[list[Figure], dict[str, Any]]]] = {
     "cold": _cold,
     "latency": _latency,
@@ -88,6 +94,7 @@ BENCHES: dict[str, Callable[[], tuple[list[Figure], dict[str, Any]]]] = {
     "memory": _memory,
     "artifacts": _artifacts,
     "soak": _soak,
+    "gpu_health": _gpu_health,
 }
 
 

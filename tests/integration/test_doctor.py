@@ -17,6 +17,7 @@ from gpuwarden.terminal import doctor_table as render_table
 from sim import KubeSim
 from sim import builders as b
 from sim.actors.karpenter import karpenter_deployment, karpenter_global_settings, termination_handler
+from sim.apiserver.api import STRATEGIC_PATCH as STRATEGIC
 
 CHECKS = [
     "cluster-access",
@@ -25,6 +26,7 @@ CHECKS = [
     "nodepool-termination-grace",
     "checkpoint-annotations",
     "static-nodepool-gpu-limit",
+    "gpu-health",
     "gpu-metrics",
     "policy",
 ]
@@ -71,6 +73,8 @@ def healthy_cluster(sim: KubeSim) -> None:
     sim.create(b.training_pod("train-1-worker", node, checkpoint="annotate", checkpoint_container="trainer"))
     sim.create(b.daemonset_pod(node))
     sim.create(karpenter_deployment(queue=None))
+    healthy = json.loads((Path(__file__).resolve().parents[2] / "events/node-conditions-eks-healthy.json").read_text())
+    sim.patch_direct("Node", node["metadata"]["name"], {"status": {"conditions": [healthy]}}, patch_type=STRATEGIC)
 
 
 def doctor(sim: KubeSim, tmp_path: Path, policy: str = POLICY, *args: str) -> tuple[int, dict[str, Any]]:

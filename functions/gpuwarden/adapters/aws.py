@@ -119,7 +119,7 @@ class Cloud:
         from datetime import UTC, datetime, timedelta
 
         end = datetime.now(UTC)
-        query = {
+        query: dict[str, Any] = {
             "Id": "gpu",
             "MetricStat": {
                 "Metric": {
@@ -132,6 +132,8 @@ class Cloud:
             },
             "ReturnData": True,
         }
+        if metric.query is not None:  # a Metrics Insights alarm: its own query, narrowed to this node
+            query = {"Id": "gpu", "Expression": metric.query, "Period": period_seconds, "ReturnData": True}
         where = ",".join(f"{k}={v}" for k, v in metric.dimensions)
         with aws_call(f"CloudWatch GetMetricData {metric.namespace} {metric.name} {where}"):
             answer = self.cloudwatch.get_metric_data(

@@ -173,8 +173,9 @@ class KubeClient:
         except NotFound:
             return None
 
-    def list_nodes(self) -> list[NodeView]:
-        items = self._json("GET", "/api/v1/nodes").get("items") or []
+    def list_nodes(self, label_selector: str | None = None) -> list[NodeView]:
+        query = [("labelSelector", label_selector)] if label_selector else []
+        items = self._json("GET", "/api/v1/nodes", query=query).get("items") or []
         return [node_from_json(item) for item in items]
 
     def patch_node(self, name: str, patch: Mapping[str, Any], resource_version: str | None) -> NodeView:

@@ -27,6 +27,11 @@ class Metric(StrEnum):
     DRAINS_PAST_DEADLINE = "DrainsPastDeadline"
     NODES_LOST_UNDRAINED = "NodesLostUndrained"
     NODEPOOL_WRITES_FAILED = "NodePoolWritesFailed"
+    #: nodes the GPU-health breaker left untouched (docs/gpu-signals.md)
+    GPU_HEALTH_HELD_BACK = "GpuHealthHeldBack"
+    #: GPU-health scans run, and failing conditions they found
+    GPU_HEALTH_SCANS = "GpuHealthScans"
+    GPU_HEALTH_UNHEALTHY = "GpuHealthUnhealthyNodes"
 
 
 class ActionType(StrEnum):
@@ -65,6 +70,8 @@ class ActionType(StrEnum):
     NODEPOOL_DRIFT = "nodepool-drift"
     NODEPOOL_SKIPPED = "nodepool-skipped"
     NODEPOOL_FAILED = "nodepool-failed"
+    #: the GPU-health breaker kept the node untouched (its pool is at gpu_health.max_unhealthy_percent)
+    HELD_BACK = "held-back"
 
     @property
     def event_reason(self) -> str | None:
@@ -106,6 +113,7 @@ _SPECS: dict[ActionType, _Spec] = {
     ActionType.RETIRE: _Spec("NodeRetired"),
     ActionType.RELEASE: _Spec("GpuwardenUncordoned"),
     ActionType.RETIRE_SKIPPED: _Spec("NodeNotRetired"),
+    ActionType.HELD_BACK: _Spec("GpuHealthHeldBack", warning=True, metric=Metric.GPU_HEALTH_HELD_BACK),
 }
 
 

@@ -6,6 +6,7 @@ into the JSON result, the log line and the Kubernetes Event.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -72,6 +73,7 @@ def min_nodes_refusal(node: NodeView, nodes: Sequence[NodeView], minimum: int) -
 
 #: The GPU-utilisation metrics a GPU-idle alarm may watch (Container Insights, NVIDIA DCGM exporter).
 GPU_METRICS = ("node_gpu_utilization", "DCGM_FI_DEV_GPU_UTIL")
+CONTAINER_INSIGHTS_METRIC = GPU_METRICS[0]
 
 
 @dataclass(frozen=True)
@@ -79,28 +81,63 @@ class IdleMetric:
     """The one series the re-check at action time reads (docs/events.md, gpu-idle).
 
     A single-metric alarm on a GPU metric is re-checked on exactly its own series (namespace,
-    name, dimensions from the alarm); any other GPU-idle alarm (a Metrics Insights query, an
-    alarm taken by its name prefix) on Container Insights' per-node series.
+    name, dimensions from the alarm); a Metrics Insights alarm over DCGM's series on its own query,
+    narrowed to the contributor's attributes; any other GPU-idle alarm (a query over
+    `node_gpu_utilization`, an alarm taken by its name prefix) on Container Insights' per-node series.
     """
 
     namespace: str
     name: str
     dimensions: tuple[tuple[str, str], ...]
+    #: A Metrics Insights alarm's own query, narrowed to this node (None: a plain metric series).
+    query: str | None = None
 
     @classmethod
     def container_insights(cls, cluster: str, instance_id: str, node_name: str) -> IdleMetric:
         dims = (("ClusterName", cluster), ("InstanceId", instance_id), ("NodeName", node_name))
-        return cls("ContainerInsights", "node_gpu_utilization", dims)
+        return cls("ContainerInsights", CONTAINER_INSIGHTS_METRIC, dims)
 
     @classmethod
     def for_alarm(cls, watched: object, cluster: str, instance_id: str, node_name: str) -> IdleMetric:
-        """The alarm's own series when the notice carries one (``detail["metric"]``), else the default."""
+        """The alarm's own series when the notice carries one (``detail["metric"]``): a metric, or a
+        Metrics Insights query over a GPU metric (narrowed to the contributor); else the default."""
+        if isinstance(watched, dict) and isinstance(watched.get("query"), str):
+            query = str(watched["query"])
+            name = next((m for m in GPU_METRICS if m in query), None)
+            where = watched.get("dimensions")
+            # over node_gpu_utilization the query's series for one node is Container Insights' own (the default)
+            if name not in (None, CONTAINER_INSIGHTS_METRIC) and isinstance(where, dict) and where:
+                pairs = tuple(sorted((str(k), str(v)) for k, v in where.items()))
+                try:
+                    return cls("MetricsInsights", str(name), pairs, query=narrow_query(query, pairs))
+                except ValueError:
+                    pass  # an attribute that cannot be quoted into the query: the default series
         if isinstance(watched, dict) and watched.get("name") in GPU_METRICS and watched.get("namespace"):
             dims = watched.get("dimensions") or {}
             if isinstance(dims, dict):
                 pairs = tuple(sorted((str(k), str(v)) for k, v in dims.items()))
                 return cls(str(watched["namespace"]), str(watched["name"]), pairs)
         return cls.container_insights(cluster, instance_id, node_name)
+
+
+_CLAUSE = re.compile(r"\s(GROUP\s+BY|ORDER\s+BY|LIMIT)\s", re.IGNORECASE)
+_SAFE_VALUE = re.compile(r"^[A-Za-z0-9._:/-]+$")
+
+
+def narrow_query(query: str, where: Sequence[tuple[str, str]]) -> str:
+    """A Metrics Insights query (``SELECT … FROM SCHEMA(…) [WHERE …] [GROUP BY …] [ORDER BY …]
+    [LIMIT …]``) narrowed to one contributor: its attributes ANDed into the WHERE clause, the
+    grouping kept (one series left). A value that is not a plain name is refused (ValueError)."""
+    terms = []
+    for key, value in where:
+        if not _SAFE_VALUE.match(key) or not _SAFE_VALUE.match(value):
+            raise ValueError(f"contributor attribute {key}={value!r} cannot be put into a query")
+        terms.append(f"{key} = '{value}'")
+    condition = " AND ".join(terms)
+    cut = _CLAUSE.search(query)
+    head, tail = (query[: cut.start()], query[cut.start() :]) if cut else (query, "")
+    joiner = " AND " if re.search(r"\sWHERE\s", head, re.IGNORECASE) else " WHERE "
+    return f"{head.rstrip()}{joiner}{condition}{tail}"
 
 
 @dataclass(frozen=True)

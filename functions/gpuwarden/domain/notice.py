@@ -18,6 +18,7 @@ class Kind(StrEnum):
     CAPACITY_BLOCK_EXPIRY = "capacity-block-expiry"
     CAPACITY_BLOCK_PLAN = "capacity-block-plan"
     GPU_IDLE = "gpu-idle"
+    GPU_UNHEALTHY = "gpu-unhealthy"
     BUDGET_WINDOW = "budget-window"
     MANUAL = "manual"
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from datetime import timedelta
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from gpuwarden.domain.schedule import Windows
+from gpuwarden.domain.schedule import Windows, parse_duration
 
 
 class _Frozen(BaseModel):
@@ -52,6 +53,34 @@ class CapacityBlocksPolicy(_Frozen):
     lead_minutes: int = Field(default=30, ge=1, le=24 * 60)
 
 
+def _duration(value: object) -> object:
+    """``"10m"``-style text (the windows' duration form) → timedelta; anything else is refused."""
+    if isinstance(value, str):
+        return parse_duration(value)
+    if isinstance(value, timedelta):
+        return value
+    raise ValueError(f"invalid duration {value!r}: expected text such as '10m' or '1h30m'")
+
+
+Duration = Annotated[timedelta, BeforeValidator(_duration)]
+
+
+class GpuHealthPolicy(_Frozen):
+    """The GPU-health scan and the gpu-unhealthy kind (docs/gpu-signals.md)."""
+
+    enabled: bool = True
+    #: The scan's one LIST takes the nodes this label selector matches (docs/gpu-signals.md).
+    node_selector: str = Field(default="nvidia.com/gpu.present=true", min_length=1, max_length=256)
+    #: When Karpenter's node repair / EKS auto repair replace an unhealthy node (both: 10 min).
+    repair_after: Duration = timedelta(minutes=10)
+    #: A broken DCGM must not drain a whole NodePool (Karpenter's own repair stops above 20 %).
+    max_unhealthy_percent: float = Field(default=20.0, ge=0, le=100)
+
+
+#: The kinds an Alertmanager alert may be mapped to (docs/gpu-signals.md).
+AlertKind = Literal["gpu-idle", "gpu-unhealthy"]
+
+
 class Policy(_Frozen):
     cluster: str = Field(min_length=1, max_length=100)
     windows: Windows = Field(default_factory=list)
@@ -61,3 +90,6 @@ class Policy(_Frozen):
     checkpoint: CheckpointPolicy = CheckpointPolicy()
     drain: DrainPolicy = DrainPolicy()
     capacity_blocks: CapacityBlocksPolicy = CapacityBlocksPolicy()
+    gpu_health: GpuHealthPolicy = GpuHealthPolicy()
+    #: Alertmanager alert name → the kind its firing alerts are.
+    alerts: dict[Annotated[str, Field(min_length=1, max_length=256)], AlertKind] = Field(default_factory=dict)

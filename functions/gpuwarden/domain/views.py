@@ -42,6 +42,17 @@ class Taint:
 
 
 @dataclass(frozen=True)
+class NodeCondition:
+    """One entry of a node's ``status.conditions`` (docs/gpu-signals.md reads the GPU-health ones)."""
+
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+    last_transition: datetime | None = None
+
+
+@dataclass(frozen=True)
 class NodeView:
     name: str
     resource_version: str
@@ -54,6 +65,8 @@ class NodeView:
     addresses: tuple[str, ...] = ()
     #: The NodeClaim that owns the node: Karpenter adds that owner reference when it registers it.
     nodeclaim: str | None = None
+    #: ``status.conditions`` by type.
+    conditions: Mapping[str, NodeCondition] = field(default_factory=dict)
 
     @property
     def instance_id(self) -> str | None:
@@ -141,6 +154,26 @@ def _int_quantity(value: object) -> int:
         return 0
 
 
+def _conditions(raw: object) -> dict[str, NodeCondition]:
+    found: dict[str, NodeCondition] = {}
+    for item in raw if isinstance(raw, list) else ():
+        if not isinstance(item, Mapping) or not isinstance(item.get("type"), str):
+            continue
+        when = item.get("lastTransitionTime")
+        try:
+            at = isoparse(when) if isinstance(when, str) and when else None
+        except ValueError:
+            at = None
+        found[item["type"]] = NodeCondition(
+            type=item["type"],
+            status=str(item.get("status", "")),
+            reason=str(item.get("reason") or ""),
+            message=str(item.get("message") or "")[:1024],
+            last_transition=at,
+        )
+    return found
+
+
 def node_from_json(obj: Mapping[str, Any]) -> NodeView:
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
@@ -157,6 +190,7 @@ def node_from_json(obj: Mapping[str, Any]) -> NodeView:
         unschedulable=bool(spec.get("unschedulable", False)),
         gpu_capacity=_int_quantity(capacity.get(GPU_RESOURCE, 0)),
         addresses=tuple(a.get("address", "") for a in status.get("addresses") or ()),
+        conditions=_conditions(status.get("conditions")),
         nodeclaim=next(
             (
                 str(o.get("name"))

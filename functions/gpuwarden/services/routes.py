@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from gpuwarden.domain.alerts import alert_plan
 from gpuwarden.domain.errors import GpuwardenError
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.observability import count_event
@@ -22,10 +23,10 @@ from gpuwarden.services.engine.drain import DrainState
 from gpuwarden.services.engine.failures import failed_notice
 from gpuwarden.services.engine.pipeline import URGENT, KindHooks, round_of
 from gpuwarden.services.engine.result import Result
-from gpuwarden.services.notices import capacity, gpu_idle, interruption, maintenance
+from gpuwarden.services.notices import capacity, gpu_health, gpu_idle, interruption, maintenance
 from gpuwarden.services.runbook import actions as runbook
 from gpuwarden.services.windows import windows
-from gpuwarden.sources import NoticeBatch, WindowTick
+from gpuwarden.sources import AlertBatch, NoticeBatch, ScanTick, WindowTick
 from gpuwarden.sources.routing import KIND_OF
 
 # --------------------------------------------------------------------------- kinds
@@ -41,6 +42,8 @@ HOOKS: dict[Kind, KindHooks] = {
     Kind.CAPACITY_BLOCK_PLAN: karpenter.INVOLUNTARY,
     Kind.SCHEDULED_MAINTENANCE: maintenance.HOOKS,
     Kind.GPU_IDLE: gpu_idle.HOOKS,
+    # as Spot's, with the breaker (gpu_health.max_unhealthy_percent) before and after the mark
+    Kind.GPU_UNHEALTHY: gpu_health.HOOKS,
     Kind.MANUAL: runbook.HOOKS,
 }
 
@@ -80,6 +83,7 @@ USE_CASES: dict[Kind, UseCase] = {
     Kind.CAPACITY_BLOCK_PLAN: _block_delivered,
     Kind.SCHEDULED_MAINTENANCE: _maintenance,
     Kind.GPU_IDLE: gpu_idle.handle_gpu_idle,
+    Kind.GPU_UNHEALTHY: gpu_health.handle_gpu_unhealthy,
 }
 
 
@@ -118,7 +122,10 @@ def handle_batch(batch: NoticeBatch, deps: Deps, *, drain_locally: bool = True) 
         if batch.event_id is not None:
             _record_ignored(deps, batch.event_id, kind, reason)
         return _counted(Result(outcome="ignored", kind=kind, event_id=batch.event_id, reason=reason))
-    results = [_one(n, deps, drain_locally) for n in batch.notices]
+    return _summed([_one(n, deps, drain_locally) for n in batch.notices])
+
+
+def _summed(results: list[Result]) -> Result:
     if len(results) == 1:
         return results[0]
     outcomes = {r.outcome for r in results}
@@ -130,6 +137,39 @@ def handle_batch(batch: NoticeBatch, deps: Deps, *, drain_locally: bool = True) 
         actions=[a for r in results for a in r.actions],
         results=results,
     )
+
+
+# --------------------------------------------------------------------------- GPU signals
+
+
+def handle_scan(tick: ScanTick | None, deps: Deps, *, drain_locally: bool = True) -> Result:
+    """One GPU-health scan (the every-minute schedule, or `gpuwarden scan`)."""
+    return _counted(gpu_health.scan(deps, drain_locally=drain_locally))
+
+
+def handle_alerts(batch: AlertBatch, deps: Deps, *, drain_locally: bool = True) -> Result:
+    """An Alertmanager notification: every firing alert the policy maps is one notice, through
+    its kind's use case; the others are ignored with the reason (docs/gpu-signals.md)."""
+    plan = alert_plan(batch.alerts, deps.policy, batch.published)  # raises InvalidEvent before anything is written
+    results = [
+        _one(item, deps, drain_locally)
+        if isinstance(item, Notice)
+        else Result(outcome="ignored", kind=item[0], reason=item[1], event_id=batch.message_id)
+        for item in plan
+    ]
+    if not results:
+        reason = batch.lost or f"notification {batch.message_id} carries no alert"
+        return _counted(
+            Result(outcome="ignored", kind=Kind.GPU_UNHEALTHY.value, reason=reason, event_id=batch.message_id)
+        )
+    acted = [r for item, r in zip(plan, results, strict=True) if isinstance(item, Notice)]
+    # one node acted on (a dcgm-exporter alert fires per GPU): its answer, with the others beside it
+    summed = (
+        acted[0].model_copy(update={"results": results}) if len(acted) == 1 and len(results) > 1 else _summed(results)
+    )
+    if batch.lost:
+        summed = summed.model_copy(update={"reason": f"{summed.reason}; {batch.lost}"})
+    return summed
 
 
 # --------------------------------------------------------------------------- Scheduler ticks
@@ -180,6 +220,8 @@ def fallback_kind(raw: object) -> str:
         tag = raw.get("detail-type", raw.get("detail_type"))
         if isinstance(tag, str) and tag in KIND_OF:
             return KIND_OF[tag].value
+        if raw.get("gpuwarden") == "gpu-health-scan" or "Records" in raw:
+            return Kind.GPU_UNHEALTHY.value
         if "gpuwarden" in raw:
             return Kind.BUDGET_WINDOW.value
     return Kind.MANUAL.value

@@ -31,25 +31,33 @@ from .health import HealthEvent
 from .lenient import RECEIVED, with_aliases
 from .routing import KIND_OF, Route, Rule, prefixes_of, route_of_detail_type, rule_for, rules, why_no_rule
 from .runbook import RunbookRequest
+from .scan import SCAN_MARKER, ScanTick
 from .scheduler import MARKER, WindowTick
+from .sns import AlertBatch, is_sns_event, parse_sns
 
 __all__ = [
     "DETAIL_TYPES",
+    "SCAN_MARKER",
+    "AlertBatch",
     "InvalidEvent",
     "NoticeBatch",
     "Parsed",
     "Route",
     "Rule",
     "RunbookRequest",
+    "ScanTick",
     "WindowTick",
+    "is_sns_event",
     "parse_event",
     "parse_notices",
     "parse_runbook",
+    "parse_scan_tick",
+    "parse_sns",
     "parse_window_tick",
     "route_of",
 ]
 
-Parsed = NoticeBatch | RunbookRequest | WindowTick
+Parsed = NoticeBatch | RunbookRequest | WindowTick | ScanTick | AlertBatch
 
 EventModel = Annotated[
     SpotInterruptionWarning
@@ -76,7 +84,8 @@ DETAIL_TYPES = _detail_types()
 
 _ACCEPTED_SHAPES = (
     "an EventBridge event (with 'detail-type' and 'source'), "
-    f"a Scheduler input ({{'gpuwarden': '{MARKER}', 'action': …}}), "
+    f"a Scheduler input ({{'gpuwarden': '{MARKER}', 'action': …}} or {{'gpuwarden': '{SCAN_MARKER}'}}), "
+    "a Lambda SNS event carrying an Alertmanager notification ({'Records': [{'Sns': …}]}), "
     "or a runbook payload ({'action': …, 'node' | 'instance_id': …})"
 )
 
@@ -151,13 +160,24 @@ def parse_window_tick(raw: object) -> WindowTick:
         raise invalid("Scheduler input", error) from None
 
 
+def parse_scan_tick(raw: object) -> ScanTick:
+    try:
+        return ScanTick.model_validate(_mapping(raw, "a Scheduler input"))
+    except ValidationError as error:
+        raise invalid("Scheduler input", error) from None
+
+
 def parse_event(raw: object, *, deployed: Sequence[Rule] = DEFAULT_RULES) -> Parsed:
     """Any input, routed by its shape exactly as the deployed rules and invokes would."""
     event = with_aliases(_mapping(raw, "an event"))
     if "detail-type" in event and "source" in event:
         return parse_notices(event, deployed=deployed)
+    if event.get("gpuwarden") == SCAN_MARKER:
+        return parse_scan_tick(event)
     if "gpuwarden" in event:
         return parse_window_tick(event)
+    if is_sns_event(event):
+        return parse_sns(event)
     if "action" in event:
         return parse_runbook(event)
     raise InvalidEvent(
@@ -174,4 +194,6 @@ def route_of(parsed: Parsed) -> Route:
         return "windows"
     if isinstance(parsed, RunbookRequest):
         return "runbook"
+    if isinstance(parsed, ScanTick | AlertBatch):
+        return "gpu_idle"  # the GPU function takes the scan and the Alertmanager topic too
     assert_never(parsed)

@@ -178,6 +178,15 @@ class ContributorStateChangeDetail(FrozenModel):
     alarm_name: Name = Field(alias="alarmName")
     alarm_contributor: AlarmContributor = Field(alias="alarmContributor")
     state: AlarmState
+    configuration: AlarmConfiguration = Field(default_factory=AlarmConfiguration)
+
+    def watched_query(self) -> dict[str, Any]:
+        """The alarm's Metrics Insights query over a GPU metric, for the re-check to read narrowed
+        to this contributor (none: the default series)."""
+        for metric in self.configuration.metrics:
+            if metric.expression and any(m in metric.expression for m in GPU_METRICS):
+                return {"metric": {"query": metric.expression, "dimensions": dict(self.alarm_contributor.attributes)}}
+        return {}
 
 
 class AlarmContributorStateChange(_AlarmEvent):
@@ -197,5 +206,5 @@ class AlarmContributorStateChange(_AlarmEvent):
                 event_id=self.id,
                 kind=Kind.GPU_IDLE,
             )
-        extra = {"alarm_name": d.alarm_name, "contributor_id": contributor.id}
+        extra = {"alarm_name": d.alarm_name, "contributor_id": contributor.id, **d.watched_query()}
         return NoticeBatch(route="gpu_idle", notices=(self._gpu_idle(target, d.state, extra),), kind=Kind.GPU_IDLE)

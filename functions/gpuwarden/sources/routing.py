@@ -19,7 +19,8 @@ from gpuwarden.domain.gpu_idle import GPU_METRICS
 from gpuwarden.domain.notice import Kind
 
 Route = Literal["interruption", "maintenance", "gpu_idle", "windows", "runbook"]
-"""The handler module (deployed function) an input goes to."""
+"""The handler module (deployed function) an input goes to. ``gpu_idle`` is the GPU function: its
+CloudWatch alarms, the Alertmanager topic's notifications and the GPU-health scan."""
 
 SPOT_WARNING = "EC2 Spot Instance Interruption Warning"
 REBALANCE = "EC2 Instance Rebalance Recommendation"

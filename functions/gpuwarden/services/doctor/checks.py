@@ -16,8 +16,9 @@ from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.checkpoint import BadCheckpoint, checkpoint_spec
 from gpuwarden.domain.errors import CloudError, KubeError
 from gpuwarden.domain.policy import Policy
-from gpuwarden.domain.views import DO_NOT_DISRUPT, NODEPOOL_LABEL, PodView, pod_from_json
+from gpuwarden.domain.views import DO_NOT_DISRUPT, NODEPOOL_LABEL, NodeView, PodView, node_from_json, pod_from_json
 from gpuwarden.services.doctor import rbac
+from gpuwarden.services.doctor.gpu_health import node_repair_on
 
 #: The notice EC2 gives before a Spot/capacity-reservation instance goes: what a drain must fit in.
 NOTICE_SECONDS = 120
@@ -78,6 +79,8 @@ class ClusterFacts:
     nodepools: list[dict[str, Any]] = field(default_factory=list)
     karpenter: list[KarpenterInstall] = field(default_factory=list)
     termination_handlers: list[str] = field(default_factory=list)  # "DaemonSet kube-system/aws-node-…"
+    nodes: list[NodeView] = field(default_factory=list)
+    node_repair: list[str] = field(default_factory=list)  # Karpenter installs with NodeRepair on
     #: what could not be read (a missing CRD, a 403), by what: the checks that need it say so
     unread: dict[str, str] = field(default_factory=dict)
 
@@ -160,13 +163,16 @@ def read_facts(reads: DoctorReads) -> ClusterFacts:
     facts = ClusterFacts()
     facts.pods = [pod_from_json(p) for p in reads.list_all_pods()]
     for node in reads.list_node_objects():
+        facts.nodes.append(node_from_json(node))
         pool = ((node.get("metadata") or {}).get("labels") or {}).get(NODEPOOL_LABEL)
         if pool:
             facts.pool_of_node[str(node["metadata"]["name"])] = str(pool)
     facts.nodepools = _optional(facts, "NodePools", reads.list_nodepools)
     deployments = _optional(facts, "Deployments", lambda: reads.list_deployments(""))
     daemonsets = _optional(facts, "DaemonSets", lambda: reads.list_daemonsets(""))
-    facts.karpenter = [karpenter_install(d, reads) for d in deployments if _is_karpenter(d)]
+    karpenters = [d for d in deployments if _is_karpenter(d)]
+    facts.karpenter = [karpenter_install(d, reads) for d in karpenters]
+    facts.node_repair = [k.where for d, k in zip(karpenters, facts.karpenter, strict=True) if node_repair_on(d)]
     for kind, items in (("DaemonSet", daemonsets), ("Deployment", deployments)):
         for obj in items:
             if _is_nth(obj):

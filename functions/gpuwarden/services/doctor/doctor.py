@@ -29,6 +29,7 @@ from gpuwarden.services.doctor.checks import (
     check_termination_handler,
     read_facts,
 )
+from gpuwarden.services.doctor.gpu_health import check_gpu_health
 
 __all__ = ["CLUSTER_CHECKS", "DoctorReads", "DoctorReport", "Finding", "Severity", "diagnose"]
 
@@ -40,6 +41,7 @@ CLUSTER_CHECKS = (
     "nodepool-termination-grace",
     "checkpoint-annotations",
     "static-nodepool-gpu-limit",
+    "gpu-health",
 )
 
 
@@ -86,7 +88,13 @@ def _cluster_findings(reads: DoctorReads, policy: Policy) -> list[Finding]:
         check_termination_grace(facts, policy),
         check_checkpoint_annotations(facts, policy),
         check_static_gpu_limit(facts, policy),
+        _gpu_health(facts, policy),
     ]
+
+
+def _gpu_health(facts: ClusterFacts, policy: Policy) -> Finding:
+    severity, message, fix = check_gpu_health(facts.nodes, facts.node_repair, policy)
+    return Finding("gpu-health", Severity(severity), message, fix)
 
 
 def diagnose(

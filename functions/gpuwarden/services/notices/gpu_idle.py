@@ -82,6 +82,8 @@ def _guardrails(d: Disruption) -> str | None:
     refused = refused or min_nodes_refusal(node, nodes, policy.min_nodes_per_nodepool)
     if refused is not None:
         return refused
+    if d.notice.detail.get("evidence") == "alert":
+        return None  # an Alertmanager alert is its own evidence: no CloudWatch re-check (docs/gpu-signals.md)
     if node.instance_id is None:
         return f"node {node.name} has no AWS providerID: its GPU utilization cannot be re-checked"
     metric = IdleMetric.for_alarm(d.notice.detail.get("metric"), deps.policy.cluster, node.instance_id, node.name)

@@ -1,0 +1,86 @@
+"""doctor's `gpu-health` check (docs/gpu-signals.md): does anything report GPU health for the scan
+to find, does the scan's selector see those nodes, and is Karpenter's forceful node repair on
+while gpuwarden's scan is off."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gpuwarden.domain.gpu_health import CONDITIONS, reports_gpu_health
+from gpuwarden.domain.policy import Policy
+from gpuwarden.domain.views import NodeView
+
+CHECK = "gpu-health"
+#: Karpenter's feature gates: the FEATURE_GATES env var (its chart's settings.featureGates) or the flag.
+GATES_ENV = "FEATURE_GATES"
+GATES_FLAG = "--feature-gates="
+
+
+def _containers(deployment: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    spec = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
+    return list(spec.get("containers") or [])
+
+
+def node_repair_on(deployment: Mapping[str, Any]) -> bool:
+    """Karpenter's `NodeRepair` gate, as its env var or flag sets it."""
+    for container in _containers(deployment):
+        gates = [str(e.get("value") or "") for e in container.get("env") or [] if e.get("name") == GATES_ENV]
+        gates += [str(a)[len(GATES_FLAG) :] for a in container.get("args") or [] if str(a).startswith(GATES_FLAG)]
+        for text in gates:
+            flags = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
+            if flags.get("NodeRepair", "").strip().lower() == "true":
+                return True
+    return False
+
+
+def selects(selector: str, labels: Mapping[str, str]) -> bool:
+    """The equality-based label selectors `gpu_health.node_selector` takes: `k`, `k=v`, `k!=v`, comma-joined."""
+    for term in (t.strip() for t in selector.split(",") if t.strip()):
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            if labels.get(key.strip()) == value.strip():
+                return False
+        elif "=" in term:
+            key, value = term.split("=", 1)
+            if labels.get(key.strip().rstrip("=")) != value.strip().lstrip("="):
+                return False
+        elif term.startswith("!"):
+            if term[1:] in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+def check_gpu_health(nodes: Sequence[NodeView], repairs: Sequence[str], policy: Policy) -> tuple[str, str, str]:
+    """(severity, message, fix) for the `gpu-health` finding. ``repairs``: the Karpenter installs
+    with `NodeRepair` on."""
+    config = policy.gpu_health
+    gpu_nodes = [n for n in nodes if n.gpu_capacity > 0]
+    reporting = [n for n in gpu_nodes if reports_gpu_health(n)]
+    if repairs and not config.enabled:
+        return (
+            "warn",
+            f"Karpenter's NodeRepair gate is on ({', '.join(repairs)}) while gpu_health.enabled is false: a node whose "
+            "AcceleratedHardwareReady turns False is replaced 10 min later without a drain or a checkpoint",
+            "set gpu_health.enabled: true in the policy (the stack then runs the GPU-health scan every minute)",
+        )
+    if not config.enabled:
+        return "ok", "gpu_health.enabled is false: no GPU-health scan (Karpenter's NodeRepair is off)", ""
+    if gpu_nodes and not reporting:
+        return (
+            "warn",
+            f"none of {len(gpu_nodes)} GPU node(s) reports {' or '.join(CONDITIONS)}: gpu-unhealthy never fires "
+            "from the scan",
+            "install the EKS node monitoring agent (EKS add-on eks-node-monitoring-agent) or NVIDIA NVSentinel",
+        )
+    selected = [n for n in reporting if selects(config.node_selector, n.labels)]
+    if reporting and not selected:
+        return (
+            "warn",
+            f"gpu_health.node_selector {config.node_selector!r} matches none of the {len(reporting)} node(s) that "
+            "report GPU health: the scan would list none of them",
+            "set gpu_health.node_selector to a label those nodes carry, e.g. karpenter.k8s.aws/instance-gpu-count",
+        )
+    return "ok", f"{len(selected)} of {len(gpu_nodes)} GPU node(s) report GPU health and match the scan's selector", ""

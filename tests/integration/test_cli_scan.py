@@ -1,0 +1,98 @@
+"""`gpuwarden scan` and `gpuwarden invoke` of Alertmanager notifications as a user runs them: the
+installed console script in a subprocess, KUBECONFIG pointing at the simulator."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from sim import KubeSim
+from sim.builders import gpu_node, nodepool
+from tests.integration import test_cli_invoke
+from tests.integration.test_cli_invoke import GPUWARDEN, WRITES, invoke_env
+from tests.integration.test_gpu_health import condition, failing, report
+
+sim = test_cli_invoke.sim  # the same fixtures: a real-time simulator with acking workloads, a moto server
+moto_endpoint = test_cli_invoke.moto_endpoint
+NODES = [f"ip-10-0-5-{i}.us-west-2.compute.internal" for i in range(5)]
+
+
+def cluster(sim: KubeSim) -> None:
+    sim.create(nodepool("gpu-training"))
+    for i, name in enumerate(NODES):
+        sim.create(gpu_node(name, f"i-0bbbb{i:012x}", nodepool="gpu-training"))
+
+
+def run(
+    sim: KubeSim, endpoint: str, *args: str, stdin: str | None = None, policy: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = invoke_env(sim, endpoint) | ({"GPUWARDEN_POLICY_FILE": str(policy)} if policy else {})
+    return subprocess.run(
+        [str(GPUWARDEN), *args], input=stdin, capture_output=True, text=True, env=env, timeout=60, check=False
+    )
+
+
+def test_scan_json_handles_the_failing_node_and_a_second_scan_changes_nothing(sim: KubeSim, moto_endpoint: str) -> None:
+    # Given a pool with one node whose AcceleratedHardwareReady turned False
+    cluster(sim)
+    since = failing(sim, NODES[1])
+    report(sim, NODES[2], condition("node-conditions-eks-healthy.json"))
+
+    # When `gpuwarden scan --json` runs twice
+    first = run(sim, moto_endpoint, "scan", "--json")
+    writes_before = len([r for r in sim.requests if r.method in WRITES and "/events" not in r.path])
+    second = run(sim, moto_endpoint, "scan", "--json")
+
+    # Then the first handles the node, exit 0; the second is a duplicate that writes nothing
+    assert first.returncode == 0, first.stderr
+    answer = json.loads(first.stdout)
+    assert answer["kind"] == "gpu-unhealthy"
+    assert answer["outcome"] == "handled"
+    assert [r["node"] for r in answer["results"]] == [NODES[1]]
+    assert answer["results"][0]["event_id"].endswith(since)
+    assert second.returncode == 0, second.stderr
+    assert json.loads(second.stdout)["outcome"] == "duplicate"
+    assert len([r for r in sim.requests if r.method in WRITES and "/events" not in r.path]) == writes_before
+
+
+def test_a_policy_with_a_bad_gpu_health_is_refused_naming_the_field(
+    sim: KubeSim, moto_endpoint: str, tmp_path: Path
+) -> None:
+    cluster(sim)
+    failing(sim, NODES[0])
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump({"cluster": "ml-prod", "gpu_health": {"max_unhealthy_percent": 150}}))
+
+    done = run(sim, moto_endpoint, "scan", "--json", policy=policy)
+
+    assert done.returncode == 2
+    assert "gpu_health.max_unhealthy_percent" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not [r for r in sim.requests if r.method in WRITES and "/status" not in r.path]
+
+
+def test_invoke_refuses_a_notification_that_is_neither_rendering(sim: KubeSim, moto_endpoint: str) -> None:
+    cluster(sim)
+    event = {
+        "Records": [
+            {
+                "EventSource": "aws:sns",
+                "Sns": {
+                    "MessageId": "m-1",
+                    "TopicArn": "arn:aws:sns:us-west-2:123456789012:gpuwarden-alertmanager",
+                    "Message": "disk almost full on build-7",
+                    "Timestamp": "2026-11-24T06:43:31.000Z",
+                },
+            }
+        ]
+    }
+
+    done = run(sim, moto_endpoint, "invoke", "-", stdin=json.dumps(event))
+
+    assert done.returncode == 2
+    assert "Records.0.Sns.Message" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not [r for r in sim.requests if r.method in WRITES]

@@ -1,0 +1,234 @@
+"""gpu-unhealthy from node conditions (docs/gpu-signals.md): the GPU-health scan on the simulator,
+with conditions written through the nodes/status subresource as the EKS node monitoring agent and
+NVSentinel write them (samples: events/node-conditions-*.json), and the breaker."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import pytest
+
+from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.notice import Kind
+from gpuwarden.domain.policy import GpuHealthPolicy, Policy
+from gpuwarden.services.notices import gpu_health
+from gpuwarden.services.routes import handle_scan
+from sim import KubeSim
+from sim.builders import gpu_node, job, nodepool, training_pod
+from sim.clock import parse_rfc3339, rfc3339
+from tests.integration.conftest import World
+
+EVENTS = Path(__file__).resolve().parents[2] / "events"
+WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def condition(sample: str, **changes: Any) -> dict[str, Any]:
+    found: dict[str, Any] = json.loads((EVENTS / sample).read_text())
+    return found | changes
+
+
+def report(sim: KubeSim, node: str, cond: dict[str, Any]) -> None:
+    """The agent's write: a strategic-merge PATCH of nodes/<name>/status (conditions merge by type)."""
+    api = kubernetes.client.CoreV1Api(sim.api_client())
+    api.patch_node_status(node, {"status": {"conditions": [cond]}})
+
+
+def pool(sim: KubeSim, size: int, name: str = "gpu-training") -> list[str]:
+    sim.create(nodepool(name))
+    nodes = []
+    for i in range(size):
+        node = f"ip-10-0-{i // 200}-{i % 200 + 10}.us-west-2.compute.internal"
+        sim.create(gpu_node(node, f"i-0{i:016x}", nodepool=name))
+        nodes.append(node)
+    return nodes
+
+
+def failing(sim: KubeSim, node: str, sample: str = "node-conditions-eks-xid79.json") -> str:
+    since = rfc3339(sim.clock.now() - timedelta(seconds=30))
+    report(sim, node, condition(sample, lastTransitionTime=since, lastHeartbeatTime=since))
+    return since
+
+
+def policy(**gpu: Any) -> Policy:
+    return Policy(cluster="ml-prod", gpu_health=GpuHealthPolicy(**gpu))
+
+
+def test_a_failing_accelerated_hardware_condition_cordons_checkpoints_and_drains_before_repair(world: World) -> None:
+    # Given a pool of 5 GPU nodes, one running an opted-in trainer, whose AcceleratedHardwareReady
+    # turned False 30 s ago (XID 79), and another that reports a healthy GPU
+    sim = world.sim
+    nodes = pool(sim, 5)
+    owner = sim.create(job("train", "ml"))
+    sim.create(training_pod("train-0", nodes[0], checkpoint="annotate", owner=owner))
+    since = failing(sim, nodes[0])
+    report(sim, nodes[1], condition("node-conditions-eks-healthy.json"))
+
+    # When the scan runs
+    result = handle_scan(None, world.deps()).to_json()
+
+    # Then only the failing node is handled, as gpu-unhealthy, with the repair deadline
+    assert result["kind"] == "gpu-unhealthy"
+    assert result["outcome"] == "handled", result
+    [one] = result["results"]
+    assert one["node"] == nodes[0]
+    assert one["event_id"] == f"gpu-unhealthy/{nodes[0]}/AcceleratedHardwareReady/{since}"
+    node = world.node(nodes[0])
+    assert node["spec"]["unschedulable"] is True
+    assert {"key": ann.TAINT_KEY, "value": "gpu-unhealthy", "effect": "NoSchedule"} in node["spec"]["taints"]
+    marks = node["metadata"]["annotations"]
+    deadline = rfc3339(parse_rfc3339(since) + timedelta(minutes=10))
+    assert marks[ann.DEADLINE] == deadline
+    types = [a["type"] for a in one["actions"]]
+    assert types[0] == "cordon"
+    assert "checkpoint-requested" in types
+    assert one["drain"]["done"] is True
+    assert world.pod("ml/train-0") is None  # evicted after its acknowledgement
+    assert "unschedulable" not in world.node(nodes[1])["spec"]
+
+
+def test_a_second_scan_of_the_same_failure_writes_nothing(world: World) -> None:
+    # Given a failing node a scan has already handled
+    sim = world.sim
+    nodes = pool(sim, 5)
+    failing(sim, nodes[2])
+    handle_scan(None, world.deps())
+    before = len(sim.requests)
+
+    # When the scan runs again
+    result = handle_scan(None, world.deps()).to_json()
+
+    # Then it reports the same failure as a duplicate and writes nothing
+    assert result["outcome"] == "duplicate", result
+    assert [r["outcome"] for r in result["results"]] == ["duplicate"]
+    assert not [r for r in sim.requests[before:] if r.method in WRITES and "/events" not in r.path]
+
+
+def test_a_new_failure_after_a_recovery_is_a_new_notice(world: World) -> None:
+    # Given a node whose failure was handled, then released, and whose condition recovered
+    sim = world.sim
+    nodes = pool(sim, 5)
+    first = failing(sim, nodes[0])
+    handle_scan(None, world.deps())
+    from gpuwarden.services.engine.writes import release_node
+
+    release_node(world.deps().kube, nodes[0])
+    report(sim, nodes[0], condition("node-conditions-eks-healthy.json", lastTransitionTime=first))
+    assert handle_scan(None, world.deps()).to_json()["results"] == []
+
+    # When the GPU fails again later
+    sim.clock.advance(120)
+    second = failing(sim, nodes[0])
+    result = handle_scan(None, world.deps()).to_json()
+
+    # Then it is a new notice, with its own identity
+    assert second != first
+    assert result["outcome"] == "handled", result
+    assert result["results"][0]["event_id"].endswith(second)
+
+
+def test_nvsentinel_gpu_healthy_false_is_gpu_unhealthy(world: World) -> None:
+    sim = world.sim
+    nodes = pool(sim, 5)
+    failing(sim, nodes[3], "node-conditions-nvsentinel-gpuhealthy.json")
+
+    result = handle_scan(None, world.deps()).to_json()
+
+    assert result["results"][0]["event_id"].startswith(f"gpu-unhealthy/{nodes[3]}/GPUHealthy/")
+    assert world.node(nodes[3])["metadata"]["annotations"][ann.KIND] == Kind.GPU_UNHEALTHY.value
+
+
+def test_the_breaker_holds_back_what_the_pool_has_no_room_for(world: World) -> None:
+    # Given a pool of 10 nodes with 4 failing GPUs and the default 20 % (2 nodes)
+    sim = world.sim
+    nodes = pool(sim, 10)
+    for node in nodes[:4]:
+        failing(sim, node)
+
+    # When the scan runs
+    result = handle_scan(None, world.deps()).to_json()
+
+    # Then 2 nodes are held, the other 2 are left untouched, with the reason and a Warning Event
+    outcomes = sorted(r["outcome"] for r in result["results"])
+    assert outcomes == ["handled", "handled", "ignored", "ignored"], result
+    held = [n for n in nodes if world.node(n)["metadata"].get("annotations", {}).get(ann.KIND) == "gpu-unhealthy"]
+    assert len(held) == 2
+    for one in result["results"]:
+        if one["outcome"] == "ignored":
+            assert one["reason"].startswith("breaker: nodepool/gpu-training has 10 nodes")
+            assert [a["type"] for a in one["actions"]] == ["held-back"]
+            assert "unschedulable" not in world.node(one["node"])["spec"]
+    events = sim.list("Event", namespace="default")
+    assert any(e["reason"] == "GpuHealthHeldBack" and e["type"] == "Warning" for e in events)
+
+    # And a later scan still holds them back while the pool is at its count
+    again = handle_scan(None, world.deps()).to_json()
+    assert sorted(r["outcome"] for r in again["results"]) == ["duplicate", "duplicate", "ignored", "ignored"]
+
+
+def test_racing_invocations_never_hold_more_than_the_pool_allows(world: World) -> None:
+    # Given a pool of 5 nodes (20 %: 1 node) and 3 failing nodes, each handled by its own invocation
+    sim = world.sim
+    nodes = pool(sim, 5)
+    notices = []
+    for node in nodes[:3]:
+        failing(sim, node)
+    deps = world.deps()
+    from gpuwarden.domain.gpu_health import condition_notice, failing_condition
+
+    for node in nodes[:3]:
+        view = deps.kube.get_node(node)
+        assert view is not None
+        cond = failing_condition(view)
+        assert cond is not None
+        notices.append(condition_notice(view, cond, deps.policy.gpu_health, sim.clock.now()))
+
+    # When they race
+    barrier = threading.Barrier(len(notices))
+    results: list[dict[str, Any]] = []
+
+    def one(i: int) -> None:
+        barrier.wait()
+        results.append(gpu_health.handle_gpu_unhealthy(notices[i], world.deps()).to_json())
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(notices))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    # Then at most one node is held, and every other one is given back or untouched
+    held = [n for n in nodes if world.node(n)["metadata"].get("annotations", {}).get(ann.KIND) == "gpu-unhealthy"]
+    assert len(held) <= 1, results
+    for node in nodes[:3]:
+        if node not in held:
+            assert world.node(node)["spec"].get("unschedulable") in (None, False)
+
+
+def test_gpu_health_switched_off_scans_nothing(world: World) -> None:
+    sim = world.sim
+    nodes = pool(sim, 3)
+    failing(sim, nodes[0])
+    before = len(sim.requests)
+
+    result = handle_scan(None, world.deps(policy(enabled=False))).to_json()
+
+    assert result["outcome"] == "ignored"
+    assert result["reason"] == "gpu_health.enabled is false in the policy"
+    assert len(sim.requests) == before
+
+
+@pytest.mark.parametrize("percent", [0])
+def test_a_zero_percent_breaker_touches_no_node(world: World, percent: float) -> None:
+    sim = world.sim
+    nodes = pool(sim, 3)
+    failing(sim, nodes[0])
+
+    result = handle_scan(None, world.deps(policy(max_unhealthy_percent=percent))).to_json()
+
+    assert result["results"][0]["outcome"] == "ignored"
+    assert "unschedulable" not in world.node(nodes[0])["spec"]
