@@ -1,4 +1,10 @@
-"""The drain loop: drain_step → done? → Wait $.wait_seconds → drain_step … (Standard, 6 h max)."""
+"""The drain loop: drain_step → done? → Wait $.wait_seconds → drain_step … (Standard, 6 h max).
+
+A round that fails with a fault retrying may fix (`gpuwarden.domain.drain_faults.TRANSIENT`) is
+retried with backoff (`RETRY`); the function itself says when the notice's deadline (or the
+voluntary bound) leaves no more room, with `DrainGaveUp`, which ends the run in `NotDrained` with
+what is left on the node. Any other error fails the execution at once (docs/architecture.md).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,8 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
+from gpuwarden.domain.drain_faults import RETRY, TRANSIENT
+from gpuwarden.domain.errors import DrainGaveUp
 from infra.components.alarms import AlarmSink
 from infra.components.encryption import acknowledge_aws_keys, log_group_key
 
@@ -27,6 +35,10 @@ class DrainWorkflow(Construct):
             comment="One drain_step round; its output is the next round's input",
             lambda_function=drain_step,
             payload_response_only=True,
+            # the round's state, and how many times this state has retried (the voluntary bound)
+            payload=sfn.TaskInput.from_object(
+                {"state": sfn.JsonPath.entire_payload, "retry_count": sfn.JsonPath.number_at("$$.State.RetryCount")}
+            ),
             # retries Lambda.ServiceException, AWSLambdaException, SdkClientException and
             # ClientExecutionTimeoutException with backoff
             retry_on_service_exceptions=True,
@@ -39,6 +51,22 @@ class DrainWorkflow(Construct):
             backoff_rate=2,
             jitter_strategy=sfn.JitterType.FULL,
         )
+        step.add_retry(
+            errors=[error.__name__ for error in TRANSIENT],
+            interval=Duration.seconds(RETRY.interval_seconds),
+            backoff_rate=RETRY.backoff_rate,
+            max_delay=Duration.seconds(RETRY.max_delay_seconds),
+            max_attempts=RETRY.max_attempts,
+            jitter_strategy=sfn.JitterType.FULL,
+        )
+        not_drained = sfn.Fail(
+            self,
+            "NotDrained",
+            comment="The faults outlasted the deadline (or the voluntary bound): the cause names what is left",
+            error="DrainNotFinished",
+            cause_path="$.error.Cause",
+        )
+        step.add_catch(not_drained, errors=[DrainGaveUp.__name__], result_path="$.error")
         drained = sfn.Succeed(self, "Drained")
         wait = sfn.Wait(self, "WaitForNextRound", time=sfn.WaitTime.seconds_path("$.wait_seconds"))
         done = (

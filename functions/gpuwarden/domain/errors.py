@@ -36,6 +36,14 @@ class Conflict(KubeError):
     """A resourceVersion-checked write lost the race (HTTP 409)."""
 
 
+class WriteConflicts(KubeError):
+    """A resourceVersion-checked write lost the race too many times in a row (`engine.writes`):
+    the object is too busy to write now; nothing was half-written."""
+
+    def __init__(self, what: str, limit: int) -> None:
+        super().__init__(f"{what}: {limit} write conflicts in a row", status=409)
+
+
 class NotFound(KubeError):
     """The object is gone (HTTP 404)."""
 
@@ -67,3 +75,27 @@ class HandlingFailed(GpuwardenError):
     def __init__(self, message: str, *, result: dict[str, object]) -> None:
         super().__init__(message)
         self.result = result
+
+
+class DrainInterrupted(GpuwardenError):
+    """A drain workflow round failed for a reason that retrying may fix. Deployed, the class name
+    of each subclass is the error name the workflow's Retry matches (docs/architecture.md, "The
+    drain workflow"); the message says what failed and what the node still holds."""
+
+
+class DrainClusterUnreachable(DrainInterrupted):
+    """The Kubernetes API could not be reached at all this round."""
+
+
+class DrainApiRetriesExhausted(DrainInterrupted):
+    """A Kubernetes API call answered 5xx / 429 (or dropped) more often than the client retries."""
+
+
+class DrainConflictsExhausted(DrainInterrupted):
+    """A resourceVersion-checked write lost every race this round."""
+
+
+class DrainGaveUp(GpuwardenError):
+    """The drain round failed again and the notice's deadline (or, for a voluntary kind, the bound on
+    retries) leaves no more room: the workflow ends in its `NotDrained` state with this message,
+    which names what is left on the node."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from gpuwarden.domain import annotations as ann
-from gpuwarden.domain.errors import Conflict, KubeError, NotFound
+from gpuwarden.domain.errors import Conflict, NotFound, WriteConflicts
 from gpuwarden.domain.ports import KubePort
 from gpuwarden.domain.views import NodeView, PodView
 
@@ -31,11 +31,7 @@ Patch = Mapping[str, Any]
 Decide = Callable[[T], Patch | None]
 
 
-class WriteConflicts(KubeError):
-    """`CONFLICT_LIMIT` resourceVersion conflicts in a row: the object is too busy to write now."""
-
-    def __init__(self, what: str) -> None:
-        super().__init__(f"{what}: {CONFLICT_LIMIT} write conflicts in a row", status=409)
+__all__ = ["CONFLICT_LIMIT", "WriteConflicts", "Written", "release_node", "update", "update_node", "update_pod"]
 
 
 @dataclass(frozen=True)
@@ -68,7 +64,7 @@ def update(
             obj = reread()
         except NotFound:
             return Written(None, False)
-    raise WriteConflicts(what)
+    raise WriteConflicts(what, CONFLICT_LIMIT)
 
 
 def update_node(kube: KubePort, node: NodeView | str, decide: Decide[NodeView]) -> Written[NodeView]:
