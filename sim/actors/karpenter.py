@@ -72,6 +72,7 @@ NODEPOOL_LABEL = "karpenter.sh/nodepool"
 EXCLUDE_BALANCERS = "node.kubernetes.io/exclude-from-external-load-balancers"
 GPU = "nvidia.com/gpu"
 INSTANCE_TYPE, ZONE = "node.kubernetes.io/instance-type", "topology.kubernetes.io/zone"
+ZONES = ("us-west-2a", "us-west-2b", "us-west-2c")
 MIN_DRAIN_SECONDS = 5.0
 EVICTION_BASE_DELAY, EVICTION_MAX_DELAY = 0.1, 10.0
 MULTIPLE_PDBS = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
@@ -251,7 +252,23 @@ def _instance_id(provider_id: str) -> str:
 
 
 def _requirements(spec: Obj) -> dict[str, list[str]]:
-    return {r["key"]: list(r.get("values") or []) for r in spec.get("requirements") or [] if r.get("operator") == "In"}
+    """Per key with an `In`, the values every requirement on it allows: the `In`s intersected, less
+    the `NotIn`s (requirements are ANDed: karpenter pkg/scheduling `Requirements.Add`)."""
+    allowed: dict[str, list[str]] = {}
+    for r in spec.get("requirements") or []:
+        if r.get("operator") == "In":
+            values = [str(v) for v in r.get("values") or []]
+            allowed[r["key"]] = [v for v in allowed[r["key"]] if v in values] if r["key"] in allowed else values
+    return {k: [v for v in vs if v not in _excluded(spec, k)] for k, vs in allowed.items()}
+
+
+def _excluded(spec: Obj, key: str) -> set[str]:
+    return {
+        str(v)
+        for r in spec.get("requirements") or []
+        if r.get("key") == key and r.get("operator") == "NotIn"
+        for v in r.get("values") or []
+    }
 
 
 # --------------------------------------------------------------------------- HTTP
@@ -603,6 +620,10 @@ class Karpenter:
     def _launch(self, claim: Obj, now: datetime) -> None:
         spec, name = claim.get("spec") or {}, claim["metadata"]["name"]
         req = _requirements(spec)
+        if ZONE not in req:  # the EC2NodeClass's subnets: one per zone of the stand-in's region
+            req[ZONE] = [z for z in ZONES if z not in _excluded(spec, ZONE)]
+        if INSTANCE_TYPE not in req and _excluded(spec, INSTANCE_TYPE):
+            req[INSTANCE_TYPE] = [t for t in GPUS if t not in _excluded(spec, INSTANCE_TYPE)]
         itype, zone, capacity = self._offering(req)
         self._launched += 1
         node_name = f"ip-10-0-{200 + self._launched % 50}-{10 + self._launched}.us-west-2.compute.internal"

@@ -173,8 +173,9 @@ class KubeClient:
         except NotFound:
             return None
 
-    def list_nodes(self) -> list[NodeView]:
-        items = self._json("GET", "/api/v1/nodes").get("items") or []
+    def list_nodes(self, label_selector: str | None = None) -> list[NodeView]:
+        query = [("labelSelector", label_selector)] if label_selector else []
+        items = self._json("GET", "/api/v1/nodes", query=query).get("items") or []
         return [node_from_json(item) for item in items]
 
     def patch_node(self, name: str, patch: Mapping[str, Any], resource_version: str | None) -> NodeView:
@@ -185,6 +186,11 @@ class KubeClient:
     def list_pods_on_node(self, node: str) -> list[PodView]:
         query = [("fieldSelector", f"spec.nodeName={node}")]
         items = self._json("GET", "/api/v1/pods", query=query).get("items") or []
+        return [pod_from_json(item) for item in items]
+
+    def list_pods_labelled(self, namespace: str, label_selector: str) -> list[PodView]:
+        query = [("labelSelector", label_selector)]
+        items = self._json("GET", f"/api/v1/namespaces/{namespace}/pods", query=query).get("items") or []
         return [pod_from_json(item) for item in items]
 
     def get_pod(self, namespace: str, name: str) -> PodView | None:

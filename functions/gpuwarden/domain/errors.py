@@ -67,3 +67,9 @@ class HandlingFailed(GpuwardenError):
     def __init__(self, message: str, *, result: dict[str, object]) -> None:
         super().__init__(message)
         self.result = result
+
+
+class NoFittingReplacement(ReplacementError):
+    """No NodeClaim from the node's NodePool can hold the pods being moved (their nodeSelector,
+    required node affinity or tolerations rule the NodePool out): none is launched, and why is
+    recorded as `replacement-skipped`."""
