@@ -21,6 +21,7 @@ from sim.scenes.gpu_idle import gpu_idle_scene
 from sim.scenes.karpenter import karpenter_scene
 from sim.scenes.runbook import runbook_scene
 from sim.scenes.spot import spot_scene
+from sim.scenes.training_job import training_job_scene
 from sim.scenes.windows import windows_scene
 
 #: The tour, in order. A scene takes the running simulator (with the cluster of
@@ -29,6 +30,7 @@ from sim.scenes.windows import windows_scene
 #: `def my_scene(sim) -> SceneSummary` (sharing `sim.scenes.base`), appended here.
 SCENES: list[Callable[[KubeSim], SceneSummary]] = [
     spot_scene,
+    training_job_scene,
     gpu_idle_scene,
     runbook_scene,
     windows_scene,

@@ -246,3 +246,35 @@ def test_kubectl_sees_the_same_refusal(sim: KubeSim, tmp_path: Any) -> None:
     )
     assert done.returncode != 0
     assert 'The NodePool "bad" is invalid: spec.disruption.budgets[0].nodes: Invalid value: "ten"' in done.stderr
+
+
+def test_gpuwardens_placed_nodeclaim_with_every_pod_operator_is_admitted(custom: Any) -> None:
+    # Given a rank whose required affinity uses every operator a pod may, a nodeSelector on its
+    # hostname (restricted in a NodeClaim) and a gang in us-west-2b
+    from gpuwarden.domain.replacement import nodeclaim_manifest
+    from gpuwarden.domain.views import node_from_json, pod_from_json
+
+    gpu_count = "karpenter.k8s.aws/instance-gpu-count"
+    terms = [
+        {"key": gpu_count, "operator": "Gt", "values": ["4"]},
+        {"key": "karpenter.k8s.aws/instance-gpu-name", "operator": "Exists"},
+        {"key": "example.com/retired", "operator": "DoesNotExist"},
+        {"key": "node.kubernetes.io/instance-type", "operator": "NotIn", "values": ["p3.16xlarge"]},
+    ]
+    node = b.gpu_node("gpu-a", "i-0aaa", zone="us-west-2b")
+    node["metadata"]["labels"] |= {gpu_count: "8", "karpenter.k8s.aws/instance-gpu-name": "a100"}
+    rank = b.training_pod("rank-1", node)
+    rank["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "gpu-a"}
+    rank["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": terms}]}
+        }
+    }
+    # When gpuwarden builds the replacement NodeClaim
+    manifest, _ = nodeclaim_manifest(
+        b.nodepool("gpu-training"), node_from_json(node), [pod_from_json(rank)], "evt-1", ["us-west-2b"]
+    )
+    # Then Karpenter's CRD admits it as it is
+    created = create(custom, "nodeclaims", manifest)
+    assert {"key": gpu_count, "operator": "Gt", "values": ["4"]} in created["spec"]["requirements"]
+    assert all(r["key"] != "kubernetes.io/hostname" for r in created["spec"]["requirements"])

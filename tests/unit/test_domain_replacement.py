@@ -106,7 +106,12 @@ NODEPOOL = {
 }
 
 
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
 def gpu_pod(name: str, gpus: int, **fields: Any) -> PodView:
+    """A pod on a GPU node: it tolerates the NodePool's GPU taint (the scheduler put it there)."""
+    fields.setdefault("tolerations", (GPU_TOLERATION,))
     return PodView("ml", name, name, "n1", fields.pop("phase", "Running"), gpu_request=gpus, **fields)
 
 

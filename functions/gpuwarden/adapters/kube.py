@@ -188,6 +188,11 @@ class KubeClient:
         items = self._json("GET", "/api/v1/pods", query=query).get("items") or []
         return [pod_from_json(item) for item in items]
 
+    def list_pods_labelled(self, namespace: str, label_selector: str) -> list[PodView]:
+        query = [("labelSelector", label_selector)]
+        items = self._json("GET", f"/api/v1/namespaces/{namespace}/pods", query=query).get("items") or []
+        return [pod_from_json(item) for item in items]
+
     def get_pod(self, namespace: str, name: str) -> PodView | None:
         try:
             return pod_from_json(self._json("GET", f"/api/v1/namespaces/{namespace}/pods/{name}"))

@@ -99,3 +99,9 @@ class DrainGaveUp(GpuwardenError):
     """The drain round failed again and the notice's deadline (or, for a voluntary kind, the bound on
     retries) leaves no more room: the workflow ends in its `NotDrained` state with this message,
     which names what is left on the node."""
+
+
+class NoFittingReplacement(ReplacementError):
+    """No NodeClaim from the node's NodePool can hold the pods being moved (their nodeSelector,
+    required node affinity or tolerations rule the NodePool out): none is launched, and why is
+    recorded as `replacement-skipped`."""

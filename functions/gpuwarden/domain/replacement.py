@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.errors import NoFittingReplacement
+from gpuwarden.domain.placement import GPU_NAME_LABEL, Req, gang_zone, pod_requirements, untolerated, values_for
+from gpuwarden.domain.placement import conflict as _conflict
 from gpuwarden.domain.policy import ReplacementPolicy
 from gpuwarden.domain.views import (
     CAPACITY_RESERVATION_LABEL,
@@ -18,6 +21,7 @@ from gpuwarden.domain.views import (
     ZONE_LABEL,
     NodeView,
     PodView,
+    Taint,
 )
 
 Strategy = Literal["nodeclaim", "asg", "fleet", "none"]
@@ -48,55 +52,144 @@ def nodeclaim_name(event_id: str, node: str) -> str:
     return f"gpuwarden-{digest}"
 
 
-def _allowed(requirements: Sequence[Mapping[str, Any]], key: str) -> list[str] | None:
-    """The values an `In` requirement allows for key (None: unconstrained)."""
-    for req in requirements:
-        if req.get("key") == key and req.get("operator") == "In":
-            return [str(v) for v in req.get("values") or []]
+_ON_DEMAND = {"key": CAPACITY_TYPE_LABEL, "operator": "In", "values": ["on-demand"]}
+
+
+def _avoid(key: str, current: str | None, requirements: Sequence[Mapping[str, Any]]) -> tuple[list[Req], str] | None:
+    """One requirement that leaves the interrupted pool by ``key``, if the others leave room for it."""
+    if key == CAPACITY_TYPE_LABEL:
+        if values_for(requirements, key).allows("on-demand"):
+            return [dict(_ON_DEMAND)], "fall back to on-demand"
+        return None
+    if current and values_for(requirements, key).room_without(current):
+        return [{"key": key, "operator": "NotIn", "values": [current]}], f"avoid {key}={current}"
     return None
 
 
-def steering(node: NodeView, requirements: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], str]:
+def _steer(
+    node: NodeView, requirements: Sequence[Mapping[str, Any]], together: bool = False
+) -> tuple[list[Req], str, bool]:
+    """(extra requirements, why, whether the interrupted pool is avoided)."""
+    reservation = node.capacity_reservation_id
+    if reservation:  # a reservation being reclaimed, or a Capacity Block ending: never back into it
+        extra = [{"key": CAPACITY_RESERVATION_LABEL, "operator": "NotIn", "values": [reservation]}]
+        return extra, f"avoid the capacity reservation {reservation}", True
+    if node.capacity_type != "spot":
+        return [], "not spot: no capacity pool to avoid", True
+    pool = ((INSTANCE_TYPE_LABEL, node.instance_type), (ZONE_LABEL, node.zone), (CAPACITY_TYPE_LABEL, "spot"))
+    for key, current in pool:
+        if current and not values_for(requirements, key).allows(current):
+            return [], f"{key}={current} is already ruled out", True
+    # a gang keeps its zone (pinned by the caller) and, first, its instance type: on-demand before another type
+    order = (pool[2], pool[0]) if together else pool
+    for key, current in order:
+        found = _avoid(key, current, requirements)
+        if found is not None:
+            return found[0], found[1], True
+    return [], "the NodePool allows only the interrupted pool", False
+
+
+def steering(node: NodeView, requirements: Sequence[Mapping[str, Any]]) -> tuple[list[Req], str]:
     """Requirements that steer a spot replacement away from the interrupted capacity pool.
 
     A pool is instance type + zone + capacity type; requirements are ANDed, so gpuwarden
-    excludes the first of those the NodePool leaves room to avoid.
+    excludes the first of those the requirements leave room to avoid (docs/cluster.md).
     """
-    reservation = node.capacity_reservation_id
-    if reservation:  # a reservation being reclaimed, or a Capacity Block ending: never back into it
-        return (
-            [{"key": CAPACITY_RESERVATION_LABEL, "operator": "NotIn", "values": [reservation]}],
-            f"avoid the capacity reservation {reservation}",
-        )
-    if node.capacity_type != "spot":
-        return [], "not spot: no capacity pool to avoid"
-    candidates = (
-        (INSTANCE_TYPE_LABEL, node.instance_type),
-        (ZONE_LABEL, node.zone),
-    )
-    for key, current in candidates:
-        allowed = _allowed(requirements, key)
-        if current and (allowed is None or any(v != current for v in allowed)):
-            return [{"key": key, "operator": "NotIn", "values": [current]}], f"avoid {key}={current}"
-    capacity = _allowed(requirements, CAPACITY_TYPE_LABEL)
-    if capacity is None or "on-demand" in capacity:
-        return [{"key": CAPACITY_TYPE_LABEL, "operator": "In", "values": ["on-demand"]}], "fall back to on-demand"
-    return [], "the NodePool allows only the interrupted pool"
+    extra, why, _ = _steer(node, requirements)
+    return extra, why
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The NodeClaim's requirements and the pods it is sized for, with why."""
+
+    requirements: list[Req]
+    pods: list[PodView]
+    reasons: list[str]
+
+
+def _unique(requirements: Iterable[Req]) -> list[Req]:
+    out: list[Req] = []
+    for req in requirements:
+        if req not in out:
+            out.append(req)
+    return out
+
+
+def _sized_for(pods: Sequence[PodView], taints: Sequence[Taint], reasons: list[str]) -> list[PodView]:
+    """The pods the NodeClaim is for: those that move and tolerate the NodePool's taints (GPU pods
+    first: the replacement is for them)."""
+    movers = [p for p in pods if not p.is_daemonset and not p.finished and not p.is_mirror]
+    fit: list[PodView] = []
+    for pod in movers:
+        blocking = untolerated(pod, taints)
+        if blocking:
+            shown = ", ".join(f"{t.key}={t.value or ''}:{t.effect}" for t in blocking)
+            reasons.append(f"{pod.key} does not tolerate the NodePool's taint {shown}")
+        else:
+            fit.append(pod)
+    if any(p.gpu_request for p in movers) and not any(p.gpu_request for p in fit):
+        raise NoFittingReplacement("; ".join(reasons) or "no GPU pod fits the NodePool")
+    return [p for p in fit if p.gpu_request] or fit
+
+
+def place(
+    pool_requirements: Sequence[Mapping[str, Any]],
+    taints: Sequence[Taint],
+    node: NodeView,
+    pods: Sequence[PodView],
+    peer_zones: Sequence[str] = (),
+) -> Placement:
+    """Where the replacement for ``node`` may land: the NodePool's requirements, the moved pods'
+    nodeSelector and required node affinity, their gang's zone (``peer_zones``: the zones of the
+    nodes its other pods run on) when that still leaves the interrupted pool avoidable, and the
+    spot steering. Raises `NoFittingReplacement` when the NodePool cannot hold the pods."""
+    reasons: list[str] = []
+    sized = _sized_for(pods, taints, reasons)
+    requirements = [dict(r) for r in pool_requirements]
+    for pod in sized:
+        wanted, dropped = pod_requirements(pod, node.labels)
+        requirements += wanted
+        reasons += dropped
+    requirements = _unique(requirements)
+    conflict = _conflict(requirements)
+    if conflict is not None:
+        raise NoFittingReplacement(f"{conflict} ({', '.join(p.key for p in sized)})")
+    zone = gang_zone(peer_zones)
+    zones = values_for(requirements, ZONE_LABEL)
+    if zone and zones.allows(zone) and zones.min_values <= 1:
+        pinned = [*requirements, {"key": ZONE_LABEL, "operator": "In", "values": [zone]}]
+        gpu = node.labels.get(GPU_NAME_LABEL)
+        if gpu and values_for(pinned, GPU_NAME_LABEL).allows(gpu):
+            pinned.append({"key": GPU_NAME_LABEL, "operator": "In", "values": [gpu]})
+        extra, why, avoided = _steer(node, _unique(pinned), together=True)
+        if avoided:
+            return Placement(_unique(pinned) + extra, sized, [*reasons, f"the gang's zone {zone}", why])
+        reasons.append(f"the gang's zone {zone} leaves only the interrupted pool: another zone")
+    elif zone:
+        reasons.append(f"the NodePool or the pods rule out the gang's zone {zone}")
+    extra, why, _ = _steer(node, requirements)
+    return Placement(requirements + extra, sized, [*reasons, why])
 
 
 def nodeclaim_manifest(
-    nodepool: Mapping[str, Any], node: NodeView, pods: Sequence[PodView], event_id: str
+    nodepool: Mapping[str, Any],
+    node: NodeView,
+    pods: Sequence[PodView],
+    event_id: str,
+    peer_zones: Sequence[str] = (),
 ) -> tuple[dict[str, Any], str]:
-    """A karpenter.sh/v1 NodeClaim from the NodePool's template, sized for the GPU pods moved."""
+    """A karpenter.sh/v1 NodeClaim from the NodePool's template, where the moved pods (and their
+    gang) can run, sized for their GPUs. Raises `NoFittingReplacement` when none can hold them."""
     template = (nodepool.get("spec") or {}).get("template") or {}
     tspec = dict(template.get("spec") or {})
     tmeta = template.get("metadata") or {}
-    requirements = [dict(r) for r in tspec.get("requirements") or []]
-    extra, why = steering(node, requirements)
-    gpus = sum(p.gpu_request for p in pods if not p.is_daemonset and not p.finished)
+    taints = [Taint(str(t.get("key")), str(t.get("effect")), t.get("value")) for t in tspec.get("taints") or ()]
+    placed = place(tspec.get("requirements") or [], taints, node, pods, peer_zones)
+    gpus = sum(p.gpu_request for p in placed.pods)
     spec: dict[str, Any] = {
         "nodeClassRef": tspec.get("nodeClassRef"),
-        "requirements": requirements + extra,
+        "requirements": placed.requirements,
     }
     for key in ("taints", "startupTaints", "expireAfter", "terminationGracePeriod"):
         if key in tspec:
@@ -118,4 +211,4 @@ def nodeclaim_manifest(
         },
         "spec": spec,
     }
-    return manifest, why
+    return manifest, "; ".join(placed.reasons)

@@ -119,6 +119,12 @@ class PodView:
     gpu_request: int = 0
     #: `spec.priority` (set by admission from the PriorityClass); 0 when absent, as the scheduler reads it.
     priority: int = 0
+    #: Where the pod may run, as its spec says (the replacement honours it: docs/cluster.md):
+    #: `spec.nodeSelector`, the terms of `requiredDuringSchedulingIgnoredDuringExecution`
+    #: (ORed; each term's `matchExpressions` ANDed) and `spec.tolerations`.
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    affinity_terms: tuple[tuple[Mapping[str, Any], ...], ...] = ()
+    tolerations: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def key(self) -> str:
@@ -239,4 +245,18 @@ def pod_from_json(obj: Mapping[str, Any]) -> PodView:
         pod_ip=status.get("podIP"),
         gpu_request=_gpu_request(spec),
         priority=int(spec.get("priority") or 0),
+        node_selector=dict(spec.get("nodeSelector") or {}),
+        affinity_terms=_required_terms(spec),
+        tolerations=tuple(dict(t) for t in spec.get("tolerations") or ()),
+    )
+
+
+def _required_terms(spec: Mapping[str, Any]) -> tuple[tuple[Mapping[str, Any], ...], ...]:
+    """The `matchExpressions` of each required node affinity term (`matchFields` name nodes, not
+    labels: a replacement cannot match them, so they are left out)."""
+    affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    return tuple(
+        tuple(dict(e) for e in term.get("matchExpressions") or ()) for term in affinity.get("nodeSelectorTerms") or ()
     )

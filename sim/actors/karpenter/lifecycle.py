@@ -15,11 +15,15 @@ from sim.actors.karpenter.objects import (
     FINALIZER,
     GPU,
     GPUS,
+    INSTANCE_TYPE,
     NODECLAIMS,
     NODEPOOL_LABEL,
     NODES,
     TERMINATION_TIMESTAMP,
+    ZONE,
+    ZONES,
     Obj,
+    excluded,
     go_duration,
     instance_id,
     meta_of,
@@ -101,6 +105,10 @@ class LifecycleController:
     def _launch(self, claim: Obj, now: datetime) -> None:
         spec, name = claim.get("spec") or {}, claim["metadata"]["name"]
         req = requirements(spec)
+        if ZONE not in req:  # the EC2NodeClass's subnets: one per zone of the stand-in's region
+            req[ZONE] = [z for z in ZONES if z not in excluded(spec, ZONE)]
+        if INSTANCE_TYPE not in req and excluded(spec, INSTANCE_TYPE):
+            req[INSTANCE_TYPE] = [t for t in GPUS if t not in excluded(spec, INSTANCE_TYPE)]
         itype, zone, capacity = self._offering(req)
         self.launched += 1
         node_name = f"ip-10-0-{200 + self.launched % 50}-{10 + self.launched}.us-west-2.compute.internal"

@@ -21,6 +21,7 @@ NODEPOOL_LABEL = "karpenter.sh/nodepool"
 EXCLUDE_BALANCERS = "node.kubernetes.io/exclude-from-external-load-balancers"
 GPU = "nvidia.com/gpu"
 INSTANCE_TYPE, ZONE = "node.kubernetes.io/instance-type", "topology.kubernetes.io/zone"
+ZONES = ("us-west-2a", "us-west-2b", "us-west-2c")
 MIN_DRAIN_SECONDS = 5.0
 EVICTION_BASE_DELAY, EVICTION_MAX_DELAY = 0.1, 10.0
 MULTIPLE_PDBS = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
@@ -144,4 +145,20 @@ def instance_id(provider_id: str) -> str:
 
 
 def requirements(spec: Obj) -> dict[str, list[str]]:
-    return {r["key"]: list(r.get("values") or []) for r in spec.get("requirements") or [] if r.get("operator") == "In"}
+    """Per key with an `In`, the values every requirement on it allows: the `In`s intersected, less
+    the `NotIn`s (requirements are ANDed: karpenter pkg/scheduling `Requirements.Add`)."""
+    allowed: dict[str, list[str]] = {}
+    for r in spec.get("requirements") or []:
+        if r.get("operator") == "In":
+            values = [str(v) for v in r.get("values") or []]
+            allowed[r["key"]] = [v for v in allowed[r["key"]] if v in values] if r["key"] in allowed else values
+    return {k: [v for v in vs if v not in excluded(spec, k)] for k, vs in allowed.items()}
+
+
+def excluded(spec: Obj, key: str) -> set[str]:
+    return {
+        str(v)
+        for r in spec.get("requirements") or []
+        if r.get("key") == key and r.get("operator") == "NotIn"
+        for v in r.get("values") or []
+    }

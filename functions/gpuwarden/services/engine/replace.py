@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.actions import ActionType
-from gpuwarden.domain.errors import GpuwardenError, NotFound
+from gpuwarden.domain.errors import GpuwardenError, NoFittingReplacement, NotFound
 from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.ports import KubePort
 from gpuwarden.domain.replacement import ReplacementChoice, choose_replacement, nodeclaim_manifest
-from gpuwarden.domain.views import NodeView, PodView
+from gpuwarden.domain.views import NODEPOOL_LABEL, ZONE_LABEL, NodeView, PodView
 from gpuwarden.services.engine.context import Recorder
 from gpuwarden.services.engine.writes import Patch, annotate, update_node
 
@@ -33,14 +34,45 @@ def _claim(recorder: Recorder, node: NodeView) -> NodeView | None:
     return claimed.obj if claimed.obj.annotations.get(ann.REPLACEMENT) == ours else None
 
 
-def _launch(recorder: Recorder, choice: ReplacementChoice, node: NodeView, pods: list[PodView]) -> tuple[str, str]:
+#: The Job controller's label and annotation on the pods of an Indexed Job (Kubernetes >= 1.27).
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+def same_job_peers(kube: KubePort, pods: Sequence[PodView]) -> list[PodView]:
+    """The other pods of the Indexed Jobs whose pods move (one label-selector LIST per Job): what
+    the replacement reads when it is given no gang (docs/cluster.md)."""
+    jobs = {
+        (p.namespace, p.labels[JOB_NAME_LABEL])
+        for p in pods
+        if p.owner_kind == "Job" and JOB_NAME_LABEL in p.labels and COMPLETION_INDEX in p.annotations
+    }
+    return [peer for ns, job in sorted(jobs) for peer in kube.list_pods_labelled(ns, f"{JOB_NAME_LABEL}={job}")]
+
+
+def peer_zones(kube: KubePort, node: NodeView, peers: Sequence[PodView]) -> list[str]:
+    """The zone of each node the gang's other pods run on: the pod's own zone label where the API
+    server copied it (PodTopologyLabels, beta in Kubernetes 1.35), else one LIST of the NodePool's
+    nodes (the replacement comes from that NodePool)."""
+    others = {p.node_name: p for p in peers if p.node_name and p.node_name != node.name and not p.finished}
+    zones = {name: p.labels[ZONE_LABEL] for name, p in others.items() if p.labels.get(ZONE_LABEL)}
+    if len(zones) < len(others) and node.nodepool:
+        listed = kube.list_nodes(label_selector=f"{NODEPOOL_LABEL}={node.nodepool}")
+        zones |= {n.name: n.zone for n in listed if n.zone and n.name in others and n.name not in zones}
+    return [zones[name] for name in sorted(zones)]
+
+
+def _launch(
+    recorder: Recorder, choice: ReplacementChoice, node: NodeView, pods: list[PodView], peers: Sequence[PodView]
+) -> tuple[str, str]:
     deps = recorder.deps
     assert choice.target is not None
     if choice.strategy == "nodeclaim":
         nodepool = deps.kube.get_nodepool(choice.target)
         if nodepool is None:
             raise GpuwardenError(f"NodePool {choice.target} not found")
-        manifest, why = nodeclaim_manifest(nodepool, node, pods, recorder.event_id)
+        zones = peer_zones(deps.kube, node, peers)
+        manifest, why = nodeclaim_manifest(nodepool, node, pods, recorder.event_id, zones)
         return "nodeclaim/" + deps.kube.create_nodeclaim(manifest), why
     if choice.strategy == "asg":
         return deps.cloud.raise_asg_desired(choice.target, recorder.event_id), "desired capacity +1"
@@ -69,7 +101,15 @@ def _record(kube: KubePort, node: str, value: str | None) -> None:
         kube.patch_node(node, annotate({ann.REPLACEMENT: value}), None)
 
 
-def ensure_replacement(recorder: Recorder, node: NodeView, notice: Notice, pods: list[PodView]) -> Replaced:
+def ensure_replacement(
+    recorder: Recorder,
+    node: NodeView,
+    notice: Notice,
+    pods: list[PodView],
+    peers: Sequence[PodView] | None = None,
+) -> Replaced:
+    """Launch one replacement for ``node`` where its pods can run (``peers``: the pods of their gangs;
+    None: the other pods of their Indexed Jobs are read)."""
     deps = recorder.deps
     existing = node.annotations.get(ann.REPLACEMENT)
     if existing and not existing.startswith(PENDING):
@@ -84,7 +124,11 @@ def ensure_replacement(recorder: Recorder, node: NodeView, notice: Notice, pods:
     if claimed is None:
         return _skip(recorder, "another delivery is launching it")
     try:
-        value, why = _launch(recorder, choice, claimed, pods)
+        gang = same_job_peers(deps.kube, pods) if peers is None and choice.strategy == "nodeclaim" else peers or []
+        value, why = _launch(recorder, choice, claimed, pods, gang)
+    except NoFittingReplacement as err:
+        _record(deps.kube, node.name, None)
+        return _skip(recorder, str(err), strategy=choice.strategy)
     except GpuwardenError as err:
         _record(deps.kube, node.name, None)
         recorder.add(ActionType.REPLACEMENT_FAILED, node, strategy=choice.strategy, reason=str(err))

@@ -1,0 +1,180 @@
+"""Where a replacement NodeClaim may land (pure): the NodePool's requirements, the moved pods' own
+constraints, their gang's zone, and the steering away from the interrupted capacity pool.
+
+docs/cluster.md ("Where the replacement lands") says it for users. Karpenter's NodeClaim
+requirements take the operators In, NotIn, Exists, DoesNotExist, Gt, Lt (Gte, Lte since v1.6)
+and an optional `minValues`; requirements are ANDed, so a value set per key is the intersection
+of its `In`s minus its `NotIn`s, and a key with `minValues: n` needs n values left after all of
+them (Karpenter's `scheduling.Requirements`, kubernetes-sigs/karpenter pkg/scheduling).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gpuwarden.domain.views import (
+    CAPACITY_TYPE_LABEL,
+    NODEPOOL_LABEL,
+    PodView,
+    Taint,
+)
+
+Req = dict[str, Any]
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+#: Karpenter (AWS provider) labels every node it launches with its GPU's name ("a100", "h100").
+GPU_NAME_LABEL = "karpenter.k8s.aws/instance-gpu-name"
+#: The NodeClaim CRD's CEL rule: the karpenter.sh label domain is Karpenter's own, but these two.
+_KARPENTER_KEYS_ALLOWED = (CAPACITY_TYPE_LABEL, NODEPOOL_LABEL)
+
+
+def restricted(key: str) -> str | None:
+    """Why a NodeClaim cannot carry a requirement on ``key`` (None: it can)."""
+    if key == HOSTNAME_LABEL:
+        return 'label "kubernetes.io/hostname" is restricted (it names the node being replaced)'
+    domain = key.split("/", 1)[0] if "/" in key else ""
+    if domain.endswith("karpenter.sh") and key not in _KARPENTER_KEYS_ALLOWED:
+        return 'label domain "karpenter.sh" is restricted'
+    return None
+
+
+# ----------------------------------------------------------------------------- value sets
+
+
+@dataclass(frozen=True)
+class Values:
+    """What a set of requirements allows for one key."""
+
+    #: the allowed values (None: any value but ``excluded``)
+    only: tuple[str, ...] | None
+    excluded: frozenset[str]
+    min_values: int
+
+    @property
+    def empty(self) -> bool:
+        return self.only is not None and not self.only
+
+    def allows(self, value: str) -> bool:
+        return value not in self.excluded and (self.only is None or value in self.only)
+
+    def room_without(self, value: str) -> bool:
+        """Another value than ``value`` is left, and as many as ``minValues`` asks."""
+        if self.only is None:
+            return True
+        return len([v for v in self.only if v != value]) >= max(1, self.min_values)
+
+
+def values_for(requirements: Iterable[Mapping[str, Any]], key: str) -> Values:
+    only: list[str] | None = None
+    excluded: set[str] = set()
+    min_values = 0
+    for req in requirements:
+        if req.get("key") != key:
+            continue
+        values = [str(v) for v in req.get("values") or ()]
+        if req.get("operator") == "In":
+            only = values if only is None else [v for v in only if v in values]
+        elif req.get("operator") == "NotIn":
+            excluded.update(values)
+        min_values = max(min_values, int(req.get("minValues") or 0))
+    kept = None if only is None else tuple(v for v in only if v not in excluded)
+    return Values(kept, frozenset(excluded), min_values)
+
+
+def conflict(requirements: Sequence[Mapping[str, Any]]) -> str | None:
+    """The first key no value can satisfy (an In set emptied by the others), or None."""
+    for key in dict.fromkeys(str(r.get("key")) for r in requirements):
+        values = values_for(requirements, key)
+        if values.empty or (values.only is not None and 0 < len(values.only) < values.min_values):
+            return f"no value of {key} satisfies both the NodePool and the pods"
+        operators = {r.get("operator") for r in requirements if r.get("key") == key}
+        if "DoesNotExist" in operators and operators & {"In", "Exists", "Gt", "Lt", "Gte", "Lte"}:
+            return f"{key} is required both to exist and not to exist"
+    return None
+
+
+# ----------------------------------------------------------------------------- the pods' side
+
+
+def _expression_matches(req: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    key, op = str(req.get("key")), req.get("operator")
+    values = [str(v) for v in req.get("values") or ()]
+    present = key in labels
+    if op == "In":
+        return present and labels[key] in values
+    if op == "NotIn":
+        return not present or labels[key] not in values
+    if op == "Exists":
+        return present
+    if op == "DoesNotExist":
+        return not present
+    if op in ("Gt", "Lt") and present and values:
+        try:
+            have, bound = int(labels[key]), int(values[0])
+        except ValueError:
+            return False
+        return have > bound if op == "Gt" else have < bound
+    return False
+
+
+def chosen_term(pod: PodView, node_labels: Mapping[str, str]) -> tuple[Mapping[str, Any], ...]:
+    """Of the pod's required node affinity terms (ORed), the one the node it runs on matches (it
+    was scheduled by it); the first when none does any more (its labels changed since)."""
+    for term in pod.affinity_terms:
+        if all(_expression_matches(e, node_labels) for e in term):
+            return term
+    return pod.affinity_terms[0] if pod.affinity_terms else ()
+
+
+def pod_requirements(pod: PodView, node_labels: Mapping[str, str]) -> tuple[list[Req], list[str]]:
+    """The pod's nodeSelector and chosen affinity term as NodeClaim requirements, and what was left
+    out (restricted keys) with why."""
+    wanted: list[Req] = [{"key": k, "operator": "In", "values": [v]} for k, v in sorted(pod.node_selector.items())]
+    wanted += [
+        {
+            "key": str(e["key"]),
+            "operator": str(e["operator"]),
+            **({"values": list(e["values"])} if e.get("values") else {}),
+        }
+        for e in chosen_term(pod, node_labels)
+        if e.get("key") and e.get("operator")
+    ]
+    kept: list[Req] = []
+    dropped: list[str] = []
+    for req in wanted:
+        why = restricted(req["key"])
+        if why is None:
+            kept.append(req)
+        else:
+            dropped.append(f"{pod.key}: {req['key']} left out: {why}")
+    return kept, dropped
+
+
+def tolerates(pod: PodView, taint: Taint) -> bool:
+    """Kubernetes' toleration matching (`v1.Toleration.ToleratesTaint`)."""
+    for tol in pod.tolerations:
+        if tol.get("effect") and tol.get("effect") != taint.effect:
+            continue
+        key, op = tol.get("key") or "", tol.get("operator") or "Equal"
+        if key and key != taint.key:
+            continue
+        if not key and op != "Exists":
+            continue
+        if op == "Exists" or (tol.get("value") or "") == (taint.value or ""):
+            return True
+    return False
+
+
+def untolerated(pod: PodView, taints: Iterable[Taint]) -> list[Taint]:
+    """The taints that would keep the pod off the node (PreferNoSchedule only discourages)."""
+    return [t for t in taints if t.effect != "PreferNoSchedule" and not tolerates(pod, t)]
+
+
+def gang_zone(zones: Iterable[str]) -> str | None:
+    """Where most of the gang's other nodes run (ties: the first name, for one answer per input)."""
+    counts = Counter(z for z in zones if z)
+    if not counts:
+        return None
+    return min(counts, key=lambda z: (-counts[z], z))
