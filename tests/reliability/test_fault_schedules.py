@@ -137,7 +137,9 @@ def _inject(sim: KubeSim, spec: FaultSpec) -> None:
     elif spec.what == "latency":
         sim.faults.inject(latency=spec.latency, **kwargs)
     elif spec.what == "pdb":
-        sim.faults.inject(status=429, message=PDB_MESSAGE, retry_after=spec.retry_after, **kwargs)
+        # as kube-apiserver's eviction handler answers (pkg/registry/core/pod/storage/eviction.go)
+        cause = {"reason": "DisruptionBudget", "message": "The disruption budget inference needs 2 healthy pods"}
+        sim.faults.inject(status=429, message=PDB_MESSAGE, retry_after=spec.retry_after, causes=(cause,), **kwargs)
     elif spec.what == "throttle":
         sim.faults.inject(
             status=429, message="Too many requests, please try again later.", retry_after=spec.retry_after, **kwargs
