@@ -49,8 +49,12 @@ lint: $(STAMP)
 test: lint $(CHECKOV_STAMP) prometheus
 	$(VENV)/bin/pytest -q -n 2 -m "not long and not bench"
 
+# Random seeds, not CI's derandomized profile: each run draws new fault schedules and Karpenter
+# interleavings from one seed, printed first (GPUWARDEN_TEST_SEED=<seed> make test-long replays it).
 test-long: $(STAMP) $(CHECKOV_STAMP)
-	$(VENV)/bin/pytest -q -n 2 -m "long"
+	@seed=$${GPUWARDEN_TEST_SEED:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}; \
+	echo "test-long seed: $$seed (replay: GPUWARDEN_TEST_SEED=$$seed make test-long)"; \
+	GPUWARDEN_TEST_SEED=$$seed $(VENV)/bin/pytest -q -n 2 -m "long" --hypothesis-profile=default
 
 # Known vulnerabilities in the installed dependencies (PyPI advisory DB, needs the network).
 # Findings with a fix fail; findings with no fix are reported only; an unreachable DB is a warning.

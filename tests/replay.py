@@ -64,6 +64,10 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.hypothesis_seed = seed
 
 
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"{SEED_ENV}={os.environ.get(SEED_ENV)} (hypothesis examples, Karpenter race interleavings)"
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     _current.append(item)

@@ -32,6 +32,8 @@ class Fault:
     reset: bool = False
     message: str | None = None
     retry_after: int | None = None
+    #: ``details.causes`` of the Status (e.g. a PDB refusal's ``{"reason": "DisruptionBudget"}``)
+    causes: tuple[dict[str, str], ...] = ()
     count: int | None = None  # None: unlimited
     until: datetime | None = None  # sim time
     predicate: Callable[[RequestInfo], bool] | None = None
@@ -78,6 +80,7 @@ class FaultInjector:
         predicate: Callable[[RequestInfo], bool] | None = None,
         message: str | None = None,
         retry_after: int | None = None,
+        causes: tuple[dict[str, str], ...] = (),
     ) -> Fault:
         """Add a fault. ``path`` is a regex matched against the whole URL path (no query).
 
@@ -100,6 +103,7 @@ class FaultInjector:
             reset=reset,
             message=message,
             retry_after=retry_after,
+            causes=causes,
             count=count,
             until=until,
             predicate=predicate,

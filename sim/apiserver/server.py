@@ -305,6 +305,8 @@ class SimHandler(BaseHTTPRequestHandler):
         if fault.retry_after is not None:
             headers["Retry-After"] = str(fault.retry_after)
             details = {"retryAfterSeconds": fault.retry_after}
+        if fault.causes:
+            details = (details or {}) | {"causes": [dict(c) for c in fault.causes]}
         message = fault.message or f"injected fault: HTTP {fault.status}"
         err = errors.ApiError(fault.status, message, details=details, headers=headers)
         return self._send_json(err.code, err.status(), err.headers)

@@ -18,10 +18,17 @@ def status_message(body: bytes) -> tuple[str, list[dict[str, Any]]]:
     return str(status.get("message", "")), [c for c in causes if isinstance(c, dict)]
 
 
+#: `policyv1.DisruptionBudgetCause`: the cause kube-apiserver's eviction handler puts on every PDB
+#: refusal (pkg/registry/core/pod/storage/eviction.go, `checkAndDecrement` and
+#: `createTooManyRequestsError`); a StatusCause's `Type` is `reason` in JSON.
+DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
+
+
 def is_pdb_refusal(body: bytes) -> bool:
-    """An eviction's 429 from a PodDisruptionBudget, as opposed to API throttling."""
-    message, causes = status_message(body)
-    return "disruption budget" in message.lower() or any(c.get("reason") == "DisruptionBudget" for c in causes)
+    """An eviction's 429 from a PodDisruptionBudget, as opposed to API throttling: by the Status
+    cause alone (decisions read types, never message text)."""
+    _, causes = status_message(body)
+    return any(c.get("reason") == DISRUPTION_BUDGET_CAUSE for c in causes)
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:

@@ -9,7 +9,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from gpuwarden.handlers._runtime import answer, deps, invocation_deps, prepare, settings
-from gpuwarden.observability import count_event, logger, metrics
+from gpuwarden.observability import logger, metrics
 from gpuwarden.services.engine.context import Deps
 from gpuwarden.services.routes import handle_tick
 from gpuwarden.sources import parse_window_tick
@@ -30,9 +30,7 @@ def _deps(own_arn: str) -> Deps:
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     tick = parse_window_tick(event)  # raises InvalidEvent: the async invoke fails into the DLQ
     current = invocation_deps(context, _deps(context.invoked_function_arn))
-    result = handle_tick(tick, current, drain_locally=False)
-    count_event(result.kind, result.outcome)
-    return answer(result)
+    return answer(handle_tick(tick, current, drain_locally=False))  # counted and recorded there
 
 
 prepare()  # Lambda's init phase: the client built and the imports frozen before the first event

@@ -14,15 +14,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gpuwarden.domain.alerts import alert_plan
-from gpuwarden.domain.errors import GpuwardenError
+from gpuwarden.domain.errors import CloudError, GpuwardenError
 from gpuwarden.domain.notice import Kind, Notice
-from gpuwarden.observability import count_event
+from gpuwarden.observability import count_event, logger
 from gpuwarden.services.engine import karpenter
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.drain import DrainState
-from gpuwarden.services.engine.failures import failed_notice
+from gpuwarden.services.engine.failures import failed_notice, failed_result
 from gpuwarden.services.engine.pipeline import URGENT, KindHooks, round_of
-from gpuwarden.services.engine.result import Result
+from gpuwarden.services.engine.result import Result, record_result
 from gpuwarden.services.notices import capacity, gpu_health, gpu_idle, interruption, maintenance
 from gpuwarden.services.runbook import actions as runbook
 from gpuwarden.services.windows import windows
@@ -92,26 +92,35 @@ def _counted(result: Result) -> Result:
     return result
 
 
-def _record_ignored(deps: Deps, event_id: str, kind: str, reason: str) -> None:
-    """An event that asks nothing of gpuwarden still ends as a ledger record (nothing lost)."""
-    if deps.dry_run:
-        return
-    if deps.ledger.get(event_id) is not None:
-        deps.ledger.count_duplicate(event_id)
-        return
-    deps.ledger.record(event_id, {"outcome": "ignored", "kind": kind, "reason": reason, "caller": deps.caller})
+def _recorded(result: Result, deps: Deps) -> Result:
+    """The one ledger write of every answer (`record_result`): the answers it sums first (each
+    under its own event id: a Capacity Block's nodes), then itself."""
+    children = [_recorded(child, deps) for child in result.results or []]
+    if children:
+        result = result.model_copy(update={"results": children})
+    return record_result(result, deps)
+
+
+def _failed(result: Result, deps: Deps) -> Result:
+    """A failed answer is recorded too; a ledger that fails as well is not the failure reported."""
+    try:
+        return _recorded(result, deps)
+    except CloudError as ledger_err:
+        logger.warning("failure not recorded in the ledger", extra={"error": str(ledger_err)})
+        return result
 
 
 def _one(notice: Notice, deps: Deps, drain_locally: bool) -> Result:
-    """One notice's result; a failure (cluster, credentials, endpoint, retries) is the failed result."""
+    """One notice's answer, recorded; a failure (cluster, credentials, endpoint, retries) is the
+    failed answer."""
     use_case = USE_CASES.get(notice.kind)
     if use_case is None:
         reason = f"the {notice.kind.value} notices are not handled by this version"
         return Result(outcome="failed", kind=notice.kind.value, event_id=notice.event_id, reason=reason)
     try:
-        return _counted(use_case(notice, deps, drain_locally))
+        return _counted(_recorded(use_case(notice, deps, drain_locally), deps))
     except GpuwardenError as err:
-        return failed_notice(notice, deps, err)
+        return _failed(failed_notice(notice, err), deps)
 
 
 def handle_batch(batch: NoticeBatch, deps: Deps, *, drain_locally: bool = True) -> Result:
@@ -119,9 +128,8 @@ def handle_batch(batch: NoticeBatch, deps: Deps, *, drain_locally: bool = True) 
     kind = batch.reported_kind.value
     if batch.ignored is not None or not batch.notices:
         reason = batch.ignored or "the event names no instance"
-        if batch.event_id is not None:
-            _record_ignored(deps, batch.event_id, kind, reason)
-        return _counted(Result(outcome="ignored", kind=kind, event_id=batch.event_id, reason=reason))
+        ignored = Result(outcome="ignored", kind=kind, event_id=batch.event_id, reason=reason)
+        return _counted(_recorded(ignored, deps))
     return _summed([_one(n, deps, drain_locally) for n in batch.notices])
 
 
@@ -144,7 +152,7 @@ def _summed(results: list[Result]) -> Result:
 
 def handle_scan(tick: ScanTick | None, deps: Deps, *, drain_locally: bool = True) -> Result:
     """One GPU-health scan (the every-minute schedule, or `gpuwarden scan`)."""
-    return _counted(gpu_health.scan(deps, drain_locally=drain_locally))
+    return _counted(_recorded(gpu_health.scan(deps, drain_locally=drain_locally), deps))
 
 
 def handle_alerts(batch: AlertBatch, deps: Deps, *, drain_locally: bool = True) -> Result:
@@ -154,14 +162,13 @@ def handle_alerts(batch: AlertBatch, deps: Deps, *, drain_locally: bool = True) 
     results = [
         _one(item, deps, drain_locally)
         if isinstance(item, Notice)
-        else Result(outcome="ignored", kind=item[0], reason=item[1], event_id=batch.message_id)
+        else _recorded(Result(outcome="ignored", kind=item[0], reason=item[1], event_id=batch.message_id), deps)
         for item in plan
     ]
     if not results:
         reason = batch.lost or f"notification {batch.message_id} carries no alert"
-        return _counted(
-            Result(outcome="ignored", kind=Kind.GPU_UNHEALTHY.value, reason=reason, event_id=batch.message_id)
-        )
+        ignored = Result(outcome="ignored", kind=Kind.GPU_UNHEALTHY.value, reason=reason, event_id=batch.message_id)
+        return _counted(_recorded(ignored, deps))
     acted = [r for item, r in zip(plan, results, strict=True) if isinstance(item, Notice)]
     # one node acted on (a dcgm-exporter alert fires per GPU): its answer, with the others beside it
     summed = (
@@ -189,6 +196,18 @@ def tick_kind(tick: WindowTick) -> str:
 def handle_tick(tick: WindowTick, deps: Deps, *, drain_locally: bool = True) -> Result:
     """One Scheduler tick: a maintenance or Capacity Block plan falling due runs it; open / close /
     reconcile keep the NodePools in step, and the reconcile also plans the Capacity Blocks in use."""
+    planned: list[Result] = []  # the reconcile's Capacity Block plans: answers of their own
+    try:
+        result = _tick(tick, deps, drain_locally, planned)
+    except GpuwardenError as err:
+        failed = failed_result(tick_kind(tick), err, event_id=tick.plan_id or tick.execution_id)
+        return _failed(failed, deps)
+    for plan in planned:
+        _recorded(plan, deps)
+    return _counted(_recorded(result, deps))
+
+
+def _tick(tick: WindowTick, deps: Deps, drain_locally: bool, planned: list[Result]) -> Result:
     if tick.action == "maintenance-due":
         assert tick.plan_id is not None  # the model requires it for maintenance-due
         return maintenance.run_plan(tick.plan_id, deps, drain_locally=drain_locally)
@@ -198,7 +217,8 @@ def handle_tick(tick: WindowTick, deps: Deps, *, drain_locally: bool = True) -> 
         return capacity.run_block_plan(tick.plan_id, deps, hooks, drain_locally=drain_locally)
 
     def blocks(recorder: Recorder) -> str:
-        return capacity.reconcile_blocks(recorder, hooks_for(Kind.CAPACITY_BLOCK_PLAN), drain_locally=drain_locally)
+        hooks = hooks_for(Kind.CAPACITY_BLOCK_PLAN)
+        return capacity.reconcile_blocks(recorder, hooks, drain_locally=drain_locally, planned=planned)
 
     return windows.reconcile_windows(tick, deps, also=blocks if tick.action == "reconcile" else None)
 

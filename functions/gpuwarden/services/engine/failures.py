@@ -1,7 +1,7 @@
 """Every failure is the contract's JSON result (docs/results.md): ``outcome: failed``, the kind,
-the node (null when unknown) and a reason naming what failed and where. The ledger and the
-``Events`` metric record it; deployed, the handler raises after recording, so the event still
-lands in the dead-letter queue.
+the node (null when unknown) and a reason naming what failed and where. The ``Events`` metric
+counts it here; the routing table records it in the ledger (`result.record_result`); deployed,
+the handler raises after that, so the event is retried and then lands in the dead-letter queue.
 """
 
 from __future__ import annotations
@@ -16,9 +16,7 @@ from gpuwarden.domain.errors import (
     ReplacementError,
 )
 from gpuwarden.domain.notice import Notice
-from gpuwarden.domain.ports import LedgerPort
 from gpuwarden.observability import count_event, logger
-from gpuwarden.services.engine.context import Deps
 from gpuwarden.services.engine.result import Result
 
 #: What failed, by the error's type (most specific first).
@@ -43,10 +41,8 @@ def failed_result(
     event_id: str | None = None,
     node: str | None = None,
     instance_id: str | None = None,
-    ledger: LedgerPort | None = None,
-    caller: str = "gpuwarden",
 ) -> Result:
-    """The answer to an event whose handling failed, recorded in the ledger and counted."""
+    """The answer to an event whose handling failed, logged and counted."""
     result = Result(
         outcome="failed",
         kind=kind,
@@ -57,23 +53,11 @@ def failed_result(
     )
     logger.error("failed", extra={"kind": kind, "event_id": event_id, "node": node, "error": str(err)})
     count_event(kind, "failed")
-    if ledger is not None and event_id:
-        entry = {"outcome": "failed", "kind": kind, "node": node or "", "reason": result.reason, "caller": caller}
-        try:
-            ledger.record(event_id, entry)
-        except CloudError as ledger_err:  # the ledger is a record, not the failure being reported
-            logger.warning("failure not recorded in the ledger", extra={"error": str(ledger_err)})
     return result
 
 
-def failed_notice(notice: Notice, deps: Deps, err: GpuwardenError) -> Result:
-    """The failed result of one notice, recorded in its run's ledger under the notice's event."""
+def failed_notice(notice: Notice, err: GpuwardenError) -> Result:
+    """The failed result of one notice, under the notice's event."""
     return failed_result(
-        notice.kind.value,
-        err,
-        event_id=notice.event_id,
-        node=notice.node_name,
-        instance_id=notice.instance_id,
-        ledger=deps.ledger,
-        caller=deps.caller,
+        notice.kind.value, err, event_id=notice.event_id, node=notice.node_name, instance_id=notice.instance_id
     )

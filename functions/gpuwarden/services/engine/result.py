@@ -63,9 +63,8 @@ class Result(BaseModel):
 
 
 def notice_result(notice: Notice, recorder: Recorder, node: NodeView | None, **fields: Any) -> Result:
-    """The answer to one notice, written to the ledger: a duplicate is counted on the event's
-    record, any other outcome is recorded with who asked."""
-    result = Result(
+    """The answer to one notice (the routing table records it in the ledger: `record_result`)."""
+    return Result(
         kind=notice.kind.value,
         node=node.name if node else notice.node_name,
         instance_id=notice.instance_id or (node.instance_id if node else None),
@@ -74,17 +73,40 @@ def notice_result(notice: Notice, recorder: Recorder, node: NodeView | None, **f
         actions=recorder.actions,
         **({"replacement": replacement_of(recorder.actions)} | fields),
     )
-    return record_result(result, recorder.deps)
+
+
+def _history(previous: dict[str, Any]) -> str:
+    earlier = str(previous.get("history") or "")
+    at = previous.get("updated_at")
+    line = f"{previous.get('outcome')}{f' at {at}' if at else ''}: {previous.get('reason', '')}"
+    return f"{earlier} | {line}" if earlier else line
 
 
 def record_result(result: Result, deps: Deps) -> Result:
-    """The answer written to the ledger under its event id (nothing handled goes unrecorded): a
-    duplicate is counted on the event's record, any other outcome is recorded with who asked."""
-    if result.event_id is None:
+    """The answer written to the ledger under its event id: the one place, called by the routing
+    table where a notice's or a tick's answer leaves the services (docs/results.md, "The ledger").
+
+    A duplicate (and an event ignored again) is counted on the event's record. A redelivery that
+    resumed work an earlier delivery had failed to finish (its record says `failed`) is that
+    event's answer: `handled`, the earlier failure kept in the record's `history`. Any other
+    outcome is recorded with who asked.
+    """
+    event_id = result.event_id
+    if event_id is None:
+        return result
+    previous = deps.ledger.get(event_id)
+    before = previous.get("outcome") if previous is not None else None
+    failed_before = before == "failed"
+    # a redelivery ignored again, or one that found the work applied: counted on the record
+    if (result.outcome == "duplicate" and not failed_before) or (result.outcome == before == "ignored"):
+        deps.ledger.count_duplicate(event_id)
         return result
     if result.outcome == "duplicate":
-        deps.ledger.count_duplicate(result.event_id)
-    else:
-        entry = {"outcome": result.outcome, "kind": result.kind, "node": result.node or "", "reason": result.reason}
-        deps.ledger.record(result.event_id, entry | {"caller": deps.caller})
+        reason = f"resumed after a failed delivery: {result.reason}"
+        result = result.model_copy(update={"outcome": "handled", "reason": reason})
+    entry = {"outcome": result.outcome, "kind": result.kind, "node": result.node or "", "reason": result.reason}
+    if failed_before:
+        assert previous is not None
+        entry["history"] = _history(previous)
+    deps.ledger.record(event_id, entry | {"caller": deps.caller})
     return result

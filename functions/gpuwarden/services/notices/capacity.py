@@ -29,7 +29,7 @@ from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.disrupt import disrupt_notice
 from gpuwarden.services.engine.failures import failed_notice
 from gpuwarden.services.engine.pipeline import KindHooks
-from gpuwarden.services.engine.result import Result, record_result
+from gpuwarden.services.engine.result import Result
 
 DUE_ACTION = "capacity-block-due"
 PLAN = Kind.CAPACITY_BLOCK_PLAN
@@ -83,7 +83,7 @@ def _guarded(notice: Notice, deps: Deps, hooks: KindHooks, drain_locally: bool) 
     try:
         return disrupt_notice(notice, deps, hooks, drain_locally=drain_locally)
     except GpuwardenError as err:
-        return failed_notice(notice, deps, err)
+        return failed_notice(notice, err)
 
 
 def drain_nodes(notice: Notice, nodes: Sequence[NodeView], deps: Deps, hooks: KindHooks, drain_locally: bool) -> Result:
@@ -91,8 +91,7 @@ def drain_nodes(notice: Notice, nodes: Sequence[NodeView], deps: Deps, hooks: Ki
     where = notice.capacity_reservation_id or "?"
     if not nodes:
         reason = f"no node of cluster {deps.policy.cluster} runs in capacity reservation {where}"
-        ignored = Result(outcome="ignored", kind=notice.kind.value, event_id=notice.event_id, reason=reason)
-        return record_result(ignored, deps)
+        return Result(outcome="ignored", kind=notice.kind.value, event_id=notice.event_id, reason=reason)
     per_node = [_per_node(notice, node) for node in nodes]
     with ThreadPoolExecutor(max_workers=min(_MAX_PARALLEL, len(per_node))) as pool:
         results = list(pool.map(lambda n: _guarded(n, deps, hooks, drain_locally), per_node))
@@ -100,8 +99,8 @@ def drain_nodes(notice: Notice, nodes: Sequence[NodeView], deps: Deps, hooks: Ki
         return results[0]
     outcomes = {r.outcome for r in results}
     outcome = next((o for o in ("failed", "handled", "dry-run", "duplicate") if o in outcomes), "ignored")
-    # each node's answer is in the ledger under its own id; the notice's own id gets the whole answer
-    fanned = Result(
+    # each node's answer is recorded under its own id; the notice's own id gets the whole answer
+    return Result(
         outcome=outcome,  # type: ignore[arg-type]
         kind=notice.kind.value,
         event_id=notice.event_id,
@@ -110,7 +109,6 @@ def drain_nodes(notice: Notice, nodes: Sequence[NodeView], deps: Deps, hooks: Ki
         actions=[a for r in results for a in r.actions],
         results=results,
     )
-    return record_result(fanned, deps)
 
 
 # --------------------------------------------------------------------------- the expiration warning
@@ -203,7 +201,7 @@ def plan_block(
         f"{lead} min before EC2 starts terminating its instances at {ann.rfc3339(stop)} (the block ends "
         f"{ann.rfc3339(end)})"
     )
-    result = Result(
+    return Result(
         outcome="dry-run" if deps.dry_run else "handled",
         kind=PLAN.value,
         event_id=event_id,
@@ -211,7 +209,6 @@ def plan_block(
         reason=reason,
         actions=recorder.actions,
     )
-    return record_result(result, deps)
 
 
 def handle_block_delivered(notice: Notice, deps: Deps, hooks: KindHooks, *, drain_locally: bool = True) -> Result:
@@ -225,7 +222,7 @@ def handle_block_delivered(notice: Notice, deps: Deps, hooks: KindHooks, *, drai
         end = block.end if block is not None else None
     if end is None:
         reason = f"Capacity Block {reservation_id} has no end date in the event or in EC2: nothing to plan"
-        return record_result(Result(outcome="ignored", kind=PLAN.value, event_id=notice.event_id, reason=reason), deps)
+        return Result(outcome="ignored", kind=PLAN.value, event_id=notice.event_id, reason=reason)
     return plan_block(reservation_id, end, deps, hooks, drain_locally, event_id=notice.event_id, source=notice.source)
 
 
@@ -235,7 +232,7 @@ def run_block_plan(reservation_id: str, deps: Deps, hooks: KindHooks, *, drain_l
     if block is None or block.end is None or block.state in ("expired", "cancelled", "failed"):
         state = block.state if block is not None else "unknown to EC2"
         reason = f"Capacity Block {reservation_id} is {state}: nothing to drain"
-        return record_result(Result(outcome="ignored", kind=PLAN.value, event_id=reservation_id, reason=reason), deps)
+        return Result(outcome="ignored", kind=PLAN.value, event_id=reservation_id, reason=reason)
     event_id = f"capacity-block-plan:{reservation_id}:{block.end:%Y%m%dT%H%M%SZ}"
     return plan_block(reservation_id, block.end, deps, hooks, drain_locally, event_id=event_id, source="aws.scheduler")
 
@@ -262,13 +259,18 @@ def plan_blocks_in_use(deps: Deps, hooks: KindHooks, *, drain_locally: bool = Tr
     return results
 
 
-def reconcile_blocks(recorder: Recorder, hooks: KindHooks, *, drain_locally: bool = True) -> str:
+def reconcile_blocks(
+    recorder: Recorder, hooks: KindHooks, *, drain_locally: bool = True, planned: list[Result] | None = None
+) -> str:
     """The reconcile's Capacity Block part, into the tick's record: what was planned, or why it could
-    not look (EC2 unreachable must not stop the NodePools from being reconciled)."""
+    not look (EC2 unreachable must not stop the NodePools from being reconciled). Each plan's own
+    answer is added to ``planned``, for the routing table to record."""
     try:
         results = plan_blocks_in_use(recorder.deps, hooks, drain_locally=drain_locally)
     except CloudError as err:
         recorder.add(ActionType.CAPACITY_BLOCKS_UNKNOWN, reason=str(err))
         return f"; Capacity Blocks not checked: {err}"
     recorder.actions += [a for r in results for a in r.actions]
+    if planned is not None:
+        planned += results
     return "".join(f"; {r.reason}" for r in results)

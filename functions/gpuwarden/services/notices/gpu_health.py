@@ -203,7 +203,7 @@ def _scan_one(
             return notice_result(notice, Recorder(deps, notice.event_id), node, outcome="duplicate", reason=reason)
         return _disrupt(notice, deps, node, _ADMITTED, drain_locally)
     except GpuwardenError as err:
-        return failed_notice(notice, deps, err)
+        return failed_notice(notice, err)
 
 
 def _already_draining(node: NodeView, notice: Notice) -> bool:

@@ -29,7 +29,7 @@ from gpuwarden.domain.views import NodeView
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.node_ops import find_node, not_ours, window_allowance
 from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Steps, run, take
-from gpuwarden.services.engine.result import Result, notice_result, record_result
+from gpuwarden.services.engine.result import Result, notice_result
 from gpuwarden.services.engine.writes import Patch, annotate, update_node
 
 KIND = Kind.SCHEDULED_MAINTENANCE.value
@@ -196,7 +196,7 @@ def run_plan(plan_id: str, deps: Deps, *, drain_locally: bool = True) -> Result:
     node = next((n for n in deps.kube.list_nodes() if n.annotations.get(ann.MAINTENANCE_PLAN_ID) == plan_id), None)
     if node is None:
         reason = f"no node holds maintenance plan {plan_id} (the node is gone, or the plan was replaced)"
-        return record_result(Result(outcome="ignored", kind=KIND, event_id=plan_id, reason=reason), deps)
+        return Result(outcome="ignored", kind=KIND, event_id=plan_id, reason=reason)
     notice = _notice_of(node, deps.clock())
     held = node.annotations.get(ann.MAINTENANCE_PLAN, "")
     recorder = Recorder(deps, notice.event_id)
