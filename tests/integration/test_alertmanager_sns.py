@@ -26,6 +26,7 @@ import boto3
 import pytest
 import yaml
 
+from gpuwarden.domain.gpu_health import FATAL_XIDS
 from sim import KubeSim
 from sim.actors.workloads import Workloads
 from sim.builders import gpu_node, nodepool
@@ -129,7 +130,8 @@ def _free_port() -> int:
 
 # --------------------------------------------------------------------------- the rules (windows shortened)
 
-FATAL = " or ".join(f"DCGM_FI_DEV_XID_ERRORS == {c}" for c in (48, 63, 64, 74, 79, 94, 95, 119, 120, 140))
+# docs/gpu-signals.md's "replace" rule: the XIDs the EKS node monitoring agent treats as fatal
+FATAL = " or ".join(f"DCGM_FI_DEV_XID_ERRORS == {c}" for c in FATAL_XIDS)
 RULES = {
     "groups": [
         {
@@ -290,8 +292,12 @@ def test_a_real_alertmanager_notification_reaches_invoke_as_the_lambda_receives_
         )
         env = invoke_env(sim, moto_endpoint) | {"GPUWARDEN_POLICY_FILE": str(policy)}
         answers = {}
+        keep = os.environ.get("GPUWARDEN_KEEP_ENVELOPES")  # a directory: the Lambda events, to refresh events/
         for envelope in envelopes:
-            event = json.dumps(lambda_event(envelope, subscription))
+            event = json.dumps(lambda_event(envelope, subscription), indent=2)
+            if keep:
+                rendering = "json" if envelope["Message"].lstrip().startswith("{") else "text"
+                (Path(keep) / f"alertmanager-sns-{rendering}.json").write_text(event + "\n")
             done = subprocess.run(
                 [str(GPUWARDEN), "invoke", "-"], input=event, capture_output=True, text=True, env=env, timeout=60
             )
