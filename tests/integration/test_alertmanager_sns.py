@@ -6,6 +6,8 @@ Alertmanager publishes each group to moto's SNS over SigV4 (`sns_configs` with `
 `sigv4`), one receiver with AWS's JSON template, one with Alertmanager's default text. An SQS
 subscription keeps the envelopes; each becomes the Lambda SNS event the GPU function receives and
 goes through `gpuwarden invoke`. No alert payload here is written by hand. Loopback only.
+Windows are seconds (scrape and evaluation 1 s, `for: 2s`, group_wait 1 s): ~15 s on an idle
+machine; the wait for Alertmanager's messages is bounded (40 s), the test is not timed.
 """
 
 from __future__ import annotations
@@ -176,7 +178,6 @@ def test_a_real_alertmanager_notification_reaches_invoke_as_the_lambda_receives_
     tmp_path: Path, exporter: str, moto_endpoint: str
 ) -> None:
     prometheus, alertmanager = _binaries()
-    started = time.monotonic()
     # Given moto's SNS topic with an SQS subscription that keeps the envelopes
     aws = {
         "endpoint_url": moto_endpoint,
@@ -319,4 +320,3 @@ def test_a_real_alertmanager_notification_reaches_invoke_as_the_lambda_receives_
         assert idle["node"] == IDLE_NODE, idle
         assert idle["outcome"] == "handled", idle
         assert "utilization" not in idle["reason"]
-    assert time.monotonic() - started < 60
