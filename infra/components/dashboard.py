@@ -112,6 +112,21 @@ class Dashboard(Construct):
         )
         self.dashboard.add_widgets(
             _graph(
+                "GPU health: scans and unhealthy nodes (docs/gpu-signals.md)",
+                [gpuwarden_metric(Metric.GPU_HEALTH_SCANS, label="scans")],
+                [
+                    gpuwarden_metric(
+                        Metric.GPU_HEALTH_UNHEALTHY, cloudwatch.Stats.MAXIMUM, "unhealthy nodes (max per scan)"
+                    )
+                ],
+            ),
+            _graph(
+                "GPU health breaker: nodes held back",
+                [gpuwarden_metric(Metric.GPU_HEALTH_HELD_BACK, label="held back (pool at max_unhealthy_percent)")],
+            ),
+        )
+        self.dashboard.add_widgets(
+            _graph(
                 "Function errors",
                 [_search(f'{{AWS/Lambda,FunctionName}} MetricName="Errors" {stack}', "", "Sum")],
             ),

@@ -104,6 +104,7 @@ class GpuSignals(Construct):
         return scheduler.CfnSchedule(
             self,
             "Scan",
+            name=f"{Stack.of(self).stack_name}-gpu-health-scan"[:64],
             description="gpuwarden GPU-health scan: nodes whose AcceleratedHardwareReady / GPUHealthy is False",
             schedule_expression="rate(1 minute)",
             flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),

@@ -49,6 +49,8 @@ def _notifying_alarms(synth: Synth) -> list[dict[str, Any]]:
         ("Checkpoints", [Metric.CHECKPOINT_REQUESTS, Metric.CHECKPOINT_ACKS, Metric.CHECKPOINT_TIMEOUTS]),
         ("Evictions", [Metric.PODS_EVICTED, Metric.EVICTIONS_BLOCKED, Metric.PODS_DELETED]),
         ("Nodes", [Metric.REPLACEMENTS, Metric.NODES_CORDONED, Metric.NODES_LOST_UNDRAINED]),
+        ("GPU health: scans", [Metric.GPU_HEALTH_SCANS, Metric.GPU_HEALTH_UNHEALTHY]),
+        ("GPU health breaker", [Metric.GPU_HEALTH_HELD_BACK]),
     ],
 )
 def test_dashboard_graphs_gpuwarden_metrics_by_their_names(synth: Synth, title: str, metrics: list[Metric]) -> None:
@@ -102,14 +104,19 @@ def test_a_drain_past_its_deadline_raises_an_alarm(synth: Synth) -> None:
     assert alarm["TreatMissingData"] == "notBreaching"
 
 
+def _alarm_topics(synth: Synth) -> dict[str, dict[str, Any]]:
+    """The SNS topics for alarms (the Alertmanager topic is docs/gpu-signals.md's, tested apart)."""
+    return {k: v for k, v in synth.resources("AWS::SNS::Topic").items() if "Alertmanager" not in k}
+
+
 def test_without_a_topic_alarms_have_no_actions(synth: Synth) -> None:
-    assert synth.resources("AWS::SNS::Topic") == {}
+    assert _alarm_topics(synth) == {}
     assert all("AlarmActions" not in a for a in _alarms(synth))
 
 
 def test_alarm_email_creates_an_encrypted_topic_every_alarm_notifies(synth_with: Any) -> None:
     synth = synth_with(FULL_CONTEXT)
-    ((topic_id, topic),) = synth.resources("AWS::SNS::Topic").items()
+    ((topic_id, topic),) = _alarm_topics(synth).items()
     key_id = topic["Properties"]["KmsMasterKeyId"]["Fn::GetAtt"][0]
     key = synth.template_json["Resources"][key_id]
     assert key["Properties"]["EnableKeyRotation"] is True
@@ -117,10 +124,16 @@ def test_alarm_email_creates_an_encrypted_topic_every_alarm_notifies(synth_with:
         st.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}
         for st in key["Properties"]["KeyPolicy"]["Statement"]
     )
-    (subscription,) = synth.resources("AWS::SNS::Subscription").values()
+    (subscription,) = [
+        s
+        for s in synth.resources("AWS::SNS::Subscription").values()
+        if s["Properties"]["TopicArn"] == {"Ref": topic_id}
+    ]
     assert subscription["Properties"]["Protocol"] == "email"
     assert subscription["Properties"]["Endpoint"] == "sre@example.com"
-    (policy,) = synth.resources("AWS::SNS::TopicPolicy").values()
+    (policy,) = [
+        p for p in synth.resources("AWS::SNS::TopicPolicy").values() if {"Ref": topic_id} in p["Properties"]["Topics"]
+    ]
     statements = policy["Properties"]["PolicyDocument"]["Statement"]
     assert any(
         st.get("Principal") == {"Service": "cloudwatch.amazonaws.com"} and st["Action"] == "sns:Publish"
@@ -136,6 +149,6 @@ def test_alarm_email_creates_an_encrypted_topic_every_alarm_notifies(synth_with:
 
 def test_alarm_topic_arn_is_used_as_it_is(synth_with: Any) -> None:
     synth = synth_with({"alarmTopicArn": TOPIC})
-    assert synth.resources("AWS::SNS::Topic") == {}
+    assert _alarm_topics(synth) == {}
     for alarm in _notifying_alarms(synth):
         assert alarm["AlarmActions"] == [TOPIC]

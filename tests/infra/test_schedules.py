@@ -100,6 +100,10 @@ def test_schedule_names_fit_schedulers_64_characters_and_stay_unique() -> None:
 # --------------------------------------------------------------------------- the synthesized stack
 
 
+def _gpu_scan(schedule: dict[str, Any]) -> bool:
+    return str(schedule["Properties"].get("Name", "")).endswith("-gpu-health-scan")
+
+
 class Synthesized:
     def __init__(self, outdir: Path, error: Exception | None) -> None:
         self.template: dict[str, Any] = json.loads((outdir / f"{STACK_NAME}.template.json").read_text())
@@ -117,7 +121,9 @@ class Synthesized:
         return found
 
     def schedules(self) -> dict[str, dict[str, Any]]:
-        return {v["Properties"]["Name"]: v["Properties"] for v in self.resources("AWS::Scheduler::Schedule").values()}
+        """The budget-window schedules (the GPU-health scan's is tests/infra/test_gpu_signals_infra.py's)."""
+        found = self.resources("AWS::Scheduler::Schedule").values()
+        return {v["Properties"]["Name"]: v["Properties"] for v in found if not _gpu_scan(v)}
 
     def statements(self, role_id: str) -> list[dict[str, Any]]:
         return [
@@ -129,7 +135,9 @@ class Synthesized:
 
     def scheduler_role(self) -> str:
         (found,) = [
-            k for k, v in self.resources("AWS::IAM::Role").items() if "scheduler.amazonaws.com" in json.dumps(v)
+            k
+            for k, v in self.resources("AWS::IAM::Role").items()
+            if "scheduler.amazonaws.com" in json.dumps(v) and "GPU-health" not in json.dumps(v)
         ]
         return found
 

@@ -273,8 +273,9 @@ def test_policy_parameter_defaults_to_the_cluster(synth: Synth) -> None:
 
 def test_every_queue_is_encrypted_tls_only_and_alarmed_when_not_empty(synth: Synth) -> None:
     queues = synth.resources("AWS::SQS::Queue")
-    # one on-failure queue per asynchronously invoked function, the EventBridge and the Scheduler target DLQs
-    assert len(queues) == len(synth.resources("AWS::Lambda::EventInvokeConfig")) + 2
+    # one on-failure queue per asynchronously invoked function, the EventBridge and the Scheduler target
+    # DLQs, and the GPU-health scan's undelivered ticks
+    assert len(queues) == len(synth.resources("AWS::Lambda::EventInvokeConfig")) + 3
     policies = synth.resources("AWS::SQS::QueuePolicy").values()
     alarms = synth.resources("AWS::CloudWatch::Alarm").values()
     for queue_id, queue in queues.items():

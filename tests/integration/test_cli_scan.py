@@ -39,7 +39,7 @@ def test_scan_json_handles_the_failing_node_and_a_second_scan_changes_nothing(si
     # Given a pool with one node whose AcceleratedHardwareReady turned False
     cluster(sim)
     since = failing(sim, NODES[1])
-    report(sim, NODES[2], condition("node-conditions-eks-healthy.json"))
+    report(sim, NODES[2], condition("nodes/eks-accelerated-hardware-healthy.json"))
 
     # When `gpuwarden scan --json` runs twice
     first = run(sim, moto_endpoint, "scan", "--json")

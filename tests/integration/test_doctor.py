@@ -73,7 +73,9 @@ def healthy_cluster(sim: KubeSim) -> None:
     sim.create(b.training_pod("train-1-worker", node, checkpoint="annotate", checkpoint_container="trainer"))
     sim.create(b.daemonset_pod(node))
     sim.create(karpenter_deployment(queue=None))
-    healthy = json.loads((Path(__file__).resolve().parents[2] / "events/node-conditions-eks-healthy.json").read_text())
+    healthy = json.loads(
+        (Path(__file__).resolve().parents[2] / "events/nodes/eks-accelerated-hardware-healthy.json").read_text()
+    )
     sim.patch_direct("Node", node["metadata"]["name"], {"status": {"conditions": [healthy]}}, patch_type=STRATEGIC)
 
 

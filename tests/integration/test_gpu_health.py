@@ -48,7 +48,7 @@ def pool(sim: KubeSim, size: int, name: str = "gpu-training") -> list[str]:
     return nodes
 
 
-def failing(sim: KubeSim, node: str, sample: str = "node-conditions-eks-xid79.json") -> str:
+def failing(sim: KubeSim, node: str, sample: str = "nodes/eks-accelerated-hardware-xid79.json") -> str:
     since = rfc3339(sim.clock.now() - timedelta(seconds=30))
     report(sim, node, condition(sample, lastTransitionTime=since, lastHeartbeatTime=since))
     return since
@@ -66,7 +66,7 @@ def test_a_failing_accelerated_hardware_condition_cordons_checkpoints_and_drains
     owner = sim.create(job("train", "ml"))
     sim.create(training_pod("train-0", nodes[0], checkpoint="annotate", owner=owner))
     since = failing(sim, nodes[0])
-    report(sim, nodes[1], condition("node-conditions-eks-healthy.json"))
+    report(sim, nodes[1], condition("nodes/eks-accelerated-hardware-healthy.json"))
 
     # When the scan runs
     result = handle_scan(None, world.deps()).to_json()
@@ -117,7 +117,7 @@ def test_a_new_failure_after_a_recovery_is_a_new_notice(world: World) -> None:
     from gpuwarden.services.engine.writes import release_node
 
     release_node(world.deps().kube, nodes[0])
-    report(sim, nodes[0], condition("node-conditions-eks-healthy.json", lastTransitionTime=first))
+    report(sim, nodes[0], condition("nodes/eks-accelerated-hardware-healthy.json", lastTransitionTime=first))
     assert handle_scan(None, world.deps()).to_json()["results"] == []
 
     # When the GPU fails again later
@@ -134,7 +134,7 @@ def test_a_new_failure_after_a_recovery_is_a_new_notice(world: World) -> None:
 def test_nvsentinel_gpu_healthy_false_is_gpu_unhealthy(world: World) -> None:
     sim = world.sim
     nodes = pool(sim, 5)
-    failing(sim, nodes[3], "node-conditions-nvsentinel-gpuhealthy.json")
+    failing(sim, nodes[3], "nodes/nvsentinel-gpu-healthy-xid48.json")
 
     result = handle_scan(None, world.deps()).to_json()
 

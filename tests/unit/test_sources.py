@@ -17,8 +17,10 @@ from gpuwarden.domain.gpu_idle import IdleMetric
 from gpuwarden.domain.notice import SPOT_NOTICE_SECONDS, Kind, Notice
 from gpuwarden.sources import (
     DETAIL_TYPES,
+    AlertBatch,
     NoticeBatch,
     RunbookRequest,
+    ScanTick,
     WindowTick,
     parse_event,
     parse_notices,
@@ -545,7 +547,10 @@ def test_mutated_real_payloads_either_parse_or_raise_invalid_event(raw: object) 
         assert str(rejected)
         json.dumps(rejected.errors)  # what reaches the dead-letter queue and the CLI's stderr
         return
-    assert isinstance(parsed, NoticeBatch | RunbookRequest | WindowTick)
+    assert isinstance(parsed, NoticeBatch | RunbookRequest | WindowTick | ScanTick | AlertBatch)
+    if isinstance(parsed, AlertBatch):  # an Alertmanager notification (docs/gpu-signals.md)
+        assert all(a.name and a.status in ("firing", "resolved") for a in parsed.alerts)
+        assert all(a.starts_at is None or a.starts_at.tzinfo is not None for a in parsed.alerts)
     if isinstance(parsed, NoticeBatch):
         assert parsed.notices or parsed.ignored
         for notice in parsed.notices:

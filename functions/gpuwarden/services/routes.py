@@ -157,24 +157,34 @@ def handle_scan(tick: ScanTick | None, deps: Deps, *, drain_locally: bool = True
 
 def handle_alerts(batch: AlertBatch, deps: Deps, *, drain_locally: bool = True) -> Result:
     """An Alertmanager notification: every firing alert the policy maps is one notice, through
-    its kind's use case; the others are ignored with the reason (docs/gpu-signals.md)."""
+    its kind's use case; the others are ignored with the reason (docs/gpu-signals.md). What a
+    truncated message lost is reported in the answer's reason."""
     plan = alert_plan(batch.alerts, deps.policy, batch.published)  # raises InvalidEvent before anything is written
     results = [
         _one(item, deps, drain_locally)
         if isinstance(item, Notice)
-        else _recorded(Result(outcome="ignored", kind=item[0], reason=item[1], event_id=batch.message_id), deps)
+        else Result(outcome="ignored", kind=item[0], reason=item[1], event_id=batch.message_id)
         for item in plan
     ]
-    if not results:
-        reason = batch.lost or f"notification {batch.message_id} carries no alert"
-        ignored = Result(outcome="ignored", kind=Kind.GPU_UNHEALTHY.value, reason=reason, event_id=batch.message_id)
-        return _counted(_recorded(ignored, deps))
     acted = [r for item, r in zip(plan, results, strict=True) if isinstance(item, Notice)]
+    if not acted:  # nothing asked of gpuwarden: one ignored answer, recorded under the message id
+        reasons = [r.reason for r in results] or [f"notification {batch.message_id} carries no alert"]
+        reason = "; ".join([*reasons[:10], *([batch.lost] if batch.lost else [])])
+        kind = results[0].kind if results else Kind.GPU_UNHEALTHY.value
+        summed = Result(outcome="ignored", kind=kind, reason=reason, event_id=batch.message_id)
+        return _counted(
+            _recorded(summed, deps).model_copy(update={"results": results})
+            if len(results) > 1
+            else _recorded(summed, deps)
+        )
     # one node acted on (a dcgm-exporter alert fires per GPU): its answer, with the others beside it
-    summed = (
-        acted[0].model_copy(update={"results": results}) if len(acted) == 1 and len(results) > 1 else _summed(results)
-    )
+    summed = acted[0] if len(results) == 1 else _summed(results)
+    if len(acted) == 1 and len(results) > 1:
+        summed = acted[0].model_copy(update={"results": results})
     if batch.lost:
+        logger.warning(
+            "alertmanager notification truncated", extra={"message_id": batch.message_id, "lost": batch.lost}
+        )
         summed = summed.model_copy(update={"reason": f"{summed.reason}; {batch.lost}"})
     return summed
 

@@ -1,0 +1,89 @@
+"""The GPU function as Lambda calls it (docs/gpu-signals.md): the every-minute scan tick and an
+Alertmanager notification from the topic (the sample captured from a real Alertmanager), each
+handled and handed to the drain workflow (a moto Step Functions state machine)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpuwarden.domain.errors import InvalidEvent
+from gpuwarden.handlers import gpu_idle as gpu_handler
+from sim import KubeSim
+from sim.builders import gpu_node, nodepool
+from tests.integration import test_handlers
+from tests.integration.conftest import LambdaContext, World, load_event
+from tests.integration.test_gpu_health import failing
+from tests.integration.test_handlers import executions
+
+state_machine = test_handlers.state_machine  # the drain workflow in moto, the handlers' environment
+TEXT_NODE = "ip-10-0-2-40.us-west-2.compute.internal"
+SCAN_TICK = {"gpuwarden": "gpu-health-scan", "scheduled_time": "2026-11-24T11:41:00Z", "execution_id": "e-1"}
+
+
+@pytest.fixture
+def sim() -> Iterator[KubeSim]:
+    with KubeSim(clock_speed=1.0) as running:
+        yield running
+
+
+@pytest.fixture
+def policy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(yaml.safe_dump({"cluster": "ml-prod", "alerts": {"GPUXidError": "gpu-unhealthy"}}))
+    monkeypatch.setenv("GPUWARDEN_POLICY_FILE", str(path))
+
+
+def pool(world: World) -> None:
+    world.sim.create(nodepool("gpu-training"))
+    world.sim.create(gpu_node(TEXT_NODE, "i-0fedcba9876543210", nodepool="gpu-training"))
+    for i in range(4):
+        world.sim.create(
+            gpu_node(f"ip-10-0-7-{i}.us-west-2.compute.internal", f"i-0cccc{i:012x}", nodepool="gpu-training")
+        )
+
+
+def test_the_scan_tick_handles_a_failing_node_and_hands_its_drain_to_the_workflow(
+    world: World,
+    state_machine: str,
+    policy: None,
+) -> None:
+    pool(world)
+    failing(world.sim, TEXT_NODE)
+
+    answer = gpu_handler.handler(dict(SCAN_TICK), LambdaContext())
+
+    assert answer["kind"] == "gpu-unhealthy"
+    assert answer["outcome"] == "handled", answer
+    assert [r["node"] for r in answer["results"]] == [TEXT_NODE]
+    assert len(executions(state_machine)) == 1
+
+
+def test_an_alertmanager_notification_from_the_topic_is_handled(world: World, state_machine: str, policy: None) -> None:
+    pool(world)
+
+    answer = gpu_handler.handler(load_event("alertmanager-sns-text.json"), LambdaContext())
+
+    assert answer["kind"] == "gpu-unhealthy"
+    assert answer["outcome"] == "handled", answer
+    assert answer["node"] == TEXT_NODE
+    node = world.node(TEXT_NODE)
+    assert node["metadata"]["annotations"]["gpuwarden.io/kind"] == "gpu-unhealthy"
+    assert len(executions(state_machine)) == 1
+
+
+def test_a_notification_that_does_not_parse_raises_for_the_dead_letter_queue(
+    world: World,
+    state_machine: str,
+    policy: None,
+) -> None:
+    event = load_event("alertmanager-sns-text.json")
+    event["Records"][0]["Sns"]["Message"] = json.dumps({"not": "alertmanager"})
+
+    with pytest.raises(InvalidEvent, match="alerts"):
+        gpu_handler.handler(event, LambdaContext())
+    assert not [r for r in world.sim.requests if r.method != "GET"]
