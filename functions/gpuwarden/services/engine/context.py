@@ -70,6 +70,9 @@ class Recorder:
     deps: Deps
     event_id: str
     actions: list[dict[str, Any]] = field(default_factory=list)
+    #: The gangs this run asked or waited for, by gang key, as their last look found them
+    #: (the result's ``checkpoints``: docs/results.md).
+    checkpoints: dict[str, dict[str, Any]] = field(default_factory=dict)
     _pending: dict[tuple[str, ActionType], list[str]] = field(default_factory=dict)
     _nodes: dict[str, NodeView] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
