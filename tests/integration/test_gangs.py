@@ -123,8 +123,10 @@ def test_two_notices_for_two_nodes_of_one_job_at_the_same_moment_ask_each_rank_o
     assert signalled(world) == Counter(ranks)
     assert asked_pods(results) == Counter(ranks)
     # And both doomed ranks left; the healthy ranks stayed
-    assert world.pod(ranks[1]) is None and world.pod(ranks[2]) is None
-    assert world.pod(ranks[0]) is not None and world.pod(ranks[3]) is not None
+    assert world.pod(ranks[1]) is None
+    assert world.pod(ranks[2]) is None
+    assert world.pod(ranks[0]) is not None
+    assert world.pod(ranks[3]) is not None
 
 
 def test_a_second_delivery_later_finds_the_request_in_flight_and_asks_no_one_again(world: World) -> None:

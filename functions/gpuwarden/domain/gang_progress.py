@@ -67,10 +67,11 @@ def progress(
     waiting: list[str] = []
     unasked: list[str] = []
     until: datetime | None = None
-    for pod, _spec in gang.to_ask(default_timeout, allow_exec):
+    for pod, _spec in gang.to_ask(default_timeout, allow_exec, leaving_too=True):
         request = current_request(pod, event_id, now)
         if request is None:
-            unasked.append(pod.key)
+            if not pod.terminating:  # a pod already leaving is not asked any more
+                unasked.append(pod.key)
             continue
         asked.append(pod.key)
         by = min(request.by, deadline) if deadline is not None else request.by

@@ -203,8 +203,11 @@ class Gang:
         spec = checkpoint_spec(pod, default_timeout, allow_exec)
         return spec if isinstance(spec, CheckpointSpec) else None
 
-    def to_ask(self, default_timeout: int = 60, allow_exec: bool = True) -> list[tuple[PodView, CheckpointSpec]]:
-        """Who is asked: every opted-in member that can still answer, or only the leader."""
+    def to_ask(
+        self, default_timeout: int = 60, allow_exec: bool = True, *, leaving_too: bool = False
+    ) -> list[tuple[PodView, CheckpointSpec]]:
+        """Who is asked: every opted-in member, or only the leader; a pod already terminating is not
+        asked (``leaving_too``: counted all the same, for what the gang's checkpoint stands on)."""
         if self.mode == "leader" and self.leader is not None:
             candidates: Iterable[PodView] = (self.leader,)
         else:
@@ -212,7 +215,8 @@ class Gang:
         return [
             (pod, spec)
             for pod in candidates
-            if not pod.terminating and (spec := self.spec(pod, default_timeout, allow_exec)) is not None
+            if (leaving_too or not pod.terminating)
+            and (spec := self.spec(pod, default_timeout, allow_exec)) is not None
         ]
 
 

@@ -21,6 +21,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
+from typing import Any
 
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.errors import KubeError
@@ -114,7 +115,24 @@ def _note(recorder: Recorder, gangs: list[Gang], deadline: datetime | None) -> N
     timeout = recorder.deps.policy.checkpoint.default_timeout_seconds
     for gang in gangs:
         state = progress(gang, recorder.event_id, now, deadline, timeout, recorder.deps.policy.checkpoint.allow_exec)
-        recorder.checkpoints[gang.key] = state.as_result()
+        _keep(recorder, state.as_result())
+
+
+def _keep(recorder: Recorder, look: dict[str, Any]) -> None:
+    """The gang's entry in the result, over every look of the run: a pod evicted (and gone) since an
+    earlier look keeps its place; an answer replaces the wait it ended."""
+    before = recorder.checkpoints.get(look["gang"], {})
+    seen = {name: set(before.get(name, ())) | set(look.get(name, ())) for name in _LISTS}
+    seen["timed_out"] -= seen["acknowledged"]
+    seen["failed"] -= seen["acknowledged"]
+    seen["waiting"] = set(look.get("waiting", ()))
+    merged = {"gang": look["gang"], "by": look["by"]}
+    merged |= {name: sorted(keys) for name, keys in seen.items() if keys or name in _ALWAYS}
+    recorder.checkpoints[look["gang"]] = merged
+
+
+_LISTS = ("asked", "acknowledged", "timed_out", "failed", "waiting")
+_ALWAYS = ("asked", "acknowledged", "timed_out")
 
 
 def gang_round(
@@ -141,7 +159,7 @@ def gang_round(
         if state.unasked:
             asks += _gang_asks(recorder, node, gang, set(state.unasked))
             asked |= set(state.unasked)
-        recorder.checkpoints[gang.key] = state.as_result()
+        _keep(recorder, state.as_result())
         out |= holds(gang, state, pods)
     if asks:
         for future in ask_pods(recorder, node, asks, deadline, pool, prepare):
