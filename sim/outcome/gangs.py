@@ -7,7 +7,7 @@ sharded checkpoint; on SIGTERM only where rank 0 alone can write it, DDP). When 
 the job stops: every rank restarts from the job's last completed checkpoint, so each rank loses
 its GPUs x the time since then (the ranks on healthy nodes wait, GPUs idle, for the Job
 controller's new pod and the rendezvous). Ranks are labelled as their controllers label them
-(`sim/gang_builders.py`), so gpuwarden finds the job as it would on a real cluster.
+(`sim/training_jobs.py`), so gpuwarden finds the job as it would on a real cluster.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sim.clock import rfc3339
-from sim.gang_builders import COMPLETION_INDEX, JOBSET_NAME, indexed_job
 from sim.outcome.accounting import Loss
 from sim.outcome.scenario import Training
 from sim.outcome.world import DONE, PodLife, Workload, World
+from sim.training_jobs import COMPLETION_INDEX, indexed_job
 
 Obj = dict[str, Any]
 #: a rank's slot: (job + 1) * RANK_BASE + rank (a slot below RANK_BASE is a whole job, from `build`)
@@ -112,7 +112,7 @@ class GangWorld(World):
         }
         if spec.controller == "jobset":
             labels |= {
-                JOBSET_NAME: self.gang_name(spec, job),
+                "jobset.sigs.k8s.io/jobset-name": self.gang_name(spec, job),
                 "jobset.sigs.k8s.io/replicatedjob-name": "workers",
                 "jobset.sigs.k8s.io/replicatedjob-replicas": str(math.ceil(spec.nodes_per_job / per_child)),
                 "jobset.sigs.k8s.io/job-index": str(child),

@@ -3,10 +3,11 @@ rank lost when the job restarted, and how many incidents that rests on."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from sim.outcome.runner import ArmResult, Outcome
+# An ArmResult / Outcome of sim.outcome.runner (which imports this module: typed loosely here).
+ArmResult = Any
+Outcome = Any
 
 ROWS = (
     ("training_gpu_minutes_lost", "training lost (GPU-minutes)"),
