@@ -28,6 +28,13 @@ import click
 )
 @click.option("--seed", type=int, default=None, help="RNG seed (default: the scenario's); same seed, same numbers.")
 @click.option("--days", type=float, default=None, help="Simulated days (default: the scenario's).")
+@click.option(
+    "--seeds",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Runs behind the headline: the Spot training pools alone, one per seed from --seed on "
+    "(default: the scenario's headline_seeds; 0: none).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON document instead of the table.")
 @click.option(
     "--plot",
@@ -40,6 +47,7 @@ def simulate(
     policy_file: Path | None,
     seed: int | None,
     days: float | None,
+    seeds: int | None,
     as_json: bool,
     plot_file: Path | None,
 ) -> None:
@@ -60,19 +68,37 @@ def simulate(
         _check_matplotlib()
     progress = _Progress() if sys.stderr.isatty() else None
     outcome = outcome_mod.run(scenario, seed=seed, days=days, policy=policy, progress=progress)
+    headline = _headline(scenario, seed, seeds, days, policy, progress)
     if progress is not None:
         progress.finish()
     if plot_file is not None:
         simulator("sim.outcome.plot").write_plot(outcome, plot_file)
     if as_json:
         doc = outcome.to_json()
+        if headline is not None:
+            doc["headline"] = headline.to_json()
         if plot_file is not None:
             doc["plot"] = str(plot_file)
         click.echo(json.dumps(doc, indent=2))
         return
     click.echo(report_mod.table(outcome))
+    if headline is not None:
+        click.echo("\n".join(simulator("sim.outcome.seeds").table_lines(headline)))
     if plot_file is not None:
         click.echo(f"\nplot: {plot_file}")
+
+
+def _headline(
+    scenario: Any, seed: int | None, seeds: int | None, days: float | None, policy: Any, progress: Any
+) -> Any:
+    """The runs behind the headline (sim/outcome/seeds.py), or None when there are none."""
+    from gpuwarden.checkout import simulator
+
+    runs = scenario.headline_seeds if seeds is None else seeds
+    if not runs:
+        return None
+    base = scenario if seed is None else scenario.model_copy(update={"seed": seed})
+    return simulator("sim.outcome.seeds").run_headline(base, runs, days, policy, progress=progress)
 
 
 def _load(path: Path) -> dict[str, Any]:

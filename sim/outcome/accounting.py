@@ -42,6 +42,8 @@ class Ledger:
     incidents: dict[str, str] = field(default_factory=dict)  # incident id -> what became of it
     counters: dict[str, int] = field(default_factory=dict)
     trace: list[tuple[float, str, str]] = field(default_factory=list)  # (t, node, what)
+    #: pod key -> the multi-node job it is a rank of (sim/outcome/gangs.py)
+    gang_of: dict[str, str] = field(default_factory=dict)
 
     def count(self, key: str, n: int = 1) -> None:
         self.counters[key] = self.counters.get(key, 0) + n

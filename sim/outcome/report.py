@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sim.outcome.multinode import table_lines
 from sim.outcome.runner import Outcome
 
 ROWS = (
@@ -34,6 +35,7 @@ def table(outcome: Outcome) -> str:
         values = [r.figures.get(key, 0) for r in outcome.arms]
         lines.append(f"{label:<{width}}  " + "  ".join(f"{v:>10}" for v in values))
     lines.append(f"{'real seconds':<{width}}  " + "  ".join(f"{r.seconds:>10.1f}" for r in outcome.arms))
+    lines += table_lines(outcome)
     for r in outcome.arms:
         for failure in r.failures:
             lines.append(f"{r.arm.value}: gpuwarden did not handle {failure}")

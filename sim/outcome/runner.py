@@ -20,6 +20,8 @@ from typing import Any
 from sim.outcome.accounting import Ledger
 from sim.outcome.engine import Engine
 from sim.outcome.events import Incident, IncidentKind, generate
+from sim.outcome.gangs import GangWorld
+from sim.outcome.multinode import multinode_json
 from sim.outcome.scenario import Scenario
 from sim.outcome.world import World
 
@@ -72,6 +74,7 @@ class Outcome:
                 }
                 for r in self.arms
             },
+            "multi_node_jobs": multinode_json(self),
         }
 
 
@@ -111,7 +114,7 @@ def run_arm(
     engine = Engine(scenario.start)
     ledger = Ledger()
     with _aws(arm), _quiet_gpuwarden(), engine.sim:
-        world = World(scenario, engine, ledger)
+        world = GangWorld(scenario, engine, ledger)
         on = arm is not Arm.NOTHING
         karpenter = KarpenterDriver(world, interruption_queue=on, consolidation=on)
         gpuwarden = Gpuwarden(world, policy or scenario.gpu_policy()) if arm is Arm.GPUWARDEN else None
@@ -130,6 +133,7 @@ def run_arm(
                 ledger.count("incidents_missed")
                 return
             _ec2(world, incident, nodes)
+            world.count_hits(incident.kind.value, nodes)
             if incident.kind is IncidentKind.CAPACITY_BLOCK_END:
                 karpenter.close_pool(incident.pool)  # EC2 launches nothing more into an ending block
             karpenter.on_incident(incident, nodes)

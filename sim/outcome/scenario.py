@@ -87,6 +87,16 @@ class Training(_Model):
     checkpoint_timeout_seconds: int | None = None
     #: the owner set `karpenter.sh/do-not-disrupt: "true"` on the pods
     do_not_disrupt: bool = False
+    #: ranks of one distributed job, one pod per node (1: a single-pod job). All ranks restart from
+    #: the job's last checkpoint when one of them stops (DDP / torchrun: docs/training-jobs.md)
+    nodes_per_job: int = Field(default=1, ge=1)
+    #: how the ranks are run: a `batch/v1` Indexed Job, or a JobSet of Indexed child Jobs
+    controller: Literal["job", "jobset"] = "job"
+    #: JobSet: ranks per child Job (the replicated Job's `parallelism`)
+    pods_per_child_job: int = Field(default=4, ge=1)
+    #: who writes a requested checkpoint: rank 0 (DDP: it holds the whole model) or every rank
+    #: together (sharded: FSDP, torch.distributed.checkpoint): until they are asked, none is written
+    checkpoint_writers: Literal["rank0", "all"] = "rank0"
 
 
 class Inference(_Model):
@@ -153,6 +163,9 @@ class Scenario(_Model):
     reactions: Reactions = Reactions()
     #: gpuwarden's policy document (the same model as deployed validates it)
     policy: dict[str, Any] = Field(default_factory=dict)
+    #: runs behind the headline (`sim/outcome/seeds.py`): the Spot training pools alone, one run
+    #: of `days` per seed from `seed` on (0: no headline, the one run's table only)
+    headline_seeds: int = Field(default=0, ge=0)
 
     @model_validator(mode="after")
     def _references(self) -> Scenario:

@@ -445,16 +445,20 @@ class World:
             self.lives.pop(life.key, None)
             self.node_pods.get(life.node, set()).discard(life.key)
         if life.kind == "training":
-            stop = min(t for t in (life.stopped_at, paused, now) if t is not None)
-            capture = max(life.captured or life.started, life.periodic_capture(stop, now))
-            how = "after SIGTERM" if life.sigterm_at is not None else "killed"
-            self.ledger.losses.append(Loss(now, life.key, life.node, life.gpus, max(0.0, stop - capture), how))
+            self._record_loss(life, now, paused)
         self.ledger.note(now, life.node, f"{life.key}: gone")
         if life.kind != "notebook" or self._notebook_busy(life.spec, now):
             self.engine.after(0, partial(self._want, life.kind, life.spec, life.slot))
         self._update_idle(life.node)
         if life.node in self.node_pods and not self.node_pods[life.node]:
             self._became_empty(life.node)
+
+    def _record_loss(self, life: PodLife, now: float, paused: float | None) -> None:
+        """The work a training pod loses when it is gone: since its last completed checkpoint."""
+        stop = min(t for t in (life.stopped_at, paused, now) if t is not None)
+        capture = max(life.captured or life.started, life.periodic_capture(stop, now))
+        how = "after SIGTERM" if life.sigterm_at is not None else "killed"
+        self.ledger.losses.append(Loss(now, life.key, life.node, life.gpus, max(0.0, stop - capture), how))
 
     def _became_empty(self, node: str) -> None:
         for hook in self.on_empty:

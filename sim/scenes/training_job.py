@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from sim.builders import gpu_node, nodepool
 from sim.clock import rfc3339
-from sim.gang_builders import indexed_job, rank_pod
 from sim.scenes.base import _LABELS, EVENTS, SceneSummary, scene_deps, timeline_line
+from sim.training_jobs import indexed_job, indexed_job_pod
 
 if TYPE_CHECKING:
     from sim.apiserver.core import KubeSim
@@ -31,11 +31,13 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 def _build(sim: KubeSim) -> list[str]:
     if sim.get("NodePool", "gpu-training") is None:  # the demo's cluster has it; a scene run alone does not
         sim.create(nodepool("gpu-training"))
-    job = sim.create(indexed_job(JOB, ranks=len(RANKS)))
+    sim.create(indexed_job(JOB, ranks=len(RANKS)))
     pods = []
     for rank, (name, instance) in enumerate(RANKS):
         node = sim.create(gpu_node(name, instance, zone=ZONE))
-        pod = sim.create(rank_pod(job, rank, node, checkpoint="annotate", grace=20))
+        body = indexed_job_pod(JOB, rank, node, checkpoint="annotate")
+        body["spec"]["terminationGracePeriodSeconds"] = 20
+        pod = sim.create(body)
         pods.append(f"ml/{pod['metadata']['name']}")
     return pods
 

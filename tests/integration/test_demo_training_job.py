@@ -21,6 +21,9 @@ def test_the_training_job_scene_evicts_one_rank_and_replaces_it_in_the_gangs_zon
             # Then the doomed rank alone was evicted, after its checkpoint, and the others still run
             assert summary.outcome == "handled"
             assert (summary.evicted, summary.checkpointed) == (1, 1)
+            # And every rank was asked: the three left running carry the request too
+            survivors = [p for p in sim.list("Pod", namespace="ml") if JOB in p["metadata"]["name"]]
+            assert all("gpuwarden.io/checkpoint-requested" in p["metadata"]["annotations"] for p in survivors)
             ranks = {
                 p["metadata"]["name"].split("-")[2]
                 for p in sim.list("Pod", namespace="ml")

@@ -10,7 +10,7 @@ from gpuwarden.sources import parse_notices
 from sim.actors.karpenter import Karpenter
 from sim.builders import gpu_node, nodepool
 from sim.clock import rfc3339
-from sim.gang_builders import indexed_job, rank_pod
+from sim.training_jobs import indexed_job_pod
 from tests.integration.conftest import World, load_event
 
 ZONE, CAPACITY = "topology.kubernetes.io/zone", "karpenter.sh/capacity-type"
@@ -19,12 +19,15 @@ ZONE, CAPACITY = "topology.kubernetes.io/zone", "karpenter.sh/capacity-type"
 def seed_job(world: World, zones: tuple[str, ...], node_selector: dict[str, str] | None = None) -> list[str]:
     """The seed's four-rank Indexed Job, one Spot p4d node per rank in ``zones``: the ranks' nodes."""
     world.sim.create(nodepool("gpu-training"))
-    job = world.sim.create(indexed_job("llama-ft", ranks=4))
     nodes = []
     for rank, zone in enumerate(zones):
         name = f"ip-10-0-{rank + 1}-50.us-west-2.compute.internal"
         node = world.sim.create(gpu_node(name, f"i-0{rank + 1:016x}", zone=zone))
-        world.sim.create(rank_pod(job, rank, node, checkpoint="annotate", grace=2, node_selector=node_selector))
+        pod = indexed_job_pod("llama-ft", rank, node, checkpoint="annotate")
+        pod["spec"]["terminationGracePeriodSeconds"] = 2
+        if node_selector:
+            pod["spec"]["nodeSelector"] = dict(node_selector)
+        world.sim.create(pod)
         nodes.append(name)
     return nodes
 

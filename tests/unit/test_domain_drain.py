@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.checkpoint import SHARE_SECONDS
 from gpuwarden.domain.drain import (
     MIN_GRACE_SECONDS,
     STOP_MARGIN_SECONDS,
@@ -91,11 +92,27 @@ def test_opted_in_pod_is_signalled_then_waits_then_evicted_on_ack() -> None:
     assert decide_pod(acked, spot()).reason == "checkpoint acknowledged"
 
 
-def test_ack_from_an_earlier_event_does_not_count_for_this_one() -> None:
-    # Given a pod that acknowledged a checkpoint asked by another event
-    annotations = asked(NOW, **{ann.CHECKPOINT_EVENT: "older", ann.CHECKPOINT_DONE: ann.rfc3339(NOW)})
+def test_ack_from_an_old_event_does_not_count_for_this_one() -> None:
+    # Given a pod that acknowledged a checkpoint another event asked for long ago (past SHARE_SECONDS)
+    long_ago = NOW - timedelta(seconds=SHARE_SECONDS + 1)
+    annotations = asked(long_ago, **{ann.CHECKPOINT_EVENT: "older", ann.CHECKPOINT_DONE: ann.rfc3339(long_ago)})
     # Then it is asked again
     assert decide_pod(pod(annotations=annotations), spot()).step == "signal"
+
+
+def test_ack_of_a_request_another_notice_just_made_counts_for_this_one() -> None:
+    # Given a pod its gang's other notice asked moments ago, which acknowledged (docs/training-jobs.md)
+    annotations = asked(NOW, **{ann.CHECKPOINT_EVENT: "other-node", ann.CHECKPOINT_DONE: ann.rfc3339(NOW)})
+    # Then this notice does not ask again: the checkpoint is there, the pod may go
+    step = decide_pod(pod(annotations=annotations), spot())
+    assert (step.step, step.reason) == ("evict", "checkpoint acknowledged")
+
+
+def test_request_in_flight_for_another_notice_is_waited_for_not_repeated() -> None:
+    # Given a pod asked by another notice, not answered yet, its time still ahead
+    annotations = asked(NOW + timedelta(seconds=30), **{ann.CHECKPOINT_EVENT: "other-node"})
+    # Then this notice waits for the same acknowledgement
+    assert decide_pod(pod(annotations=annotations), spot()).step == "wait"
 
 
 def test_pod_that_does_not_acknowledge_is_evicted_when_its_time_is_up() -> None:

@@ -89,6 +89,9 @@ class DryRunKube:
     def create_node_event(self, node: NodeView, reason: str, message: str, warning: bool = False) -> None:
         self._intend("event", node=node.name, reason=reason)
 
+    def create_pod_event(self, pod: PodView, reason: str, message: str, warning: bool = False) -> None:
+        self._intend("event", pod=pod.key, reason=reason)
+
     def create_nodepool_event(
         self, nodepool: Mapping[str, Any], reason: str, message: str, warning: bool = False
     ) -> None:

@@ -188,8 +188,9 @@ class KubeClient:
         items = self._json("GET", "/api/v1/pods", query=query).get("items") or []
         return [pod_from_json(item) for item in items]
 
-    def list_pods_labelled(self, namespace: str, label_selector: str) -> list[PodView]:
-        query = [("labelSelector", label_selector)]
+    def list_pods(self, namespace: str, labels: Mapping[str, str] | None = None) -> list[PodView]:
+        selector = ",".join(f"{k}={v}" for k, v in sorted((labels or {}).items()))
+        query = [("labelSelector", selector)] if selector else []
         items = self._json("GET", f"/api/v1/namespaces/{namespace}/pods", query=query).get("items") or []
         return [pod_from_json(item) for item in items]
 
@@ -288,6 +289,12 @@ class KubeClient:
             {"apiVersion": "v1", "kind": "Node", "name": node.name, "uid": node.name}, reason, message, warning
         )
         self._json("POST", "/api/v1/namespaces/default/events", body=body)
+
+    def create_pod_event(self, pod: PodView, reason: str, message: str, warning: bool = False) -> None:
+        ref = {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid}
+        body = event_body(ref, reason, message, warning)
+        body["metadata"]["namespace"] = pod.namespace  # an Event lives in its object's namespace
+        self._json("POST", f"/api/v1/namespaces/{pod.namespace}/events", body=body)
 
     def create_nodepool_event(
         self, nodepool: Mapping[str, Any], reason: str, message: str, warning: bool = False

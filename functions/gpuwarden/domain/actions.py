@@ -54,6 +54,8 @@ class ActionType(StrEnum):
     NODE_GONE = "node-gone"
     #: a pod marked `karpenter.sh/do-not-disrupt` before it was asked to checkpoint (beside Karpenter)
     DO_NOT_DISRUPT = "do-not-disrupt"
+    #: A pod's gang annotations cannot be read (docs/training-jobs.md): it is a gang of one.
+    GANG_INVALID = "checkpoint-gang-invalid"
     INSTANCE_LOST = "instance-lost"
     NODE_LOST_UNDRAINED = "node-lost-undrained"
     REFUSED = "refused"

@@ -133,3 +133,36 @@ def delivery_failed(pod: PodView, event_id: str) -> str | None:
 
 def requested_for(pod: PodView, event_id: str) -> bool:
     return pod.annotations.get(ann.CHECKPOINT_EVENT) == event_id and requested_by(pod) is not None
+
+
+#: How long after the time it asked for a request made for another notice still counts as the
+#: pod's current one: a later notice for the same gang (another of its nodes, a Capacity Block's
+#: other nodes, a burst of warnings) waits for that request's answer instead of asking again.
+SHARE_SECONDS = 600
+
+
+@dataclass(frozen=True)
+class Request:
+    """The checkpoint request a pod carries, as it stands."""
+
+    event_id: str
+    by: datetime
+    done: bool
+    failed: str | None
+
+    def shared(self, event_id: str) -> bool:
+        """Made for another notice (this one waits for its answer)."""
+        return self.event_id != event_id
+
+
+def current_request(pod: PodView, event_id: str, now: datetime) -> Request | None:
+    """The request this notice counts as the pod's: its own (however old), or another notice's
+    until `SHARE_SECONDS` after the time that one asked for. None: the pod is to be asked."""
+    by = requested_by(pod)
+    if by is None:
+        return None
+    asker = pod.annotations.get(ann.CHECKPOINT_EVENT, "")
+    if asker != event_id and now >= by + timedelta(seconds=SHARE_SECONDS):
+        return None
+    done = _parse_time(pod.annotations.get(ann.CHECKPOINT_DONE)) is not None
+    return Request(asker, by, done, pod.annotations.get(ann.CHECKPOINT_FAILED) or None)

@@ -24,18 +24,12 @@ API at once, before its containers have stopped.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
-from gpuwarden.domain.checkpoint import (
-    BadCheckpoint,
-    acknowledged,
-    checkpoint_spec,
-    delivery_failed,
-    requested_by,
-    requested_for,
-)
+from gpuwarden.domain.checkpoint import BadCheckpoint, checkpoint_spec, current_request
+from gpuwarden.domain.gang_progress import GangHold
 from gpuwarden.domain.views import PodView
 
 CHECKPOINT_TIMED_OUT = "checkpoint timed out"
@@ -70,6 +64,9 @@ class DrainContext:
     now: datetime
     default_checkpoint_timeout: int = 60
     allow_exec: bool = True
+    #: The doomed node's pods that belong to a gang (pod key → what the gang means for it):
+    #: such a pod leaves only once its gang has checkpointed (docs/training-jobs.md).
+    gangs: Mapping[str, GangHold] = field(default_factory=dict)
 
 
 def skip_reason(pod: PodView) -> str | None:
@@ -134,20 +131,39 @@ def _checkpoint_step(pod: PodView, ctx: DrainContext) -> PodStep | None:
         return None
     if isinstance(spec, BadCheckpoint):
         return PodStep(pod.key, "evict", f"no checkpoint: {spec.reason}", grace_for(pod, ctx))
-    if not requested_for(pod, ctx.event_id):
+    hold = ctx.gangs.get(pod.key)
+    if hold is not None and not hold.asked:
+        return PodStep(pod.key, "evict", f"not asked: gang {hold.gang} asks only its leader", grace_for(pod, ctx))
+    request = current_request(pod, ctx.event_id, ctx.now)
+    if request is None:
         left = seconds_left(ctx)
         if left is not None and left <= 0:
             return PodStep(pod.key, "evict", "deadline passed before a checkpoint could be asked")
         return PodStep(pod.key, "signal", f"checkpoint ({spec.mode}) requested")
-    if acknowledged(pod, ctx.event_id):
+    if request.done:
         return PodStep(pod.key, "evict", "checkpoint acknowledged", grace_for(pod, ctx))
-    failed = delivery_failed(pod, ctx.event_id)
-    if failed:
-        return PodStep(pod.key, "evict", f"checkpoint failed: {failed}", grace_for(pod, ctx))
-    by = requested_by(pod)
-    if by is not None and ctx.now < by:
+    if request.failed:
+        return PodStep(pod.key, "evict", f"checkpoint failed: {request.failed}", grace_for(pod, ctx))
+    # a request another notice made (for the gang) may ask for a later time than this deadline
+    by = min(request.by, ctx.deadline) if ctx.deadline is not None else request.by
+    if ctx.now < by:
         return PodStep(pod.key, "wait", f"waiting for checkpoint ack until {by.isoformat()}")
     return PodStep(pod.key, "evict", CHECKPOINT_TIMED_OUT, grace_for(pod, ctx))
+
+
+def _after_gang(step: PodStep, pod: PodView, ctx: DrainContext) -> PodStep:
+    """A gang's pod on the doomed node leaves only once the gang has checkpointed (every asked pod
+    acknowledged, failed or timed out), and still by its own ``deadline - grace`` (involuntary)."""
+    hold = ctx.gangs.get(pod.key)
+    if hold is None or hold.checkpointed or step.step not in ("evict", "delete"):
+        return step
+    latest = hold_until(pod, ctx)
+    if latest is not None and ctx.now >= latest:
+        why = f"{step.reason}; gang {hold.gang} not checkpointed by deadline - grace"
+        return PodStep(pod.key, step.step, why, step.grace_seconds)
+    if hold.until is not None and ctx.now >= hold.until:
+        return step
+    return PodStep(pod.key, "wait", hold.reason)
 
 
 def decide_pod(pod: PodView, ctx: DrainContext) -> PodStep:
@@ -157,9 +173,9 @@ def decide_pod(pod: PodView, ctx: DrainContext) -> PodStep:
     if pod.terminating:
         return _terminating_step(pod, ctx)
     step = _checkpoint_step(pod, ctx)
-    if step is not None:
-        return step
-    return PodStep(pod.key, "evict", "no checkpoint handshake", grace_for(pod, ctx))
+    if step is None:
+        step = PodStep(pod.key, "evict", "no checkpoint handshake", grace_for(pod, ctx))
+    return _after_gang(step, pod, ctx)
 
 
 def _asked_to_leave_or_staying(step: PodStep, pod: PodView) -> bool:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime
 
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.actions import ActionType
-from gpuwarden.domain.checkpoint import CheckpointSpec, checkpoint_by, checkpoint_spec, requested_for
+from gpuwarden.domain.checkpoint import CheckpointSpec, checkpoint_by, checkpoint_spec, current_request
 from gpuwarden.domain.errors import GpuwardenError, NotFound
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.engine.context import Recorder
@@ -21,9 +22,32 @@ from gpuwarden.services.engine.writes import Patch, annotate, update_pod
 PreparePod = Callable[[Recorder, PodView], Mapping[str, str | None]]
 
 
-def _claim(recorder: Recorder, pod: PodView, by: datetime, prepare: PreparePod | None) -> tuple[PodView, bool] | None:
-    """Write the request on the pod (RV-checked): the writer that wins delivers; None if another did.
-    Also answers whether the write carried the kind's own annotations."""
+@dataclass(frozen=True)
+class Ask:
+    """One pod to ask (``spec``), or only to mark (``spec`` None: a gang member on the doomed node
+    that waits for its leader). ``doomed``: on the node being disrupted, where the kind's
+    `PreparePod` hook applies; a gang's pods on healthy nodes are asked and otherwise left alone."""
+
+    pod: PodView
+    spec: CheckpointSpec | None
+    gang: str | None = None
+    doomed: bool = True
+
+
+@dataclass(frozen=True)
+class _Claimed:
+    pod: PodView
+    asked: bool
+    marked: bool
+
+
+def _claim(
+    recorder: Recorder, ask: Ask, by: datetime, deadline: datetime | None, prepare: PreparePod | None
+) -> _Claimed | None:
+    """Write the request on the pod (RV-checked), so racing invocations agree without the ledger:
+    the writer that wins delivers. A pod that already carries a current request (this notice's,
+    or another notice's for the same gang) is not asked again; its time is only moved up to this
+    notice's deadline when that is earlier. None: nothing written."""
     event_id = recorder.event_id
     request = {
         ann.CHECKPOINT_REQUESTED: ann.rfc3339(by),
@@ -31,20 +55,28 @@ def _claim(recorder: Recorder, pod: PodView, by: datetime, prepare: PreparePod |
         ann.CHECKPOINT_DONE: None,
         ann.CHECKPOINT_FAILED: None,
     }
-    extra: dict[str, str | None] = {}
+    outcome = {"asked": False, "marked": False}
 
     def decide(current: PodView) -> Patch | None:
-        if requested_for(current, event_id):
-            return None
-        extra.clear()
-        extra.update(prepare(recorder, current) if prepare is not None else {})
-        return annotate({**request, **extra})
+        extra = dict(prepare(recorder, current)) if prepare is not None and ask.doomed else {}
+        outcome["marked"] = bool(extra)
+        if ask.spec is None:
+            return annotate(extra) if extra else None
+        held = current_request(current, event_id, recorder.deps.clock())
+        outcome["asked"] = held is None
+        if held is None:
+            return annotate({**request, **extra})
+        if deadline is not None and not held.done and not held.failed and held.by > deadline:
+            extra[ann.CHECKPOINT_REQUESTED] = ann.rfc3339(deadline)  # the gang's earliest deadline
+        return annotate(extra) if extra else None
 
-    claimed = update_pod(recorder.deps.kube, pod, decide)
-    return (claimed.obj, bool(extra)) if claimed.written and claimed.obj is not None else None
+    claimed = update_pod(recorder.deps.kube, ask.pod, decide)
+    if not claimed.written or claimed.obj is None:
+        return None
+    return _Claimed(claimed.obj, outcome["asked"], outcome["marked"])
 
 
-def _deliver(recorder: Recorder, node: NodeView, pod: PodView, spec: CheckpointSpec, by: datetime) -> None:
+def _deliver(recorder: Recorder, node: NodeView | None, pod: PodView, spec: CheckpointSpec, by: datetime) -> None:
     deps = recorder.deps
     wanted = max(1.0, (by - deps.clock()).total_seconds())
     timeout = max(1.0, deps.time_left(wanted))
@@ -81,6 +113,55 @@ def _deliver(recorder: Recorder, node: NodeView, pod: PodView, spec: CheckpointS
     recorder.add(ActionType.CHECKPOINT_ACK if ok else ActionType.CHECKPOINT_FAILED, node, pod=pod.key, reason=detail)
 
 
+def asks_for(pods: Iterable[PodView], recorder: Recorder) -> list[Ask]:
+    """The opted-in pods among ``pods`` that can still answer, each as its own (a gang of one)."""
+    policy = recorder.deps.policy.checkpoint
+    return [
+        Ask(pod, spec)
+        for pod in pods
+        if isinstance(spec := checkpoint_spec(pod, policy.default_timeout_seconds, policy.allow_exec), CheckpointSpec)
+        and not (pod.terminating or pod.finished or pod.is_daemonset)
+    ]
+
+
+def ask_pods(
+    recorder: Recorder,
+    node: NodeView,
+    asks: list[Ask],
+    deadline: datetime | None,
+    pool: ThreadPoolExecutor,
+    prepare: PreparePod | None = None,
+    sent: threading.Event | None = None,
+) -> list[Future[None]]:
+    """Ask (or mark) every pod of ``asks`` at once. Returns the deliveries still running (exec/http
+    wait for the answer); ``sent`` is set once every request has been written and its delivery begun."""
+    now = recorder.deps.clock()
+    left = _Countdown(len(asks), sent)
+
+    def one(ask: Ask) -> None:
+        spec = ask.spec
+        by = checkpoint_by(now, spec.timeout_seconds if spec else 0, deadline)
+        try:
+            claimed = _claim(recorder, ask, by, deadline, prepare)
+            if claimed is None:
+                return
+            if claimed.marked:
+                why = "kept from Karpenter's drain until its checkpoint" + (f" (gang {ask.gang})" if ask.gang else "")
+                recorder.add(ActionType.DO_NOT_DISRUPT, pod=ask.pod.key, reason=why)
+            if not claimed.asked or spec is None:
+                return
+            gang = {"gang": ask.gang} if ask.gang else {}
+            where = node if ask.doomed else None  # the Event goes on the doomed node only
+            recorder.add(
+                ActionType.CHECKPOINT_REQUESTED, where, pod=ask.pod.key, mode=spec.mode, by=ann.rfc3339(by), **gang
+            )
+        finally:
+            left.one_done()
+        _deliver(recorder, node if ask.doomed else None, claimed.pod, spec, by)
+
+    return [pool.submit(one, ask) for ask in asks]
+
+
 def request_checkpoints(
     recorder: Recorder,
     node: NodeView,
@@ -90,36 +171,8 @@ def request_checkpoints(
     prepare: PreparePod | None = None,
     sent: threading.Event | None = None,
 ) -> list[Future[None]]:
-    """Ask every opted-in pod at once. Returns the deliveries still running (exec/http wait for the
-    answer); ``sent`` is set once every request has been written and its delivery begun."""
-    deps = recorder.deps
-    now = deps.clock()
-    default_timeout = deps.policy.checkpoint.default_timeout_seconds
-    asking = [
-        (pod, spec)
-        for pod in pods
-        if isinstance(spec := checkpoint_spec(pod, default_timeout, deps.policy.checkpoint.allow_exec), CheckpointSpec)
-        and not (pod.terminating or pod.finished or pod.is_daemonset or requested_for(pod, recorder.event_id))
-    ]
-    left = _Countdown(len(asking), sent)
-
-    def ask(pod: PodView, spec: CheckpointSpec) -> None:
-        by = checkpoint_by(now, spec.timeout_seconds, deadline)
-        try:
-            claimed = _claim(recorder, pod, by, prepare)
-            if claimed is None:
-                return
-            asked, marked = claimed
-            if marked:
-                recorder.add(
-                    ActionType.DO_NOT_DISRUPT, pod=pod.key, reason="kept from Karpenter's drain until its checkpoint"
-                )
-            recorder.add(ActionType.CHECKPOINT_REQUESTED, node, pod=pod.key, mode=spec.mode, by=ann.rfc3339(by))
-        finally:
-            left.one_done()
-        _deliver(recorder, node, asked, spec, by)
-
-    return [pool.submit(ask, pod, spec) for pod, spec in asking]
+    """Ask every opted-in pod of ``pods`` at once, each as a gang of one (`ask_pods`)."""
+    return ask_pods(recorder, node, asks_for(pods, recorder), deadline, pool, prepare, sent)
 
 
 class _Countdown:

@@ -12,6 +12,7 @@ from typing import Any
 
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.errors import KubeError
+from gpuwarden.domain.gangs import Gang
 from gpuwarden.domain.policy import Policy
 from gpuwarden.domain.ports import CloudPort, HttpPort, KubePort, LedgerPort, SchedulerPort
 from gpuwarden.domain.views import NodeView
@@ -70,6 +71,12 @@ class Recorder:
     deps: Deps
     event_id: str
     actions: list[dict[str, Any]] = field(default_factory=list)
+    #: The gangs this run asked or waited for, by gang key, as their last look found them
+    #: (the result's ``checkpoints``: docs/results.md).
+    checkpoints: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The gangs this run's checkpoint step found, by gang key (None: it did not look); the
+    #: replacement reads where their other pods run (docs/cluster.md).
+    gangs: dict[str, Gang] | None = None
     _pending: dict[tuple[str, ActionType], list[str]] = field(default_factory=dict)
     _nodes: dict[str, NodeView] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)

@@ -8,6 +8,7 @@ involuntary kinds, and answers how long to wait before the next round.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
@@ -16,7 +17,7 @@ from pydantic import BaseModel
 
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.actions import ActionType, DrainOutcome, EvictionResult
-from gpuwarden.domain.checkpoint import acknowledged
+from gpuwarden.domain.checkpoint import current_request
 from gpuwarden.domain.drain import (
     CHECKPOINT_TIMED_OUT,
     MIN_GRACE_SECONDS,
@@ -28,11 +29,13 @@ from gpuwarden.domain.drain import (
     on_eviction_blocked,
 )
 from gpuwarden.domain.errors import NotFound
+from gpuwarden.domain.gang_progress import GangHold
 from gpuwarden.domain.notice import Kind
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.observability import Metric, put
 from gpuwarden.services.engine.checkpoint import PreparePod, request_checkpoints
 from gpuwarden.services.engine.context import Recorder, worker_pool
+from gpuwarden.services.engine.gangs import gang_round
 
 #: After the deadline the instance is gone; keep trying this long for what the API still lists.
 _PAST_DEADLINE_GRACE = 30.0
@@ -85,9 +88,12 @@ def _evict(recorder: Recorder, node: NodeView, pod: PodView, step: PodStep, ctx:
     return follow
 
 
-def _context(state: DrainState, recorder: Recorder, now: datetime) -> DrainContext:
+def _context(
+    state: DrainState, recorder: Recorder, now: datetime, gangs: Mapping[str, GangHold] | None = None
+) -> DrainContext:
     policy = recorder.deps.policy
     return DrainContext(
+        gangs=gangs or {},
         event_id=state.event_id,
         involuntary=not state.kind.voluntary,
         deadline=state.deadline,
@@ -116,15 +122,17 @@ def drain_step(
     if node is None:
         return _gone_early(recorder, state, deps.clock())
     pods = [p for p in deps.kube.list_pods_on_node(state.node) if p.node_name == state.node]
-    state = _seen(state, pods)
-    now = deps.clock()  # the time of the observation the round decides on
-    ctx = _context(state, recorder, now)
-    steps = decide_round(pods, ctx)
+    state = _seen(state, pods, deps.clock())
     by_key = {p.key: p for p in pods}
     own_pool = pool is None
     pool = pool or worker_pool()
     try:
-        late = [by_key[s.pod] for s in steps if s.step == "signal"]
+        # the node's gangs first: a gang's pod here leaves only once its gang has checkpointed
+        gangs, asked = gang_round(recorder, node, pods, state.deadline, pool, prepare)
+        now = deps.clock()  # the time of the observation the round decides on
+        ctx = _context(state, recorder, now, gangs)
+        steps = decide_round(pods, ctx)
+        late = [by_key[s.pod] for s in steps if s.step == "signal" and s.pod not in asked]
         if late:
             request_checkpoints(recorder, node, late, state.deadline, pool, prepare)
         results: list[PodStep] = []
@@ -141,10 +149,15 @@ def drain_step(
     return next_state.model_copy(update={"wait_seconds": max(0.05, due)})
 
 
-def _seen(state: DrainState, pods: list[PodView]) -> DrainState:
-    """Remember the opted-in pods and their acknowledgements (the node may not be there next round)."""
+def _seen(state: DrainState, pods: list[PodView], now: datetime) -> DrainState:
+    """Remember the opted-in pods and their acknowledgements (the node may not be there next round);
+    an acknowledgement of the gang's request another notice made counts."""
     opted = [p.key for p in pods if ann.CHECKPOINT in p.annotations and p.key not in state.opted_in]
-    acked = [p.key for p in pods if acknowledged(p, state.event_id) and p.key not in state.checkpointed]
+    acked = [
+        p.key
+        for p in pods
+        if (r := current_request(p, state.event_id, now)) is not None and r.done and p.key not in state.checkpointed
+    ]
     if not opted and not acked:
         return state
     return state.model_copy(update={"opted_in": state.opted_in + opted, "checkpointed": state.checkpointed + acked})

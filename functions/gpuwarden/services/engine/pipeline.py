@@ -26,9 +26,10 @@ from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.views import NodeView, PodView
-from gpuwarden.services.engine.checkpoint import PreparePod, request_checkpoints
+from gpuwarden.services.engine.checkpoint import PreparePod
 from gpuwarden.services.engine.context import Deps, Recorder, worker_pool
 from gpuwarden.services.engine.drain import DrainState, drain_step
+from gpuwarden.services.engine.gangs import ask_gangs
 from gpuwarden.services.engine.node_ops import mark_node
 from gpuwarden.services.engine.replace import ensure_replacement
 from gpuwarden.services.engine.result import KARPENTER
@@ -170,9 +171,8 @@ def run(d: Disruption, steps: Steps) -> DrainState | None:
         deliveries: list[Future[None]] = []
         sent = threading.Event()  # the urgent work first: rounds and replacement wait for the requests
         if steps.checkpoint:
-            deliveries = request_checkpoints(
-                d.recorder, d.node, d.pods, d.notice.deadline, pool, d.hooks.prepare_pod, sent
-            )
+            # the node's pods and every gang they belong to, each pod asked once (docs/training-jobs.md)
+            deliveries = ask_gangs(d.recorder, d.node, d.pods, d.notice.deadline, pool, d.hooks.prepare_pod, sent)
         else:
             sent.set()
         if steps.replace:

@@ -15,6 +15,7 @@ from gpuwarden.domain.ports import KubePort
 from gpuwarden.domain.replacement import ReplacementChoice, choose_replacement, nodeclaim_manifest
 from gpuwarden.domain.views import NODEPOOL_LABEL, ZONE_LABEL, NodeView, PodView
 from gpuwarden.services.engine.context import Recorder
+from gpuwarden.services.engine.gangs import find_gangs
 from gpuwarden.services.engine.writes import Patch, annotate, update_node
 
 PENDING = "pending:"
@@ -34,20 +35,11 @@ def _claim(recorder: Recorder, node: NodeView) -> NodeView | None:
     return claimed.obj if claimed.obj.annotations.get(ann.REPLACEMENT) == ours else None
 
 
-#: The Job controller's label and annotation on the pods of an Indexed Job (Kubernetes >= 1.27).
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
-COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
-
-
-def same_job_peers(kube: KubePort, pods: Sequence[PodView]) -> list[PodView]:
-    """The other pods of the Indexed Jobs whose pods move (one label-selector LIST per Job): what
-    the replacement reads when it is given no gang (docs/cluster.md)."""
-    jobs = {
-        (p.namespace, p.labels[JOB_NAME_LABEL])
-        for p in pods
-        if p.owner_kind == "Job" and JOB_NAME_LABEL in p.labels and COMPLETION_INDEX in p.annotations
-    }
-    return [peer for ns, job in sorted(jobs) for peer in kube.list_pods_labelled(ns, f"{JOB_NAME_LABEL}={job}")]
+def _peers(recorder: Recorder, pods: Sequence[PodView]) -> list[PodView]:
+    """The members of the moved pods' gangs: those this run's checkpoint step found, else found now."""
+    keys = {p.key for p in pods}
+    found = find_gangs(recorder, pods) if recorder.gangs is None else recorder.gangs.values()
+    return [member for gang in found if any(m.key in keys for m in gang.members) for member in gang.members]
 
 
 def peer_zones(kube: KubePort, node: NodeView, peers: Sequence[PodView]) -> list[str]:
@@ -109,7 +101,7 @@ def ensure_replacement(
     peers: Sequence[PodView] | None = None,
 ) -> Replaced:
     """Launch one replacement for ``node`` where its pods can run (``peers``: the pods of their gangs;
-    None: the other pods of their Indexed Jobs are read)."""
+    None: the gangs this run found, else one LIST per gang)."""
     deps = recorder.deps
     existing = node.annotations.get(ann.REPLACEMENT)
     if existing and not existing.startswith(PENDING):
@@ -124,7 +116,7 @@ def ensure_replacement(
     if claimed is None:
         return _skip(recorder, "another delivery is launching it")
     try:
-        gang = same_job_peers(deps.kube, pods) if peers is None and choice.strategy == "nodeclaim" else peers or []
+        gang = _peers(recorder, pods) if peers is None and choice.strategy == "nodeclaim" else peers or []
         value, why = _launch(recorder, choice, claimed, pods, gang)
     except NoFittingReplacement as err:
         _record(deps.kube, node.name, None)

@@ -32,6 +32,17 @@ def replacement_of(actions: list[dict[str, Any]]) -> str | None:
     return None
 
 
+def gangs_of(recorder: Recorder) -> list[dict[str, Any]] | None:
+    """The result's ``checkpoints``: the gangs the run asked, as their last look found them."""
+    return [recorder.checkpoints[k] for k in sorted(recorder.checkpoints)] or None
+
+
+def merged_checkpoints(results: list[Result]) -> list[dict[str, Any]] | None:
+    """One entry per gang over several nodes' results (a Capacity Block's): the last look wins."""
+    merged = {c["gang"]: c for r in results for c in r.checkpoints or ()}
+    return [merged[k] for k in sorted(merged)] or None
+
+
 class Result(BaseModel):
     outcome: Outcome
     kind: str
@@ -55,6 +66,8 @@ class Result(BaseModel):
     #: the node's replacement capacity when this run decided it: what was launched
     #: (`nodeclaim/<name>`, `asg/<group>`, `fleet/<id>`) or `left to Karpenter`
     replacement: str | None = None
+    #: each gang this run asked to checkpoint (docs/results.md): gang, by, asked, acknowledged, timed_out
+    checkpoints: list[dict[str, Any]] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The JSON answer; ``node`` is always there (null when the event names no node of the cluster)."""
@@ -71,7 +84,7 @@ def notice_result(notice: Notice, recorder: Recorder, node: NodeView | None, **f
         event_id=notice.event_id,
         deadline=notice.deadline,
         actions=recorder.actions,
-        **({"replacement": replacement_of(recorder.actions)} | fields),
+        **({"replacement": replacement_of(recorder.actions), "checkpoints": gangs_of(recorder)} | fields),
     )
 
 

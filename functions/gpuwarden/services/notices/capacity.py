@@ -29,7 +29,7 @@ from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.disrupt import disrupt_notice
 from gpuwarden.services.engine.failures import failed_notice
 from gpuwarden.services.engine.pipeline import KindHooks
-from gpuwarden.services.engine.result import Result
+from gpuwarden.services.engine.result import Result, merged_checkpoints
 
 DUE_ACTION = "capacity-block-due"
 PLAN = Kind.CAPACITY_BLOCK_PLAN
@@ -108,6 +108,7 @@ def drain_nodes(notice: Notice, nodes: Sequence[NodeView], deps: Deps, hooks: Ki
         reason=f"{len(results)} nodes in {where}: " + "; ".join(f"{r.node}: {r.outcome}" for r in results),
         actions=[a for r in results for a in r.actions],
         results=results,
+        checkpoints=merged_checkpoints(results),  # one handshake per gang for the whole block
     )
 
 

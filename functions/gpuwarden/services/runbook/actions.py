@@ -25,15 +25,15 @@ from gpuwarden.domain.errors import GpuwardenError
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.pdb import PdbView, pdb_from_json, pdbs_guarding
 from gpuwarden.domain.views import NodeView, PodView
-from gpuwarden.services.engine.checkpoint import request_checkpoints
 from gpuwarden.services.engine.context import Deps, Recorder, worker_pool
 from gpuwarden.services.engine.drain import DrainState
+from gpuwarden.services.engine.gangs import ask_gangs
 from gpuwarden.services.engine.karpenter import give_back_pods
 from gpuwarden.services.engine.node_ops import find_node
 from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Steps, Taken, take
 from gpuwarden.services.engine.pipeline import run as run_pipeline
 from gpuwarden.services.engine.replace import ensure_replacement
-from gpuwarden.services.engine.result import Result
+from gpuwarden.services.engine.result import Result, gangs_of
 from gpuwarden.services.engine.writes import Patch, annotate, release_node, update_node
 from gpuwarden.services.runbook.read import plan_answer, plan_steps, status_answer
 from gpuwarden.services.runbook.run import (
@@ -206,12 +206,13 @@ def _uncordon(run: Run, plan: list[dict[str, Any]]) -> Answer:
 
 def _checkpoint(run: Run, plan: list[dict[str, Any]]) -> Answer:
     with worker_pool() as pool:
-        for future in request_checkpoints(run.recorder, run.node, run.pods, None, pool):
+        for future in ask_gangs(run.recorder, run.node, run.pods, None, pool):
             future.result()
     run.recorder.flush()
     asked = [a["pod"] for a in run.recorder.actions if a["type"] is ActionType.CHECKPOINT_REQUESTED]
     if asked:
-        return done(run, True, f"asked {len(asked)} pods on {run.node.name} to checkpoint ({who(run)})")
+        gangs = f" and their gangs ({', '.join(sorted(run.recorder.checkpoints))})" if run.recorder.checkpoints else ""
+        return done(run, True, f"asked {len(asked)} pods on {run.node.name}{gangs} to checkpoint ({who(run)})")
     opted = [p.key for p in run.pods if checkpoint_spec(p) is not None]
     if opted:
         return done(run, False, f"every opted-in pod on {run.node.name} was already asked for {run.notice.event_id}")
@@ -320,6 +321,7 @@ def _result(
         reason=answer.reason,
         plan=plan,
         actions=recorder.actions,
+        checkpoints=gangs_of(recorder),
         status=answer.status,
         drain=answer.drain.model_dump(mode="json") if answer.drain else None,
     )

@@ -1,0 +1,130 @@
+"""How far a gang's checkpoint is, and what that means for its pods on a doomed node (pure;
+docs/training-jobs.md). The membership and the leader: `domain.gangs`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from gpuwarden.domain.checkpoint import current_request
+from gpuwarden.domain.gangs import By, Gang
+from gpuwarden.domain.views import PodView
+
+
+@dataclass(frozen=True)
+class GangProgress:
+    """The gang's checkpoint as its members say now (every asked pod, whichever event asked it)."""
+
+    gang: str
+    by: By
+    asked: tuple[str, ...] = ()
+    acknowledged: tuple[str, ...] = ()
+    timed_out: tuple[str, ...] = ()
+    failed: tuple[str, ...] = ()
+    #: Asked pods still expected to answer, and the latest time one of them may.
+    waiting: tuple[str, ...] = ()
+    until: datetime | None = None
+    #: Pods that should be asked and carry no request yet (the next step asks them).
+    unasked: tuple[str, ...] = ()
+
+    @property
+    def checkpointed(self) -> bool:
+        """Every asked pod acknowledged, failed or timed out, and no pod is left to ask."""
+        return not self.waiting and not self.unasked
+
+    def as_result(self) -> dict[str, object]:
+        """The result's ``checkpoints`` entry (docs/results.md)."""
+        out: dict[str, object] = {
+            "gang": self.gang,
+            "by": self.by,
+            "asked": list(self.asked),
+            "acknowledged": list(self.acknowledged),
+            "timed_out": list(self.timed_out),
+        }
+        if self.failed:
+            out["failed"] = list(self.failed)
+        if self.waiting:
+            out["waiting"] = list(self.waiting)
+        return out
+
+
+def progress(
+    gang: Gang,
+    event_id: str,
+    now: datetime,
+    deadline: datetime | None,
+    default_timeout: int = 60,
+    allow_exec: bool = True,
+) -> GangProgress:
+    """Where the gang's checkpoint stands for ``event_id`` (a request another notice made for the
+    gang counts as this one's: `current_request`). A pod's wait ends at its request's time, never
+    after ``deadline``."""
+    asked: list[str] = []
+    acked: list[str] = []
+    timed_out: list[str] = []
+    failed: list[str] = []
+    waiting: list[str] = []
+    unasked: list[str] = []
+    until: datetime | None = None
+    for pod, _spec in gang.to_ask(default_timeout, allow_exec, leaving_too=True):
+        request = current_request(pod, event_id, now)
+        if request is None:
+            if not pod.terminating:  # a pod already leaving is not asked any more
+                unasked.append(pod.key)
+            continue
+        asked.append(pod.key)
+        by = min(request.by, deadline) if deadline is not None else request.by
+        if request.done:
+            acked.append(pod.key)
+        elif request.failed:
+            failed.append(pod.key)
+        elif now >= by:
+            timed_out.append(pod.key)
+        else:
+            waiting.append(pod.key)
+            until = by if until is None else max(until, by)
+    return GangProgress(
+        gang.key,
+        gang.ref.by,
+        tuple(asked),
+        tuple(acked),
+        tuple(timed_out),
+        tuple(failed),
+        tuple(waiting),
+        until,
+        tuple(unasked),
+    )
+
+
+@dataclass(frozen=True)
+class GangHold:
+    """What the gang means for one of its pods on a doomed node, in a drain round."""
+
+    gang: str
+    #: Whether this pod is asked itself (False: a leader-mode member that only waits for its leader).
+    asked: bool
+    #: Every asked pod of the gang acknowledged, failed or timed out.
+    checkpointed: bool = False
+    #: The latest time an asked pod may still answer (None: no request out yet, or checkpointed).
+    until: datetime | None = None
+    reason: str = ""
+
+
+def holds(gang: Gang, state: GangProgress, on_node: Iterable[PodView]) -> dict[str, GangHold]:
+    """pod key → hold, for the gang's pods on the doomed node."""
+    asked = set(state.asked) | set(state.unasked)
+    members = {p.key for p in gang.members}
+    out: dict[str, GangHold] = {}
+    for pod in on_node:
+        if pod.key not in members:
+            continue
+        if state.checkpointed:
+            out[pod.key] = GangHold(gang.key, pod.key in asked, checkpointed=True)
+            continue
+        answered = len(state.acknowledged) + len(state.timed_out) + len(state.failed)
+        total = answered + len(state.waiting) + len(state.unasked)
+        when = f" until {state.until.isoformat()}" if state.until is not None else ""
+        reason = f"waiting for gang {gang.key} to checkpoint ({answered} of {total} answered){when}"
+        out[pod.key] = GangHold(gang.key, pod.key in asked, False, state.until, reason)
+    return out

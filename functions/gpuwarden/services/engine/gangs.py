@@ -1,0 +1,168 @@
+"""The gang step: a notice for one node of a distributed job checkpoints the whole job, once
+(docs/training-jobs.md). Every kind reaches it the same way: the pipeline's urgent step
+(`ask_gangs`), each drain round (`gang_round`), and the runbook's `checkpoint`.
+
+- Discovery: each opted-in pod on the doomed node names its gang (`domain.gangs.gang_of`); each
+  gang is listed once, with a label-selector LIST in its namespace (an explicit group: its
+  namespace's pods). Never a LIST of every pod in the cluster.
+- Asking: every pod the gang asks (all its opted-in pods, on every node, or only its leader) is
+  claimed through the one write primitive (`checkpoint.ask_pods` → `writes.update_pod`); a pod
+  that already carries a current request (this notice's, or another notice's for the same gang)
+  is not asked again, so concurrent notices for several nodes of one job ask each pod once.
+- Holding: a gang's pods on the doomed node leave only once the gang has checkpointed
+  (`domain.gangs.holds` → `domain.drain`); its pods on healthy nodes are asked, nothing more.
+- Bad input is reported on the pod (a Kubernetes Event and the result) on the urgent step, and
+  that pod is a gang of one.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime
+from typing import Any
+
+from gpuwarden.domain.actions import ActionType
+from gpuwarden.domain.errors import KubeError
+from gpuwarden.domain.gang_progress import GangHold, holds, progress
+from gpuwarden.domain.gangs import BadGangInput, Gang, GangRef, form_gang, gang_of, is_gang
+from gpuwarden.domain.views import NodeView, PodView
+from gpuwarden.observability import logger
+from gpuwarden.services.engine.checkpoint import Ask, PreparePod, ask_pods, asks_for
+from gpuwarden.services.engine.context import Recorder
+
+#: The Kubernetes Event reason on a pod whose gang annotations cannot be read.
+BAD_INPUT_REASON = "CheckpointGangInvalid"
+
+
+def find_gangs(recorder: Recorder, pods: Sequence[PodView], *, report: bool = False) -> list[Gang]:
+    """The gangs of ``pods`` (one LIST each, in its namespace). A gang of one is not returned: a Job
+    that runs one pod, a pod that opted into nothing, a pod with bad gang input (``report``: an
+    Event on the pod and a `checkpoint-gang-invalid` action in the result)."""
+    refs: dict[tuple[str, str, str], GangRef] = {}
+    bad: list[BadGangInput] = []
+    by_key = {p.key: p for p in pods}
+    for pod in pods:
+        found = gang_of(pod)
+        if isinstance(found, BadGangInput):
+            bad.append(found)
+        elif found is not None:
+            refs.setdefault((found.namespace, found.by, found.name), found)
+    gangs: list[Gang] = []
+    for ref in refs.values():
+        listed = recorder.deps.kube.list_pods(ref.namespace, ref.labels or None)
+        gang = form_gang(ref, listed)
+        bad += [b for b in gang.excluded if b not in bad]
+        if is_gang(gang):
+            gangs.append(gang)
+        known = {p.key: p for p in listed}
+        by_key |= {b.pod: known[b.pod] for b in gang.excluded if b.pod in known}
+    if report:
+        for item in bad:
+            _report(recorder, by_key.get(item.pod), item)
+    return gangs
+
+
+def _report(recorder: Recorder, pod: PodView | None, bad: BadGangInput) -> None:
+    recorder.add(ActionType.GANG_INVALID, pod=bad.pod, reason=f"{bad.reason}: handled as a gang of one")
+    if pod is None or recorder.deps.dry_run:
+        return
+    try:
+        recorder.deps.kube.create_pod_event(pod, BAD_INPUT_REASON, f"{bad.reason}: handled as a gang of one", True)
+    except KubeError as err:  # an Event is a courtesy: the step itself is done
+        logger.warning("event not posted", extra={"reason": BAD_INPUT_REASON, "error": str(err)})
+
+
+def _gang_asks(recorder: Recorder, node: NodeView, gang: Gang, only: set[str] | None = None) -> list[Ask]:
+    """Who of ``gang`` is asked (``only``: just these pods), and its doomed-node pods that are only
+    marked (a leader-mode gang's other pods wait for their leader, kept from Karpenter's drain)."""
+    policy = recorder.deps.policy.checkpoint
+    asked = gang.to_ask(policy.default_timeout_seconds, policy.allow_exec)
+    out = [
+        Ask(pod, spec, gang.key, pod.node_name == node.name) for pod, spec in asked if only is None or pod.key in only
+    ]
+    if only is None:
+        keys = {p.key for p, _ in asked}
+        out += [Ask(p, None, gang.key) for p in gang.members if p.node_name == node.name and p.key not in keys]
+    return out
+
+
+def ask_gangs(
+    recorder: Recorder,
+    node: NodeView,
+    pods: list[PodView],
+    deadline: datetime | None,
+    pool: ThreadPoolExecutor,
+    prepare: PreparePod | None = None,
+    sent: threading.Event | None = None,
+) -> list[Future[None]]:
+    """The urgent step: ask the node's pods and every gang they belong to (each pod once, however
+    many notices touch the gang). Returns the deliveries still running; ``sent`` as `ask_pods`."""
+    gangs = find_gangs(recorder, pods, report=True)
+    recorder.gangs = (recorder.gangs or {}) | {g.key: g for g in gangs}
+    in_gang = {p.key for g in gangs for p in g.members}
+    asks = asks_for([p for p in pods if p.key not in in_gang], recorder)
+    for gang in gangs:
+        asks += _gang_asks(recorder, node, gang)
+    futures = ask_pods(recorder, node, asks, deadline, pool, prepare, sent)
+    _note(recorder, gangs, deadline)
+    return futures
+
+
+def _note(recorder: Recorder, gangs: list[Gang], deadline: datetime | None) -> None:
+    """The result's ``checkpoints``: each gang as its last look found it."""
+    now = recorder.deps.clock()
+    timeout = recorder.deps.policy.checkpoint.default_timeout_seconds
+    for gang in gangs:
+        state = progress(gang, recorder.event_id, now, deadline, timeout, recorder.deps.policy.checkpoint.allow_exec)
+        _keep(recorder, state.as_result())
+
+
+def _keep(recorder: Recorder, look: dict[str, Any]) -> None:
+    """The gang's entry in the result, over every look of the run: a pod evicted (and gone) since an
+    earlier look keeps its place; an answer replaces the wait it ended."""
+    before = recorder.checkpoints.get(look["gang"], {})
+    seen = {name: set(before.get(name, ())) | set(look.get(name, ())) for name in _LISTS}
+    seen["timed_out"] -= seen["acknowledged"]
+    seen["failed"] -= seen["acknowledged"]
+    seen["waiting"] = set(look.get("waiting", ()))
+    merged = {"gang": look["gang"], "by": look["by"]}
+    merged |= {name: sorted(keys) for name, keys in seen.items() if keys or name in _ALWAYS}
+    recorder.checkpoints[look["gang"]] = merged
+
+
+_LISTS = ("asked", "acknowledged", "timed_out", "failed", "waiting")
+_ALWAYS = ("asked", "acknowledged", "timed_out")
+
+
+def gang_round(
+    recorder: Recorder,
+    node: NodeView,
+    pods: list[PodView],
+    deadline: datetime | None,
+    pool: ThreadPoolExecutor,
+    prepare: PreparePod | None = None,
+) -> tuple[dict[str, GangHold], set[str]]:
+    """One drain round's look at the node's gangs (one LIST per gang): what holds each gang pod on
+    the node, after asking any gang pod still without a request. Answers the holds and the pods
+    this call asked (the round does not ask them again)."""
+    gangs = find_gangs(recorder, pods)
+    if not gangs:
+        return {}, set()
+    now = recorder.deps.clock()
+    policy = recorder.deps.policy.checkpoint
+    out: dict[str, GangHold] = {}
+    asked: set[str] = set()
+    asks: list[Ask] = []
+    for gang in gangs:
+        state = progress(gang, recorder.event_id, now, deadline, policy.default_timeout_seconds, policy.allow_exec)
+        if state.unasked:
+            asks += _gang_asks(recorder, node, gang, set(state.unasked))
+            asked |= set(state.unasked)
+        _keep(recorder, state.as_result())
+        out |= holds(gang, state, pods)
+    if asks:
+        for future in ask_pods(recorder, node, asks, deadline, pool, prepare):
+            future.add_done_callback(lambda f: f.exception())
+    return out, asked

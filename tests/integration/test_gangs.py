@@ -1,0 +1,214 @@
+"""Jobs, not pods (docs/training-jobs.md): a notice for one node of a distributed training job
+checkpoints the whole job, once, through `handle_batch` against the simulator. The pods carry
+the labels their controllers write (`sim.training_jobs`); the trainers acknowledge as a real
+trainer does (`sim.actors.workloads`)."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+from dateutil.parser import isoparse
+
+from gpuwarden.domain.gangs import ASK, GROUP, LEADER
+from gpuwarden.services.routes import handle_batch
+from gpuwarden.sources import parse_notices
+from sim import KubeSim
+from sim.builders import gpu_node, inference_pod, nodepool
+from sim.clock import rfc3339
+from sim.training_jobs import indexed_job_pod, jobset_pod
+from tests.integration.conftest import World, load_event
+
+
+def node_name(i: int) -> str:
+    return f"ip-10-0-5-{10 + i}.us-west-2.compute.internal"
+
+
+def instance(i: int) -> str:
+    return f"i-0{i:016x}"
+
+
+def gpu_nodes(sim: KubeSim, count: int) -> list[dict[str, Any]]:
+    sim.create(nodepool("gpu-training"))
+    return [sim.create(gpu_node(node_name(i), instance(i), ip=f"10.0.5.{10 + i}")) for i in range(count)]
+
+
+def four_rank_job(world: World, mode: str = "signal:SIGUSR1", annotations: dict[str, str] | None = None) -> list[str]:
+    """The seed's Indexed Job: `torchrun --nnodes=4`, one rank per GPU node."""
+    nodes = gpu_nodes(world.sim, 4)
+    keys = []
+    for rank, node in enumerate(nodes):
+        pod = world.sim.create(indexed_job_pod("llama-ft", rank, node, checkpoint=mode, annotations=annotations))
+        keys.append(f"ml/{pod['metadata']['name']}")
+    return keys
+
+
+def spot_warning(world: World, i: int) -> dict[str, Any]:
+    event = load_event("spot-interruption.json", time=rfc3339(world.sim.clock.now()), id=f"spot-{i}")
+    event["detail"]["instance-id"] = instance(i)
+    event["resources"] = [f"arn:aws:ec2:us-west-2a:instance/{instance(i)}"]
+    return event
+
+
+def asked_pods(results: list[dict[str, Any]]) -> Counter[str]:
+    return Counter(a["pod"] for r in results for a in r["actions"] if a["type"] == "checkpoint-requested")
+
+
+def signalled(world: World) -> Counter[str]:
+    return Counter(f"{r.namespace}/{r.pod}" for r in world.sim.exec_log if r.command[:2] == ["kill", "-s"])
+
+
+def test_spot_warning_for_one_rank_asks_every_rank_and_evicts_only_that_rank(world: World) -> None:
+    # Given the seed's four-rank Indexed Job, one rank per node, each rank opted into SIGUSR1
+    ranks = four_rank_job(world)
+    # When a Spot warning arrives for rank 1's node
+    result = handle_batch(parse_notices(spot_warning(world, 1)), world.deps()).to_json()
+    # Then every rank was signalled once, and only rank 1 left, after acknowledging
+    assert result["outcome"] == "handled", result["reason"]
+    assert signalled(world) == Counter(ranks)
+    assert world.pod(ranks[1]) is None
+    assert all(world.pod(k) is not None for k in (ranks[0], ranks[2], ranks[3]))
+    # And the result names the gang with every rank asked and acknowledged
+    (gang,) = result["checkpoints"]
+    assert (gang["gang"], gang["by"]) == ("ml/llama-ft", "job")
+    assert sorted(gang["asked"]) == sorted(ranks) == sorted(gang["acknowledged"])
+    assert gang["timed_out"] == []
+
+
+def test_ranks_on_healthy_nodes_are_asked_and_otherwise_left_alone(world: World) -> None:
+    ranks = four_rank_job(world)
+    handle_batch(parse_notices(spot_warning(world, 1)), world.deps())
+    # Then the other ranks' nodes are not cordoned, and the ranks carry no do-not-disrupt mark
+    for i in (0, 2, 3):
+        assert not world.node(node_name(i))["spec"].get("unschedulable")
+    for key in (ranks[0], ranks[2], ranks[3]):
+        pod = world.pod(key)
+        assert pod is not None
+        assert "karpenter.sh/do-not-disrupt" not in pod["metadata"]["annotations"]
+        assert pod["metadata"]["annotations"]["gpuwarden.io/checkpoint-event-id"] == "spot-1"
+
+
+def test_doomed_rank_leaves_only_after_the_slowest_rank_has_checkpointed(world: World) -> None:
+    # Given rank 3 (on a healthy node) takes 6 s to acknowledge, the others 1 s
+    ranks = four_rank_job(world)
+    world.workloads.delays[ranks[3]] = 6.0
+    # When rank 1's node gets a Spot warning
+    result = handle_batch(parse_notices(spot_warning(world, 1)), world.deps()).to_json()
+    # Then rank 1 was evicted after rank 3 acknowledged, not after its own acknowledgement
+    evict = next(a for a in result["actions"] if a["type"] == "evict" and a["pod"] == ranks[1])
+    slow_ack = isoparse(world.pod(ranks[3])["metadata"]["annotations"]["gpuwarden.io/checkpoint-done"])  # type: ignore[index]
+    assert isoparse(evict["at"]) >= slow_ack - timedelta(seconds=1)  # the ack is written at second precision
+    assert evict["reason"] == "checkpoint acknowledged"
+
+
+def test_two_notices_for_two_nodes_of_one_job_at_the_same_moment_ask_each_rank_once(world: World) -> None:
+    # Given the four-rank job, and Spot warnings for ranks 1 and 2 delivered at the same moment
+    ranks = four_rank_job(world)
+    results: list[dict[str, Any]] = []
+    start = threading.Barrier(2)
+
+    def deliver(i: int) -> None:
+        start.wait()
+        results.append(handle_batch(parse_notices(spot_warning(world, i)), world.deps()).to_json())
+
+    threads = [threading.Thread(target=deliver, args=(i,)) for i in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    # Then each rank was asked exactly once, whichever invocation won each claim
+    assert [r["outcome"] for r in results] == ["handled", "handled"], [r["reason"] for r in results]
+    assert signalled(world) == Counter(ranks)
+    assert asked_pods(results) == Counter(ranks)
+    # And both doomed ranks left; the healthy ranks stayed
+    assert world.pod(ranks[1]) is None
+    assert world.pod(ranks[2]) is None
+    assert world.pod(ranks[0]) is not None
+    assert world.pod(ranks[3]) is not None
+
+
+def test_a_second_delivery_later_finds_the_request_in_flight_and_asks_no_one_again(world: World) -> None:
+    # Given rank 1's node was handled, rank 3 still slow to answer
+    ranks = four_rank_job(world)
+    first = handle_batch(parse_notices(spot_warning(world, 1)), world.deps()).to_json()
+    # When a warning for rank 2's node arrives afterwards
+    second = handle_batch(parse_notices(spot_warning(world, 2)), world.deps()).to_json()
+    # Then nobody was asked a second time; rank 2 left on the acknowledgement it had given
+    assert signalled(world) == Counter(ranks)
+    assert asked_pods([first, second]) == Counter(ranks)
+    evict = next(a for a in second["actions"] if a["type"] == "evict" and a["pod"] == ranks[2])
+    assert evict["reason"] == "checkpoint acknowledged"
+
+
+def test_leader_mode_asks_only_the_jobset_leader_and_the_doomed_worker_waits_for_it(world: World) -> None:
+    # Given a JobSet of 4 pods (one replicated Job, parallelism 4) asking only its leader
+    nodes = gpu_nodes(world.sim, 4)
+    keys = []
+    for index, node in enumerate(nodes):
+        pod = jobset_pod("pretrain", "workers", 0, index, node, annotations={ASK: "leader"})
+        keys.append(f"ml/{pod['metadata']['name']}")
+        world.sim.create(pod)
+    world.workloads.delays[keys[0]] = 4.0
+    # When the node of completion index 2 gets a Spot warning
+    result = handle_batch(parse_notices(spot_warning(world, 2)), world.deps()).to_json()
+    # Then only the leader (job-index 0, completion index 0) was signalled
+    assert signalled(world) == Counter([keys[0]])
+    (gang,) = result["checkpoints"]
+    assert (gang["gang"], gang["by"], gang["asked"]) == ("ml/pretrain", "jobset", [keys[0]])
+    # And the doomed worker, marked for Karpenter, left only once the leader acknowledged
+    marked = [a["pod"] for a in result["actions"] if a["type"] == "do-not-disrupt"]
+    assert marked == [keys[2]]
+    evict = next(a for a in result["actions"] if a["type"] == "evict" and a["pod"] == keys[2])
+    ack = isoparse(world.pod(keys[0])["metadata"]["annotations"]["gpuwarden.io/checkpoint-done"])  # type: ignore[index]
+    assert isoparse(evict["at"]) >= ack - timedelta(seconds=1)
+
+
+def test_explicit_group_across_deployment_free_pods_is_one_gang(world: World) -> None:
+    # Given two trainers of different Jobs that declare one checkpoint group, and a Deployment's replicas
+    nodes = gpu_nodes(world.sim, 2)
+    a = world.sim.create(indexed_job_pod("gen", 0, nodes[0], annotations={GROUP: "rl-loop"}))
+    b = world.sim.create(indexed_job_pod("reward", 0, nodes[1], annotations={GROUP: "rl-loop"}))
+    serving = {"app": "serving"}
+    for i, node in enumerate(nodes):
+        world.sim.create(inference_pod(f"serve-{i}", node, labels=serving))
+    # When node 0 gets a Spot warning
+    result = handle_batch(parse_notices(spot_warning(world, 0)), world.deps()).to_json()
+    # Then both trainers of the group were asked; the Deployment's replicas are no gang
+    (gang,) = result["checkpoints"]
+    assert (gang["gang"], gang["by"]) == ("ml/rl-loop", "group")
+    assert sorted(gang["asked"]) == sorted(f"ml/{p['metadata']['name']}" for p in (a, b))
+
+
+def test_bad_gang_input_is_reported_on_the_pod_and_the_pod_is_a_gang_of_one(world: World) -> None:
+    # Given a four-rank job whose rank 1 has an invalid group and rank 2 an unknown ask value
+    nodes = gpu_nodes(world.sim, 4)
+    extra = {1: {GROUP: "not a label value!"}, 2: {ASK: "everyone"}}
+    keys = []
+    for rank, node in enumerate(nodes):
+        pod = world.sim.create(indexed_job_pod("bad-ft", rank, node, annotations=extra.get(rank)))
+        keys.append(f"ml/{pod['metadata']['name']}")
+    # When rank 1's node gets a Spot warning
+    result = handle_batch(parse_notices(spot_warning(world, 1)), world.deps()).to_json()
+    # Then rank 1 is asked alone (a gang of one), and the bad input is in the result and an Event
+    assert result["outcome"] == "handled", result["reason"]
+    assert signalled(world) == Counter([keys[1]])
+    invalid = [a for a in result["actions"] if a["type"] == "checkpoint-gang-invalid"]
+    assert [a["pod"] for a in invalid] == [keys[1]]
+    events = [e for e in world.sim.list("Event") if e["reason"] == "CheckpointGangInvalid"]
+    assert [e["involvedObject"]["name"] for e in events] == [keys[1].split("/")[1]]
+    assert result.get("checkpoints") is None
+
+
+def test_two_leaders_in_one_gang_are_each_a_gang_of_one(world: World) -> None:
+    nodes = gpu_nodes(world.sim, 3)
+    keys = []
+    for rank, node in enumerate(nodes):
+        notes = {LEADER: "true"} if rank < 2 else {}
+        pod = world.sim.create(indexed_job_pod("two-heads", rank, node, annotations=notes))
+        keys.append(f"ml/{pod['metadata']['name']}")
+    result = handle_batch(parse_notices(spot_warning(world, 2)), world.deps()).to_json()
+    invalid = sorted(a["pod"] for a in result["actions"] if a["type"] == "checkpoint-gang-invalid")
+    assert invalid == sorted(keys[:2])
+    assert signalled(world) == Counter([keys[2]])
