@@ -24,6 +24,7 @@ CHECKS = [
     "node-termination-handler",
     "nodepool-termination-grace",
     "checkpoint-annotations",
+    "checkpoint-gangs",
     "static-nodepool-gpu-limit",
     "gpu-metrics",
     "policy",

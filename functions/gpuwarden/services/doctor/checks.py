@@ -16,7 +16,7 @@ from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.checkpoint import BadCheckpoint, checkpoint_spec
 from gpuwarden.domain.errors import CloudError, KubeError
 from gpuwarden.domain.policy import Policy
-from gpuwarden.domain.views import DO_NOT_DISRUPT, NODEPOOL_LABEL, PodView, pod_from_json
+from gpuwarden.domain.views import DO_NOT_DISRUPT, NODEPOOL_LABEL, PodView, node_from_json, pod_from_json
 from gpuwarden.services.doctor import rbac
 
 #: The notice EC2 gives before a Spot/capacity-reservation instance goes: what a drain must fit in.
@@ -75,6 +75,10 @@ class ClusterFacts:
 
     pods: list[PodView] = field(default_factory=list)
     pool_of_node: dict[str, str] = field(default_factory=dict)
+    zone_of_node: dict[str, str | None] = field(default_factory=dict)
+    #: pod key → container → its command line (``command`` + ``args``; ``args`` alone when the image's
+    #: entrypoint runs them): for `checkpoint-gangs` (services/doctor/gangs.py)
+    commands: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
     nodepools: list[dict[str, Any]] = field(default_factory=list)
     karpenter: list[KarpenterInstall] = field(default_factory=list)
     termination_handlers: list[str] = field(default_factory=list)  # "DaemonSet kube-system/aws-node-…"
@@ -158,8 +162,15 @@ def _optional(facts: ClusterFacts, what: str, read: Callable[[], list[dict[str, 
 
 def read_facts(reads: DoctorReads) -> ClusterFacts:
     facts = ClusterFacts()
-    facts.pods = [pod_from_json(p) for p in reads.list_all_pods()]
+    raw = reads.list_all_pods()
+    facts.pods = [pod_from_json(p) for p in raw]
+    for pod, obj in zip(facts.pods, raw, strict=True):
+        containers = (obj.get("spec") or {}).get("containers") or ()
+        facts.commands[pod.key] = {
+            str(c.get("name")): (*(c.get("command") or ()), *(c.get("args") or ())) for c in containers
+        }
     for node in reads.list_node_objects():
+        facts.zone_of_node[str(node["metadata"]["name"])] = node_from_json(node).zone
         pool = ((node.get("metadata") or {}).get("labels") or {}).get(NODEPOOL_LABEL)
         if pool:
             facts.pool_of_node[str(node["metadata"]["name"])] = str(pool)
