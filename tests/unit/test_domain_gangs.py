@@ -64,7 +64,13 @@ def indexed_job(job: str, index: int, node: str = "n1", **notes: str) -> PodView
 
 
 def jobset(
-    js: str, rjob: str, job_index: int, completion: int, global_index: int | None = None, **notes: str
+    js: str,
+    rjob: str,
+    job_index: int,
+    completion: int,
+    *,
+    global_index: int | None = None,
+    notes: dict[str, str] | None = None,
 ) -> PodView:
     keys = {
         "jobset.sigs.k8s.io/jobset-name": js,
@@ -79,7 +85,7 @@ def jobset(
     return pod(
         f"{job}-{completion}-x1y2z",
         labels,
-        keys | {"batch.kubernetes.io/job-completion-index": str(completion), **notes},
+        keys | {"batch.kubernetes.io/job-completion-index": str(completion), **(notes or {})},
     )
 
 
@@ -152,7 +158,7 @@ def test_each_controllers_labels_name_its_gang(member: PodView, expected: GangRe
 
 
 def test_explicit_group_wins_over_every_controller_label() -> None:
-    member = jobset("pretrain", "workers", 0, 0, **{GROUP: "rl-loop"})
+    member = jobset("pretrain", "workers", 0, 0, notes={GROUP: "rl-loop"})
     assert gang_of(member) == GangRef("ml", "rl-loop", "group")
 
 
@@ -327,7 +333,7 @@ def test_doomed_rank_goes_at_deadline_minus_grace_whatever_its_gang_does() -> No
 
 
 def test_leader_mode_worker_is_not_asked_and_waits_for_the_leader() -> None:
-    workers = [jobset("pretrain", "workers", 0, c, **{ASK: "leader"}) for c in range(3)]
+    workers = [jobset("pretrain", "workers", 0, c, notes={ASK: "leader"}) for c in range(3)]
     ref = gang_of(workers[2])
     assert isinstance(ref, GangRef)
     gang = form_gang(ref, workers)
