@@ -343,3 +343,13 @@ def test_leader_mode_worker_is_not_asked_and_waits_for_the_leader() -> None:
     assert not hold.asked
     ctx = DrainContext("spot-1", True, NOW + timedelta(seconds=120), NOW, gangs={workers[2].key: hold})
     assert decide_pod(workers[2], ctx).step == "wait"
+
+
+def test_a_rank_not_running_yet_is_not_asked_and_does_not_hold_its_gang() -> None:
+    # Given rank 2 was replaced and its new pod is still Pending
+    ranks = [indexed_job("llama-ft", i) for i in range(3)]
+    pending = PodView(**{**ranks[2].__dict__, "phase": "Pending", "node_name": None})
+    ref = gang_of(ranks[0])
+    assert isinstance(ref, GangRef)
+    gang = form_gang(ref, [ranks[0], ranks[1], pending])
+    assert [p.key for p, _ in gang.to_ask()] == [ranks[0].key, ranks[1].key]

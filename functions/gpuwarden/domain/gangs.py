@@ -1,5 +1,5 @@
 """Jobs that span several pods (a gang): who belongs together, who leads, who is asked (pure;
-docs/training-jobs.md, docs/cluster.md#gangs).
+docs/training-jobs.md).
 
 Membership, first match wins, within one namespace (the labels as each controller writes them;
 the sources are in docs/training-jobs.md#how-gpuwarden-finds-the-gang):
@@ -215,7 +215,8 @@ class Gang:
         return [
             (pod, spec)
             for pod in candidates
-            if (leaving_too or not pod.terminating)
+            if pod.phase == "Running"  # a rank not started yet (a replacement, Pending) has nothing to save
+            and (leaving_too or not pod.terminating)
             and (spec := self.spec(pod, default_timeout, allow_exec)) is not None
         ]
 
