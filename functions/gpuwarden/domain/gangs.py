@@ -152,6 +152,19 @@ def gang_of(pod: PodView) -> GangRef | BadGangInput | None:
     return None
 
 
+def gang_refs(pods: Iterable[PodView]) -> tuple[list[GangRef], list[BadGangInput]]:
+    """The distinct gangs ``pods`` name (each to be listed once), and the pods with bad gang input."""
+    refs: dict[tuple[str, str, str], GangRef] = {}
+    bad: list[BadGangInput] = []
+    for pod in pods:
+        found = gang_of(pod)
+        if isinstance(found, BadGangInput):
+            bad.append(found)
+        elif found is not None:
+            refs.setdefault((found.namespace, found.by, found.name), found)
+    return list(refs.values()), bad
+
+
 def member_of(pod: PodView, ref: GangRef) -> bool:
     """Whether a listed pod belongs to ``ref`` (the list's selector, then first match wins again:
     a pod of the namespace whose own first match is another gang is not a member)."""

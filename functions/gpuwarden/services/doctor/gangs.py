@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.checkpoint import CheckpointSpec, checkpoint_spec
-from gpuwarden.domain.gangs import ASK, BadGangInput, Gang, GangRef, form_gang, gang_of, is_gang, zones_of
+from gpuwarden.domain.gangs import ASK, BadGangInput, Gang, form_gang, gang_refs, is_gang, zones_of
 from gpuwarden.domain.policy import Policy
 from gpuwarden.domain.views import PodView
 from gpuwarden.services.doctor.checks import ClusterFacts, Finding, Severity
@@ -57,18 +57,11 @@ def _torchrun_signal(pod: PodView, commands: Mapping[str, Sequence[str]], policy
 
 def gangs_of(pods: Sequence[PodView]) -> tuple[list[Gang], list[BadGangInput]]:
     """Every gang among ``pods`` (no extra reads: the doctor listed every pod already)."""
-    refs: dict[tuple[str, str, str], GangRef] = {}
-    bad: list[BadGangInput] = []
-    for pod in pods:
-        found = gang_of(pod)
-        if isinstance(found, BadGangInput):
-            bad.append(found)
-        elif found is not None:
-            refs.setdefault((found.namespace, found.by, found.name), found)
+    refs, bad = gang_refs(pods)
     by_namespace: dict[str, list[PodView]] = {}
     for pod in pods:
         by_namespace.setdefault(pod.namespace, []).append(pod)
-    gangs = [form_gang(ref, by_namespace.get(ref.namespace, [])) for ref in refs.values()]
+    gangs = [form_gang(ref, by_namespace.get(ref.namespace, [])) for ref in refs]
     bad += [b for g in gangs for b in g.excluded]
     return [g for g in gangs if is_gang(g)], bad
 
