@@ -89,10 +89,12 @@ def ask_gangs(
     pool: ThreadPoolExecutor,
     prepare: PreparePod | None = None,
     sent: threading.Event | None = None,
+    gangs: list[Gang] | None = None,
 ) -> list[Future[None]]:
     """The urgent step: ask the node's pods and every gang they belong to (each pod once, however
-    many notices touch the gang). Returns the deliveries still running; ``sent`` as `ask_pods`."""
-    gangs = find_gangs(recorder, pods, report=True)
+    many notices touch the gang). Returns the deliveries still running; ``sent`` as `ask_pods`.
+    ``gangs``: as `find_gangs` found them already (with ``report=True``), not listed again."""
+    gangs = find_gangs(recorder, pods, report=True) if gangs is None else gangs
     in_gang = {p.key for g in gangs for p in g.members}
     asks = asks_for([p for p in pods if p.key not in in_gang], recorder)
     for gang in gangs:
