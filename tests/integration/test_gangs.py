@@ -244,3 +244,19 @@ def test_runbook_drain_of_one_node_waits_for_the_gang_before_evicting_its_rank(w
     ack = isoparse(world.pod(ranks[0])["metadata"]["annotations"]["gpuwarden.io/checkpoint-done"])  # type: ignore[index]
     assert isoparse(evict["at"]) >= ack - timedelta(seconds=1)
     assert [world.pod(k) is None for k in ranks] == [False, False, True, False]
+
+
+def test_a_gang_that_cannot_be_listed_still_has_its_doomed_rank_asked(world: World) -> None:
+    # Given the four-rank job, and an API server that refuses LISTs of pods in the job's namespace
+    ranks = four_rank_job(world)
+    world.sim.faults.inject(status=403, method="GET", path="/api/v1/namespaces/ml/pods", message="forbidden")
+    # When rank 1's node gets a Spot warning
+    result = handle_batch(parse_notices(spot_warning(world, 1)), world.deps()).to_json()
+    # Then rank 1 was still asked and checkpointed (as a gang of one), and the result says why
+    assert result["outcome"] == "handled", result["reason"]
+    assert signalled(world) == Counter([ranks[1]])
+    invalid = [a for a in result["actions"] if a["type"] == "checkpoint-gang-invalid"]
+    assert invalid
+    assert invalid[0]["gang"] == "ml/llama-ft"
+    evict = next(a for a in result["actions"] if a["type"] == "evict" and a["pod"] == ranks[1])
+    assert evict["reason"] == "checkpoint acknowledged"

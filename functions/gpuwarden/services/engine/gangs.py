@@ -44,7 +44,14 @@ def find_gangs(recorder: Recorder, pods: Sequence[PodView], *, report: bool = Fa
     by_key = {p.key: p for p in pods}
     gangs: list[Gang] = []
     for ref in refs:
-        listed = recorder.deps.kube.list_pods(ref.namespace, ref.labels or None)
+        try:
+            listed = recorder.deps.kube.list_pods(ref.namespace, ref.labels or None)
+        except KubeError as err:  # the node's own pods are still asked, each as a gang of one
+            why = f"gang {ref.key} could not be listed ({err}): its pods here are handled as gangs of one"
+            if report:  # once per run, not every drain round
+                recorder.add(ActionType.GANG_INVALID, gang=ref.key, reason=why)
+            logger.warning(why)
+            continue
         gang = form_gang(ref, listed)
         bad += [b for b in gang.excluded if b not in bad]
         if is_gang(gang):
