@@ -25,6 +25,7 @@ CHECKS = [
     "node-termination-handler",
     "nodepool-termination-grace",
     "checkpoint-annotations",
+    "checkpoint-gangs",
     "static-nodepool-gpu-limit",
     "gpu-health",
     "gpu-metrics",

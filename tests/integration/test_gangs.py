@@ -14,7 +14,9 @@ from dateutil.parser import isoparse
 
 from gpuwarden.domain.gangs import ASK, GROUP, LEADER
 from gpuwarden.services.routes import handle_batch
-from gpuwarden.sources import parse_notices
+from gpuwarden.services.runbook.actions import run_runbook
+from gpuwarden.sources import parse_notices, parse_runbook
+from gpuwarden.wiring import runbook_deps
 from sim import KubeSim
 from sim.builders import gpu_node, inference_pod, nodepool
 from sim.clock import rfc3339
@@ -212,3 +214,49 @@ def test_two_leaders_in_one_gang_are_each_a_gang_of_one(world: World) -> None:
     invalid = sorted(a["pod"] for a in result["actions"] if a["type"] == "checkpoint-gang-invalid")
     assert invalid == sorted(keys[:2])
     assert signalled(world) == Counter([keys[2]])
+
+
+def test_runbook_checkpoint_of_one_node_asks_the_whole_job_and_touches_nothing_else(world: World) -> None:
+    # Given the four-rank job
+    ranks = four_rank_job(world, mode="annotate")
+    # When an operator asks for a checkpoint of rank 2's node
+    request = parse_runbook({"action": "checkpoint", "node": node_name(2), "reason": "before a driver upgrade"})
+    result = run_runbook(request, runbook_deps(world.deps(), request)).to_json()
+    # Then every rank was asked (the same gang step as every notice), nothing cordoned or evicted
+    assert result["outcome"] == "handled", result["reason"]
+    assert asked_pods([result]) == Counter(ranks)
+    assert result["checkpoints"][0]["gang"] == "ml/llama-ft"
+    assert sorted(result["checkpoints"][0]["asked"]) == sorted(ranks)
+    assert all(world.pod(k) is not None for k in ranks)
+    assert not any(world.node(node_name(i))["spec"].get("unschedulable") for i in range(4))
+
+
+def test_runbook_drain_of_one_node_waits_for_the_gang_before_evicting_its_rank(world: World) -> None:
+    # Given the four-rank job, rank 0 (healthy node) 5 s to acknowledge
+    ranks = four_rank_job(world, mode="annotate")
+    world.workloads.delays[ranks[0]] = 5.0
+    # When an operator drains rank 2's node (a voluntary kind, through the same pipeline)
+    request = parse_runbook({"action": "drain", "node": node_name(2), "reason": "bad DIMM"})
+    result = run_runbook(request, runbook_deps(world.deps(), request)).to_json()
+    # Then rank 2 left only after rank 0 acknowledged; the other ranks stay, their nodes untouched
+    assert result["outcome"] == "handled", result["reason"]
+    evict = next(a for a in result["actions"] if a["type"] == "evict" and a["pod"] == ranks[2])
+    ack = isoparse(world.pod(ranks[0])["metadata"]["annotations"]["gpuwarden.io/checkpoint-done"])  # type: ignore[index]
+    assert isoparse(evict["at"]) >= ack - timedelta(seconds=1)
+    assert [world.pod(k) is None for k in ranks] == [False, False, True, False]
+
+
+def test_a_gang_that_cannot_be_listed_still_has_its_doomed_rank_asked(world: World) -> None:
+    # Given the four-rank job, and an API server that refuses LISTs of pods in the job's namespace
+    ranks = four_rank_job(world)
+    world.sim.faults.inject(status=403, method="GET", path="/api/v1/namespaces/ml/pods", message="forbidden")
+    # When rank 1's node gets a Spot warning
+    result = handle_batch(parse_notices(spot_warning(world, 1)), world.deps()).to_json()
+    # Then rank 1 was still asked and checkpointed (as a gang of one), and the result says why
+    assert result["outcome"] == "handled", result["reason"]
+    assert signalled(world) == Counter([ranks[1]])
+    invalid = [a for a in result["actions"] if a["type"] == "checkpoint-gang-invalid"]
+    assert invalid
+    assert invalid[0]["gang"] == "ml/llama-ft"
+    evict = next(a for a in result["actions"] if a["type"] == "evict" and a["pod"] == ranks[1])
+    assert evict["reason"] == "checkpoint acknowledged"

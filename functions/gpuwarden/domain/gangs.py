@@ -1,5 +1,5 @@
 """Jobs that span several pods (a gang): who belongs together, who leads, who is asked (pure;
-docs/training-jobs.md, docs/cluster.md#gangs).
+docs/training-jobs.md).
 
 Membership, first match wins, within one namespace (the labels as each controller writes them;
 the sources are in docs/training-jobs.md#how-gpuwarden-finds-the-gang):
@@ -152,6 +152,19 @@ def gang_of(pod: PodView) -> GangRef | BadGangInput | None:
     return None
 
 
+def gang_refs(pods: Iterable[PodView]) -> tuple[list[GangRef], list[BadGangInput]]:
+    """The distinct gangs ``pods`` name (each to be listed once), and the pods with bad gang input."""
+    refs: dict[tuple[str, str, str], GangRef] = {}
+    bad: list[BadGangInput] = []
+    for pod in pods:
+        found = gang_of(pod)
+        if isinstance(found, BadGangInput):
+            bad.append(found)
+        elif found is not None:
+            refs.setdefault((found.namespace, found.by, found.name), found)
+    return list(refs.values()), bad
+
+
 def member_of(pod: PodView, ref: GangRef) -> bool:
     """Whether a listed pod belongs to ``ref`` (the list's selector, then first match wins again:
     a pod of the namespace whose own first match is another gang is not a member)."""
@@ -215,7 +228,8 @@ class Gang:
         return [
             (pod, spec)
             for pod in candidates
-            if (leaving_too or not pod.terminating)
+            if pod.phase == "Running"  # a rank not started yet (a replacement, Pending) has nothing to save
+            and (leaving_too or not pod.terminating)
             and (spec := self.spec(pod, default_timeout, allow_exec)) is not None
         ]
 

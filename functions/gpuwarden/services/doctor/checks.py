@@ -76,6 +76,10 @@ class ClusterFacts:
 
     pods: list[PodView] = field(default_factory=list)
     pool_of_node: dict[str, str] = field(default_factory=dict)
+    zone_of_node: dict[str, str | None] = field(default_factory=dict)
+    #: pod key → container → its command line (``command`` + ``args``; ``args`` alone when the image's
+    #: entrypoint runs them): for `checkpoint-gangs` (services/doctor/gangs.py)
+    commands: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
     nodepools: list[dict[str, Any]] = field(default_factory=list)
     karpenter: list[KarpenterInstall] = field(default_factory=list)
     termination_handlers: list[str] = field(default_factory=list)  # "DaemonSet kube-system/aws-node-…"
@@ -161,9 +165,17 @@ def _optional(facts: ClusterFacts, what: str, read: Callable[[], list[dict[str, 
 
 def read_facts(reads: DoctorReads) -> ClusterFacts:
     facts = ClusterFacts()
-    facts.pods = [pod_from_json(p) for p in reads.list_all_pods()]
+    raw = reads.list_all_pods()
+    facts.pods = [pod_from_json(p) for p in raw]
+    for pod, obj in zip(facts.pods, raw, strict=True):
+        containers = (obj.get("spec") or {}).get("containers") or ()
+        facts.commands[pod.key] = {
+            str(c.get("name")): (*(c.get("command") or ()), *(c.get("args") or ())) for c in containers
+        }
     for node in reads.list_node_objects():
-        facts.nodes.append(node_from_json(node))
+        view = node_from_json(node)
+        facts.nodes.append(view)
+        facts.zone_of_node[view.name] = view.zone
         pool = ((node.get("metadata") or {}).get("labels") or {}).get(NODEPOOL_LABEL)
         if pool:
             facts.pool_of_node[str(node["metadata"]["name"])] = str(pool)

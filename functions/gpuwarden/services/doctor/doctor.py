@@ -29,6 +29,7 @@ from gpuwarden.services.doctor.checks import (
     check_termination_handler,
     read_facts,
 )
+from gpuwarden.services.doctor.gangs import check_checkpoint_gangs
 from gpuwarden.services.doctor.gpu_health import check_gpu_health
 
 __all__ = ["CLUSTER_CHECKS", "DoctorReads", "DoctorReport", "Finding", "Severity", "diagnose"]
@@ -40,6 +41,7 @@ CLUSTER_CHECKS = (
     "node-termination-handler",
     "nodepool-termination-grace",
     "checkpoint-annotations",
+    "checkpoint-gangs",
     "static-nodepool-gpu-limit",
     "gpu-health",
 )
@@ -87,6 +89,7 @@ def _cluster_findings(reads: DoctorReads, policy: Policy) -> list[Finding]:
         check_termination_handler(facts),
         check_termination_grace(facts, policy),
         check_checkpoint_annotations(facts, policy),
+        check_checkpoint_gangs(facts, policy),
         check_static_gpu_limit(facts, policy),
         _gpu_health(facts, policy),
     ]

@@ -38,7 +38,12 @@ class Rule:
 #: The one table: (apiGroup, resource, verbs) and the adapter calls that need them.
 RULES: tuple[Rule, ...] = (
     Rule("", "nodes", ("get", "list", "patch"), "get_node, list_nodes, patch_node (cordon, taint, annotations)"),
-    Rule("", "pods", ("get", "list", "patch", "delete"), "list_pods_on_node, get_pod, patch_pod, delete_pod"),
+    Rule(
+        "",
+        "pods",
+        ("get", "list", "patch", "delete"),
+        "list_pods_on_node, list_pods (a gang, by label selector), get_pod, patch_pod, delete_pod",
+    ),
     Rule("", "pods/eviction", ("create",), "evict_pod (policy/v1 Eviction)"),
     Rule(
         "",
@@ -48,7 +53,12 @@ RULES: tuple[Rule, ...] = (
         "also checked as create (AuthorizePodWebsocketUpgradeCreatePermission)",
         exec_only=True,
     ),
-    Rule("", "events", ("create",), "create_node_event (GpuwardenCordoned, PodEvicted, ...)"),
+    Rule(
+        "",
+        "events",
+        ("create",),
+        "create_node_event (GpuwardenCordoned, PodEvicted, ...), create_pod_event (CheckpointGangInvalid)",
+    ),
     Rule("policy", "poddisruptionbudgets", ("list",), "list_pdbs"),
     Rule(
         "karpenter.sh",

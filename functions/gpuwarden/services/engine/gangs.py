@@ -25,8 +25,8 @@ from typing import Any
 
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.errors import KubeError
-from gpuwarden.domain.gang_progress import GangHold, holds, progress
-from gpuwarden.domain.gangs import BadGangInput, Gang, GangRef, form_gang, gang_of, is_gang
+from gpuwarden.domain.gang_progress import GangHold, GangProgress, holds, progress
+from gpuwarden.domain.gangs import BadGangInput, Gang, form_gang, gang_refs, is_gang
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.observability import logger
 from gpuwarden.services.engine.checkpoint import Ask, PreparePod, ask_pods, asks_for
@@ -40,18 +40,18 @@ def find_gangs(recorder: Recorder, pods: Sequence[PodView], *, report: bool = Fa
     """The gangs of ``pods`` (one LIST each, in its namespace). A gang of one is not returned: a Job
     that runs one pod, a pod that opted into nothing, a pod with bad gang input (``report``: an
     Event on the pod and a `checkpoint-gang-invalid` action in the result)."""
-    refs: dict[tuple[str, str, str], GangRef] = {}
-    bad: list[BadGangInput] = []
+    refs, bad = gang_refs(pods)
     by_key = {p.key: p for p in pods}
-    for pod in pods:
-        found = gang_of(pod)
-        if isinstance(found, BadGangInput):
-            bad.append(found)
-        elif found is not None:
-            refs.setdefault((found.namespace, found.by, found.name), found)
     gangs: list[Gang] = []
-    for ref in refs.values():
-        listed = recorder.deps.kube.list_pods(ref.namespace, ref.labels or None)
+    for ref in refs:
+        try:
+            listed = recorder.deps.kube.list_pods(ref.namespace, ref.labels or None)
+        except KubeError as err:  # the node's own pods are still asked, each as a gang of one
+            why = f"gang {ref.key} could not be listed ({err}): its pods here are handled as gangs of one"
+            if report:  # once per run, not every drain round
+                recorder.add(ActionType.GANG_INVALID, gang=ref.key, reason=why)
+            logger.warning(why)
+            continue
         gang = form_gang(ref, listed)
         bad += [b for b in gang.excluded if b not in bad]
         if is_gang(gang):
@@ -96,27 +96,33 @@ def ask_gangs(
     pool: ThreadPoolExecutor,
     prepare: PreparePod | None = None,
     sent: threading.Event | None = None,
+    gangs: list[Gang] | None = None,
 ) -> list[Future[None]]:
     """The urgent step: ask the node's pods and every gang they belong to (each pod once, however
-    many notices touch the gang). Returns the deliveries still running; ``sent`` as `ask_pods`."""
-    gangs = find_gangs(recorder, pods, report=True)
+    many notices touch the gang). Returns the deliveries still running; ``sent`` as `ask_pods`.
+    ``gangs``: as `find_gangs` found them already (with ``report=True``), not listed again. They are
+    kept on the recorder for the rest of the run (the replacement reads them: `replace._peers`)."""
+    gangs = find_gangs(recorder, pods, report=True) if gangs is None else gangs
     recorder.gangs = (recorder.gangs or {}) | {g.key: g for g in gangs}
     in_gang = {p.key for g in gangs for p in g.members}
     asks = asks_for([p for p in pods if p.key not in in_gang], recorder)
     for gang in gangs:
-        asks += _gang_asks(recorder, node, gang)
-    futures = ask_pods(recorder, node, asks, deadline, pool, prepare, sent)
-    _note(recorder, gangs, deadline)
-    return futures
+        mine = _gang_asks(recorder, node, gang)
+        asks += mine
+        _look(recorder, gang, deadline, {a.pod.key for a in mine if a.spec is not None})
+    return ask_pods(recorder, node, asks, deadline, pool, prepare, sent)
 
 
-def _note(recorder: Recorder, gangs: list[Gang], deadline: datetime | None) -> None:
-    """The result's ``checkpoints``: each gang as its last look found it."""
+def _look(recorder: Recorder, gang: Gang, deadline: datetime | None, asking: set[str]) -> GangProgress:
+    """Where the gang's checkpoint stands now, kept for the result's ``checkpoints`` (``asking``:
+    the pods this step is asking, counted as asked)."""
+    policy = recorder.deps.policy.checkpoint
     now = recorder.deps.clock()
-    timeout = recorder.deps.policy.checkpoint.default_timeout_seconds
-    for gang in gangs:
-        state = progress(gang, recorder.event_id, now, deadline, timeout, recorder.deps.policy.checkpoint.allow_exec)
-        _keep(recorder, state.as_result())
+    state = progress(gang, recorder.event_id, now, deadline, policy.default_timeout_seconds, policy.allow_exec)
+    look = state.as_result()
+    look["asked"] = sorted(set(state.asked) | asking)
+    _keep(recorder, look)
+    return state
 
 
 def _keep(recorder: Recorder, look: dict[str, Any]) -> None:
@@ -150,17 +156,14 @@ def gang_round(
     gangs = find_gangs(recorder, pods)
     if not gangs:
         return {}, set()
-    now = recorder.deps.clock()
-    policy = recorder.deps.policy.checkpoint
     out: dict[str, GangHold] = {}
     asked: set[str] = set()
     asks: list[Ask] = []
     for gang in gangs:
-        state = progress(gang, recorder.event_id, now, deadline, policy.default_timeout_seconds, policy.allow_exec)
+        state = _look(recorder, gang, deadline, set())
         if state.unasked:
             asks += _gang_asks(recorder, node, gang, set(state.unasked))
             asked |= set(state.unasked)
-        _keep(recorder, state.as_result())
         out |= holds(gang, state, pods)
     if asks:
         for future in ask_pods(recorder, node, asks, deadline, pool, prepare):

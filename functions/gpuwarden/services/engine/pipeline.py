@@ -24,12 +24,13 @@ from dataclasses import dataclass, field
 
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.actions import ActionType
+from gpuwarden.domain.gangs import Gang
 from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.engine.checkpoint import PreparePod
 from gpuwarden.services.engine.context import Deps, Recorder, worker_pool
 from gpuwarden.services.engine.drain import DrainState, drain_step
-from gpuwarden.services.engine.gangs import ask_gangs
+from gpuwarden.services.engine.gangs import ask_gangs, find_gangs
 from gpuwarden.services.engine.node_ops import mark_node
 from gpuwarden.services.engine.replace import ensure_replacement
 from gpuwarden.services.engine.result import KARPENTER
@@ -104,6 +105,7 @@ class Disruption:
     #: Called with the state after every drain round this process runs (a terminal's progress).
     on_round: RoundReport | None = None
     _pods: list[PodView] | None = None
+    _gangs: list[Gang] | None = None
 
     def __post_init__(self) -> None:
         self.recorder = Recorder(self.deps, self.notice.event_id)
@@ -115,6 +117,14 @@ class Disruption:
             listed = self.deps.kube.list_pods_on_node(self.node.name)
             self._pods = [p for p in listed if p.node_name == self.node.name]
         return self._pods
+
+    @property
+    def gangs(self) -> list[Gang]:
+        """The gangs of the node's pods (docs/training-jobs.md), listed once (one LIST per gang) when
+        first needed; bad gang input is reported then."""
+        if self._gangs is None:
+            self._gangs = find_gangs(self.recorder, self.pods, report=True)
+        return self._gangs
 
 
 @dataclass(frozen=True)
@@ -172,7 +182,9 @@ def run(d: Disruption, steps: Steps) -> DrainState | None:
         sent = threading.Event()  # the urgent work first: rounds and replacement wait for the requests
         if steps.checkpoint:
             # the node's pods and every gang they belong to, each pod asked once (docs/training-jobs.md)
-            deliveries = ask_gangs(d.recorder, d.node, d.pods, d.notice.deadline, pool, d.hooks.prepare_pod, sent)
+            deliveries = ask_gangs(
+                d.recorder, d.node, d.pods, d.notice.deadline, pool, d.hooks.prepare_pod, sent, d.gangs
+            )
         else:
             sent.set()
         if steps.replace:
