@@ -4,7 +4,7 @@ from sim.apiserver.core import KubeSim
 from sim.apiserver.errors import ApiError
 from sim.apiserver.exec_ws import ExecRecord, ExecResult
 from sim.apiserver.faults import Fault, RequestInfo
-from sim.apiserver.server import RequestRecord
+from sim.apiserver.http_state import RequestRecord
 from sim.clock import SimClock
 
 __all__ = [

@@ -19,8 +19,9 @@ from sim.apiserver.api import MERGE_PATCH, Api
 from sim.apiserver.authz import Authorizer
 from sim.apiserver.exec_ws import ExecHandler, ExecRecord, default_exec_handler
 from sim.apiserver.faults import FaultInjector
+from sim.apiserver.http_state import RequestRecord, ServerState
 from sim.apiserver.registry import Registry, ResourceType
-from sim.apiserver.server import RequestRecord, ServerState, SimHTTPServer
+from sim.apiserver.server import SimHTTPServer
 from sim.apiserver.store import ChangeListener, Obj, Store
 from sim.clock import SimClock
 

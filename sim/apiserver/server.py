@@ -5,132 +5,25 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import queue
 import socket
 import struct
-import threading
 import time
-from dataclasses import dataclass, field
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from sim.apiserver import errors
-from sim.apiserver.api import Api, parse_json
+from sim.apiserver.api import parse_json
 from sim.apiserver.authz import request_attributes
-from sim.apiserver.exec_ws import (
-    ExecHandler,
-    ExecRecord,
-    ExecResult,
-    ExecSession,
-    accept_key,
-    choose_protocol,
-)
-from sim.apiserver.faults import Fault, FaultInjector, RequestInfo
-from sim.apiserver.registry import Registry, ResourceType
-from sim.apiserver.selectors import field_matcher, matches, parse_field_selector, parse_label_selector
+from sim.apiserver.discovery import discovery_doc, no_such_path
+from sim.apiserver.faults import Fault, RequestInfo
+from sim.apiserver.http_state import RequestRecord, Response, Route, ServerState
+from sim.apiserver.registry import ResourceType
+from sim.apiserver.streams import Streams
 from sim.apiserver.tables import to_table, wants_table
-from sim.clock import SimClock
 
 log = logging.getLogger("sim.apiserver.server")
-
-VERSION = {
-    "major": "1",
-    "minor": "32",
-    "gitVersion": "v1.32.4-sim",
-    "gitCommit": "0000000000000000000000000000000000000000",
-    "gitTreeState": "clean",
-    "buildDate": "2025-04-22T00:00:00Z",
-    "goVersion": "go1.23.6",
-    "compiler": "gc",
-    "platform": "linux/amd64",
-}
-
-
-def _no_such_path() -> errors.ApiError:
-    return errors.ApiError(404, "the server could not find the requested resource", "NotFound", {})
-
-
-def discovery_doc(reg: Registry, segments: list[str], port: int) -> dict[str, Any] | None:
-    """/version, /api, /api/v1, /apis, /apis/<g>, /apis/<g>/<v>; None for other paths.
-
-    /openapi/* answers 404: kubectl's get, cordon, drain, annotate, taint and exec do not need it.
-    """
-    if segments == ["version"]:
-        return VERSION
-    if segments == ["api"]:
-        return {
-            "kind": "APIVersions",
-            "versions": ["v1"],
-            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": f"127.0.0.1:{port}"}],
-        }
-    if segments == ["apis"]:
-        return reg.group_list()
-    if segments == ["api", "v1"]:
-        return reg.resource_list("", "v1")
-    if segments and segments[0] in ("openapi", "swagger.json"):
-        raise _no_such_path()
-    if len(segments) not in (2, 3) or segments[0] != "apis":
-        return None
-    if len(segments) == 2:
-        versions = [v for g, v in reg.groups() if g == segments[1]]
-        if not versions:
-            raise _no_such_path()
-        return reg.group_doc(segments[1], versions[0])
-    doc = reg.resource_list(segments[1], segments[2])
-    if doc is None:
-        raise _no_such_path()
-    return doc
-
-
-@dataclass(frozen=True)
-class RequestRecord:
-    method: str
-    path: str
-    query: dict[str, list[str]]
-    status: int  # 0: the connection was dropped by a fault
-    started: datetime  # sim time
-    duration: float  # real seconds
-    user_agent: str
-    content_type: str = ""
-    fault: bool = False
-    body: bytes = b""  # as sent (write requests); `payload` reads it
-
-    @property
-    def payload(self) -> Any:
-        """The request body as JSON (None when there was none)."""
-        return json.loads(self.body) if self.body else None
-
-
-@dataclass
-class ServerState:
-    api: Api
-    registry: Registry
-    clock: SimClock
-    faults: FaultInjector
-    exec_handler: ExecHandler
-    requests: list[RequestRecord] = field(default_factory=list)
-    exec_log: list[ExecRecord] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    stopping: threading.Event = field(default_factory=threading.Event)
-    connections: set[socket.socket] = field(default_factory=set)
-
-
-@dataclass
-class Route:
-    rtype: ResourceType
-    namespace: str | None
-    name: str | None
-    sub: str | None
-
-
-class Response(Exception):
-    """Raised by route handlers that already wrote their answer (upgrade, watch, reset)."""
-
-    def __init__(self, status: int) -> None:
-        super().__init__(status)
-        self.status = status
 
 
 class SimHTTPServer(ThreadingHTTPServer):
@@ -146,7 +39,7 @@ class SimHTTPServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), SimHandler)
 
 
-class SimHandler(BaseHTTPRequestHandler):
+class SimHandler(Streams):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True
     server: SimHTTPServer
@@ -320,7 +213,7 @@ class SimHandler(BaseHTTPRequestHandler):
             return doc
         route = self._resolve(segments)
         if route is None:
-            raise _no_such_path()
+            raise no_such_path()
         return self._dispatch(route, query, body)
 
     def _discovery(self, segments: list[str]) -> int | None:
@@ -427,108 +320,3 @@ class SimHandler(BaseHTTPRequestHandler):
             except errors.ApiError:
                 continue
         return self._send_json(200, api.list_doc(rt, deleted, api.store.resource_version))
-
-    # ------------------------------------------------------------ watch
-
-    def _watch(self, rt: ResourceType, ns: str | None, query: dict[str, list[str]]) -> int:
-        state = self.server.state
-        labels = parse_label_selector(query.get("labelSelector", [None])[-1])
-        fields = field_matcher(parse_field_selector(query.get("fieldSelector", [None])[-1], rt.field_selectors))
-        rv = query.get("resourceVersion", [""])[-1]
-        timeout = float(query.get("timeoutSeconds", ["1800"])[-1])
-        since = int(rv) if rv not in ("", "0") else None
-        watcher = state.api.store.watch(rt, ns, since)
-        try:
-            if since is None:
-                items, _ = state.api.list(rt, ns)
-                for item in items:
-                    watcher.events.put(("ADDED", item))
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Transfer-Encoding", "chunked")
-            self._record(200)
-            self.end_headers()
-            end = time.monotonic() + timeout
-            while time.monotonic() < end and not state.stopping.is_set():
-                try:
-                    event = watcher.events.get(timeout=0.2)
-                except queue.Empty:
-                    continue
-                if event is None:
-                    break
-                kind, obj = event
-                if not (matches(labels, obj["metadata"].get("labels")) and fields(obj)):
-                    continue
-                if rt.kind == "PodDisruptionBudget":
-                    obj = state.api.disruption.decorate(obj)
-                line = json.dumps({"type": kind, "object": obj}, separators=(",", ":")).encode() + b"\n"
-                self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
-            self.wfile.write(b"0\r\n\r\n")
-        finally:
-            state.api.store.unwatch(watcher)
-        raise Response(200)
-
-    # ------------------------------------------------------------ exec
-
-    def _exec(self, ns: str, name: str, query: dict[str, list[str]]) -> int:
-        state = self.server.state
-        pods = state.registry.by_kind("pods")
-        pod = state.api.get(pods, ns, name)
-        containers = [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
-        container = query.get("container", [""])[-1]
-        if not container:
-            if len(containers) != 1:
-                choices = " ".join(containers)
-                raise errors.bad_request(
-                    f"a container name must be specified for pod {name}, choose one of: [{choices}]"
-                )
-            container = containers[0]
-        elif container not in containers:
-            raise errors.bad_request(f"container {container} is not valid for pod {name}")
-        if not (pod.get("spec") or {}).get("nodeName"):
-            raise errors.bad_request(f"pod {name} does not have a host assigned")
-        command = query.get("command", [])
-        if not command:
-            raise errors.bad_request("you must specify at least 1 command")
-        if self.headers.get("Upgrade", "").lower() != "websocket" or not self.headers.get("Sec-WebSocket-Key"):
-            raise errors.bad_request("Upgrade request required")
-        protocol = choose_protocol(self.headers.get_all("Sec-WebSocket-Protocol") or [])
-        if protocol is None:
-            raise errors.bad_request(
-                "unable to upgrade: no supported channel protocol offered "
-                "(this simulator speaks v5.channel.k8s.io and v4.channel.k8s.io)"
-            )
-        record = ExecRecord(
-            namespace=ns,
-            pod=name,
-            container=container,
-            command=list(command),
-            time=state.clock.now(),
-            stdin=query.get("stdin", ["false"])[-1] in ("true", "1"),
-            tty=query.get("tty", ["false"])[-1] in ("true", "1"),
-            protocol=protocol,
-        )
-        self.send_response(101, "Switching Protocols")
-        self.send_header("Upgrade", "websocket")
-        self.send_header("Connection", "Upgrade")
-        self.send_header("Sec-WebSocket-Accept", accept_key(self.headers["Sec-WebSocket-Key"]))
-        self.send_header("Sec-WebSocket-Protocol", protocol)
-        self._record(101)
-        self.end_headers()
-        self.close_connection = True
-        with state.lock:
-            state.exec_log.append(record)
-        try:
-            result = state.exec_handler(record)
-        except Exception as exc:  # the handler is test code: report its failure as the command's
-            log.exception("sim: exec handler failed")
-            result = ExecResult(exit_code=126, stderr=f"exec handler failed: {exc!r}\n")
-        session = ExecSession(
-            self.connection,
-            self.rfile,  # type: ignore[arg-type]
-            want_stdout=query.get("stdout", ["true"])[-1] in ("true", "1"),
-            want_stderr=query.get("stderr", ["true"])[-1] in ("true", "1"),
-        )
-        with contextlib.suppress(OSError):
-            session.finish(result, list(command))
-        raise Response(101)

@@ -29,6 +29,13 @@ from sim.apiserver import errors
 from sim.apiserver.jsondoc import clone
 from sim.apiserver.registry import Registry, ResourceType
 from sim.apiserver.selectors import field_value
+from sim.apiserver.write_rules import (
+    check_preconditions,
+    deletion_grace,
+    keep_system_meta,
+    merge_subresource,
+    prepare_namespace,
+)
 from sim.clock import SimClock, rfc3339
 
 Obj = dict[str, Any]
@@ -37,7 +44,6 @@ ObjKey = tuple[str, str, str]  # (type key, namespace, name)
 BucketKey = tuple[str, str]  # (namespace, name)
 
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-DEFAULT_GRACE = 30
 GENERATION_GROUPS = ("apps", "batch", "policy", "karpenter.sh")
 
 
@@ -201,7 +207,7 @@ class Store:
         obj = clone(obj)
         meta = obj.setdefault("metadata", {})
         obj["apiVersion"], obj["kind"] = rtype.api_version, rtype.kind
-        ns = self._prepare_namespace(rtype, namespace, meta)
+        ns = prepare_namespace(rtype, namespace, meta)
         if not meta.get("name") and meta.get("generateName"):
             suffix = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(5))
             meta["name"] = f"{meta['generateName']}{suffix}"
@@ -242,18 +248,6 @@ class Store:
             out = clone(obj)
         self._notify(rtype, "ADDED", out)
         return out
-
-    def _prepare_namespace(self, rtype: ResourceType, namespace: str | None, meta: Obj) -> str:
-        if not rtype.namespaced:
-            meta.pop("namespace", None)
-            return ""
-        ns = namespace or meta.get("namespace") or "default"
-        if meta.get("namespace") and meta["namespace"] != ns:
-            raise errors.bad_request(
-                "the namespace of the provided object does not match the namespace sent on the request"
-            )
-        meta["namespace"] = ns
-        return str(ns)
 
     def replace(
         self,
@@ -302,8 +296,8 @@ class Store:
                 raise errors.bad_request(
                     "the namespace of the provided object does not match the namespace sent on the request"
                 )
-            new = self._merge_subresource(current, new, subresource, rtype)
-            self._keep_system_meta(current, new, rtype)
+            new = merge_subresource(current, new, subresource, rtype)
+            keep_system_meta(current, new, rtype)
             if new == current:  # a no-op write does not bump resourceVersion (like the real server)
                 return clone(current)
             if current.get("spec") != new.get("spec") and "generation" in current["metadata"]:
@@ -326,48 +320,6 @@ class Store:
         self._notify(rtype, event, out)
         return out
 
-    @staticmethod
-    def _merge_subresource(current: Obj, new: Obj, subresource: str | None, rtype: ResourceType) -> Obj:
-        """``status``: only the status changes; main resource of a type with a status
-        subresource: the status is kept (as the real strategies do); ``"*"``: anything goes."""
-        if subresource == "*":
-            return new
-        if subresource == "status":
-            merged = clone(current)
-            if "status" in new:
-                merged["status"] = new["status"]
-            else:
-                merged.pop("status", None)
-            merged["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-            return merged
-        if any(sub == "status" for sub, _, _ in rtype.subresources):
-            if "status" in current:
-                new["status"] = clone(current["status"])
-            else:
-                new.pop("status", None)
-        return new
-
-    @staticmethod
-    def _keep_system_meta(current: Obj, new: Obj, rtype: ResourceType) -> None:
-        meta, old = new["metadata"], current["metadata"]
-        for field in (
-            "uid",
-            "creationTimestamp",
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-            "generation",
-            "namespace",
-            "name",
-        ):
-            if field in old:
-                meta[field] = old[field]
-            else:
-                meta.pop(field, None)
-        meta["resourceVersion"] = old["resourceVersion"]
-        new["apiVersion"], new["kind"] = rtype.api_version, rtype.kind
-        if not rtype.namespaced:
-            meta.pop("namespace", None)
-
     # ------------------------------------------------------------ deletion
 
     def delete(
@@ -385,9 +337,9 @@ class Store:
             current = bucket.get((ns, name))
             if current is None:
                 raise errors.not_found(rtype.plural, name, rtype.group)
-            self._check_preconditions(rtype, current, preconditions or {})
+            check_preconditions(rtype, current, preconditions or {})
             graceful = rtype.key == "pods" and bool((current.get("spec") or {}).get("nodeName"))
-            grace = self._grace(current, grace_seconds) if graceful else 0
+            grace = deletion_grace(current, grace_seconds) if graceful else 0
             now = self.clock.now()
             key = (rtype.key, ns, name)
             meta = current["metadata"]
@@ -412,35 +364,6 @@ class Store:
                 out, event, gone = self._remove_locked(rtype, key), "DELETED", True
         self._notify(rtype, event, out)
         return out, gone
-
-    @staticmethod
-    def _grace(pod: Obj, grace_seconds: int | None) -> int:
-        if grace_seconds is None:
-            value = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
-            grace_seconds = DEFAULT_GRACE if value is None else int(value)
-        return 1 if int(grace_seconds) < 0 else int(grace_seconds)  # "negative values are treated as 1s"
-
-    @staticmethod
-    def _check_preconditions(rtype: ResourceType, current: Obj, pre: Obj) -> None:
-        """DeleteOptions preconditions, as the API server's `rest.BeforeDelete` checks them (for a
-        DELETE and for an eviction's delete alike): 409 Conflict naming the resource by its Kind."""
-        meta = current["metadata"]
-        name = meta["name"]
-        if pre.get("uid") and pre["uid"] != meta["uid"]:
-            why = (
-                f"the UID in the precondition ({pre['uid']}) does not match the UID in record ({meta['uid']}). "
-                "The object might have been deleted and then recreated"
-            )
-        elif pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
-            why = (
-                f"the ResourceVersion in the precondition ({pre['resourceVersion']}) does not match the "
-                f"ResourceVersion in record ({meta['resourceVersion']}). The object might have been modified"
-            )
-        else:
-            return
-        resource = f"{rtype.kind}.{rtype.group}" if rtype.group else rtype.kind
-        details = {"name": name, "kind": rtype.kind, **({"group": rtype.group} if rtype.group else {})}
-        raise errors.ApiError(409, f'Operation cannot be fulfilled on {resource} "{name}": {why}', "Conflict", details)
 
     def _remove_locked(self, rtype: ResourceType, key: ObjKey) -> Obj:
         obj = self._drop(rtype, (key[1], key[2]))

@@ -14,7 +14,7 @@ from gpuwarden.domain.ports import EvictionOutcome, KubePort
 from gpuwarden.services.routes import handle_batch
 from gpuwarden.sources import parse_notices
 from sim import KubeSim
-from sim.apiserver.server import RequestRecord
+from sim.apiserver.http_state import RequestRecord
 from sim.builders import inference_pod, training_pod
 from sim.clock import rfc3339
 from tests.integration.conftest import World, load_event

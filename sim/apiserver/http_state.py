@@ -1,0 +1,65 @@
+"""What the HTTP side holds: the request log's records, the server's state, a resolved route."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sim.apiserver.api import Api
+from sim.apiserver.exec_ws import ExecHandler, ExecRecord
+from sim.apiserver.faults import FaultInjector
+from sim.apiserver.registry import Registry, ResourceType
+from sim.clock import SimClock
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    status: int  # 0: the connection was dropped by a fault
+    started: datetime  # sim time
+    duration: float  # real seconds
+    user_agent: str
+    content_type: str = ""
+    fault: bool = False
+    body: bytes = b""  # as sent (write requests); `payload` reads it
+
+    @property
+    def payload(self) -> Any:
+        """The request body as JSON (None when there was none)."""
+        return json.loads(self.body) if self.body else None
+
+
+@dataclass
+class ServerState:
+    api: Api
+    registry: Registry
+    clock: SimClock
+    faults: FaultInjector
+    exec_handler: ExecHandler
+    requests: list[RequestRecord] = field(default_factory=list)
+    exec_log: list[ExecRecord] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    stopping: threading.Event = field(default_factory=threading.Event)
+    connections: set[socket.socket] = field(default_factory=set)
+
+
+@dataclass
+class Route:
+    rtype: ResourceType
+    namespace: str | None
+    name: str | None
+    sub: str | None
+
+
+class Response(Exception):
+    """Raised by route handlers that already wrote their answer (upgrade, watch, reset)."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
