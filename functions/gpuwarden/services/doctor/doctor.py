@@ -15,10 +15,6 @@ from typing import Any
 from gpuwarden.domain.errors import GpuwardenError
 from gpuwarden.domain.policy import Policy
 from gpuwarden.services.doctor.checks import (
-    ClusterFacts,
-    DoctorReads,
-    Finding,
-    Severity,
     check_checkpoint_annotations,
     check_cluster_access,
     check_gpu_metrics,
@@ -27,8 +23,8 @@ from gpuwarden.services.doctor.checks import (
     check_static_gpu_limit,
     check_termination_grace,
     check_termination_handler,
-    read_facts,
 )
+from gpuwarden.services.doctor.facts import ClusterFacts, DoctorReads, Finding, Severity, read_facts
 from gpuwarden.services.doctor.gangs import check_checkpoint_gangs
 from gpuwarden.services.doctor.gpu_health import check_gpu_health
 

@@ -19,7 +19,7 @@ from gpuwarden.domain.checkpoint import CheckpointSpec, checkpoint_spec
 from gpuwarden.domain.gangs import ASK, BadGangInput, Gang, form_gang, gang_refs, is_gang, zones_of
 from gpuwarden.domain.policy import Policy
 from gpuwarden.domain.views import PodView
-from gpuwarden.services.doctor.checks import ClusterFacts, Finding, Severity
+from gpuwarden.services.doctor.facts import ClusterFacts, Finding, Severity
 
 CHECK = "checkpoint-gangs"
 _SHOWN = 4
