@@ -12,7 +12,9 @@ from __future__ import annotations
 import hashlib
 
 from sim.apiserver.store import Obj
-from sim.builders import _uid, _workload, training_pod
+from sim.builders.base import uid_for as _uid
+from sim.builders.owners import workload as _workload
+from sim.builders.pods import training_pod
 
 # batch/v1 (k8s.io/api/batch/v1/types.go): labels on every pod of a Job; the completion index is an
 # annotation, and (PodIndexLabel, on by default since 1.28) a label too.

@@ -127,7 +127,7 @@ def test_the_services_folder_holds_at_most_eight_modules() -> None:
     assert len(direct) <= 8, direct
 
 
-@pytest.mark.parametrize("tree", ["functions"])
+@pytest.mark.parametrize("tree", ["functions", "sim"])
 def test_no_file_over_400_lines(tree: str) -> None:
     long = {
         str(p.relative_to(ROOT)): n for p in (ROOT / tree).rglob("*.py") if (n := len(p.read_text().splitlines())) > 400
