@@ -186,6 +186,21 @@ def scan(as_json: bool) -> None:
 
 
 @main.command()
+@click.option("--all", "every", is_flag=True, help="Every node of the cluster, and every NodePool the windows changed.")
+@click.option("--node", metavar="NAME", help="One node.")
+@click.option("--dry-run", is_flag=True, help="Say what would be taken back, change nothing.")
+def release(every: bool, node: str | None, dry_run: bool) -> None:
+    """Take back every mark gpuwarden left (docs/rollback.md): its cordons, taints and annotations on
+    nodes, the do-not-disrupt marks it added to pods, and (--all) NodePool budgets and GPU limits
+    restored exactly. Idempotent; prints the JSON answer. Exit as for invoke."""
+    from gpuwarden.local import run_release
+
+    if every == (node is not None):
+        _fail_invalid("give exactly one of --all and --node NAME")
+    _emit(_guarded(lambda: run_release(node, dry_run=dry_run), "manual", {"node": node}))
+
+
+@main.command()
 @click.option("--speed", default=10.0, show_default=True, help="How much faster the simulated kubelet's clock runs.")
 def demo(speed: float) -> None:
     """Replay sample events through the real handlers on a simulated GPU cluster and AWS."""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from gpuwarden.config import Settings
 from gpuwarden.domain.errors import GpuwardenError, InvalidPolicy
 from gpuwarden.services.engine.failures import failed_result
-from gpuwarden.services.routes import handle_alerts, handle_batch, handle_scan, handle_tick, tick_kind
+from gpuwarden.services.routes import handle_alerts, handle_batch, handle_release, handle_scan, handle_tick, tick_kind
 from gpuwarden.sources import AlertBatch, NoticeBatch, RunbookRequest, ScanTick, WindowTick, parse_event
 from gpuwarden.wiring import build_deps, deployed_rules, runbook_deps
 
@@ -98,3 +98,13 @@ def _answered(
     except GpuwardenError as err:
         failed = failed_result(kind, err, event_id=event_id, node=node, instance_id=instance_id).to_json()
         return failed | (extra or {})
+
+
+def run_release(node: str | None, *, dry_run: bool = False) -> dict[str, Any]:
+    """`gpuwarden release`: against KUBECONFIG (or the policy's EKS cluster); ``node`` None: every
+    node and NodePool. A failure to reach the cluster is the failed JSON answer."""
+    return _answered(
+        lambda: handle_release(build_deps(Settings.from_env(), dry_run=dry_run or None, caller="cli"), node).to_json(),
+        "manual",
+        node=node,
+    )

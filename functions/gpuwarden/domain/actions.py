@@ -68,6 +68,8 @@ class ActionType(StrEnum):
     RETIRE = "retire"
     RETIRE_SKIPPED = "retire-skipped"
     RELEASE = "release"
+    #: `gpuwarden release`: a pod's do-not-disrupt (gpuwarden's) and checkpoint request taken back
+    POD_RELEASED = "pod-released"
     NODEPOOL_SET = "nodepool-set"
     NODEPOOL_DRIFT = "nodepool-drift"
     NODEPOOL_SKIPPED = "nodepool-skipped"

@@ -24,6 +24,7 @@ from gpuwarden.services.engine.failures import failed_notice, failed_result
 from gpuwarden.services.engine.pipeline import URGENT, KindHooks, round_of
 from gpuwarden.services.engine.result import Result, record_result
 from gpuwarden.services.notices import capacity, gpu_health, gpu_idle, interruption, maintenance
+from gpuwarden.services.release import release
 from gpuwarden.services.runbook import actions as runbook
 from gpuwarden.services.windows import windows
 from gpuwarden.sources import AlertBatch, NoticeBatch, ScanTick, WindowTick
@@ -231,6 +232,21 @@ def _tick(tick: WindowTick, deps: Deps, drain_locally: bool, planned: list[Resul
         return capacity.reconcile_blocks(recorder, hooks, drain_locally=drain_locally, planned=planned)
 
     return windows.reconcile_windows(tick, deps, also=blocks if tick.action == "reconcile" else None)
+
+
+# --------------------------------------------------------------------------- the way back
+
+
+def handle_release(deps: Deps, node: str | None) -> Result:
+    """`gpuwarden release`: gpuwarden's marks taken back on one node, or on every node and then
+    every NodePool the windows changed (docs/rollback.md)."""
+    event_id = f"release-{node or 'all'}-{deps.clock():%Y%m%dT%H%M%S%fZ}"
+    also = windows.restore_nodepools if node is None else None
+    try:
+        result = release.release(deps, node, event_id=event_id, also=also)
+    except GpuwardenError as err:
+        return _failed(failed_result(Kind.MANUAL.value, err, event_id=event_id, node=node), deps)
+    return _counted(_recorded(result, deps))
 
 
 # --------------------------------------------------------------------------- the drain workflow

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -240,3 +240,15 @@ def reconcile_windows(tick: WindowTick, deps: Deps, *, also: Callable[[Recorder]
         actions=recorder.actions,
         nodepools=[r.to_json() for r in reports],
     )
+
+
+def restore_nodepools(recorder: Recorder) -> str:
+    """Every NodePool the windows changed, given back exactly as its owner left it: the saved
+    originals written back as when the last window covering it closes (`gpuwarden release --all`).
+    Into ``recorder``; answers the summary to append to its reason."""
+    deps = replace(recorder.deps, policy=recorder.deps.policy.model_copy(update={"windows": []}))
+    now = deps.window_clock()
+    pools = [p for p in deps.kube.list_nodepools() if saved_fields(p) is not None]
+    reports = [_reconcile_one(deps, pool, now) for pool in pools]
+    changes = _record(recorder, reports, drift=False)
+    return "; " + _summary("NodePools restored", now, reports, changes, drift=False)

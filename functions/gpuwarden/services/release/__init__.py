@@ -1,0 +1,1 @@
+"""The release use case: every mark gpuwarden left on the cluster taken back (docs/rollback.md)."""

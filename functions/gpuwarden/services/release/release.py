@@ -1,0 +1,100 @@
+"""`gpuwarden release`: the way back (docs/rollback.md).
+
+On each node (one, or every node of the cluster): gpuwarden's taint, its cordon (only a cordon
+gpuwarden made) and every `gpuwarden.io/` annotation it wrote, the replacement record and a held
+maintenance plan included; on the node's pods, the `karpenter.sh/do-not-disrupt` marks gpuwarden
+added (an owner's own is never touched) and the checkpoint request annotations gpuwarden wrote.
+With every node, the NodePools too: their budgets and limits restored exactly from what the
+windows saved (the routing table hands that part in, from the windows use case).
+
+Each write goes through the one write primitive (read → decide → RV-checked write), so a release
+run twice, or beside a notice, changes nothing the second time; what is not gpuwarden's is left
+as it is. A dry run says what it would take back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.actions import ActionType
+from gpuwarden.domain.errors import NotFound
+from gpuwarden.domain.views import NodeView, PodView
+from gpuwarden.services.engine.context import Deps, Recorder
+from gpuwarden.services.engine.karpenter import release_pod_patch
+from gpuwarden.services.engine.result import Result
+from gpuwarden.services.engine.writes import Patch, annotate, release_patch, update_node, update_pod
+
+KIND = "manual"
+#: What gpuwarden writes on a pod and a release takes back (the workload's own ack is its own).
+POD_MARKS = (ann.CHECKPOINT_REQUESTED, ann.CHECKPOINT_EVENT, ann.CHECKPOINT_FAILED)
+
+
+def node_release_patch(node: NodeView) -> Patch | None:
+    """Everything gpuwarden wrote on the node: a disruption's marks (`release_patch`), and the
+    records a disruption keeps (the replacement, lost events, a maintenance plan). None: nothing."""
+    patch = release_patch(node) or {}
+    records = [k for k in node.annotations if k.startswith(ann.PREFIX) and k != ann.SAVED_BUDGETS]
+    if not patch and not records:
+        return None
+    annotations = dict.fromkeys(records) | dict((patch.get("metadata") or {}).get("annotations") or {})
+    return {**patch, "metadata": {"annotations": annotations}}
+
+
+def pod_release_patch(pod: PodView) -> Patch | None:
+    """The do-not-disrupt gpuwarden added, and the checkpoint request it wrote."""
+    marks = [k for k in POD_MARKS if k in pod.annotations]
+    dnd = release_pod_patch(pod)
+    if not marks and dnd is None:
+        return None
+    return annotate(dict.fromkeys(marks) | dict(((dnd or {}).get("metadata") or {}).get("annotations") or {}))
+
+
+def _release_node(recorder: Recorder, node: NodeView) -> list[dict[str, Any]]:
+    kube = recorder.deps.kube
+    written = update_node(kube, node, node_release_patch)
+    done: list[dict[str, Any]] = []
+    if written.written and written.obj is not None:
+        cordon = ["cordon"] if node.annotations.get(ann.CORDONED_BY_US) == "true" else []
+        taint = [f"taint {ann.TAINT_KEY}"] if any(t.key == ann.TAINT_KEY for t in node.taints) else []
+        taken = sorted(k for k in node.annotations if k.startswith(ann.PREFIX) and k != ann.SAVED_BUDGETS)
+        why = "gpuwarden's marks taken back: " + ", ".join([*cordon, *taint, *taken])
+        done.append(recorder.add(ActionType.RELEASE, written.obj, target=node.name, reason=why))
+    for pod in kube.list_pods_on_node(node.name):
+        if pod.node_name != node.name:
+            continue
+        released = update_pod(kube, pod, pod_release_patch)
+        if released.written:
+            marks = [k for k in (*POD_MARKS, ann.DO_NOT_DISRUPT_ADDED) if k in pod.annotations]
+            done.append(recorder.add(ActionType.POD_RELEASED, pod=pod.key, reason="taken back: " + ", ".join(marks)))
+    return done
+
+
+def release(
+    deps: Deps, node_name: str | None, *, event_id: str, also: Callable[[Recorder], str] | None = None
+) -> Result:
+    """Take back gpuwarden's marks on one node (``node_name``) or on every node (None), then run
+    ``also`` into the same record (the NodePools, with every node)."""
+    recorder = Recorder(deps, event_id)
+    if node_name is not None:
+        found = deps.kube.get_node(node_name)
+        if found is None:
+            raise NotFound(f"node {node_name} is not in cluster {deps.policy.cluster}")
+        nodes = [found]
+    else:
+        nodes = deps.kube.list_nodes()
+    touched = [n.name for n in nodes if _release_node(recorder, n)]
+    recorder.flush()
+    where = node_name or f"{len(nodes)} node(s)"
+    reason = f"released {where}: " + (f"marks taken back on {', '.join(touched)}" if touched else "no gpuwarden mark")
+    if also is not None:
+        reason += also(recorder)
+    return Result(
+        outcome="dry-run" if deps.dry_run else "handled",
+        kind=KIND,
+        node=node_name,
+        event_id=event_id,
+        reason=reason,
+        actions=recorder.actions,
+    )

@@ -1,0 +1,148 @@
+"""`gpuwarden release` (docs/rollback.md): every mark gpuwarden left taken back, and only those.
+
+Given a cluster where gpuwarden cordoned a node for a Spot warning (its taint, annotations, the
+do-not-disrupt marks and checkpoint requests on the node's pods, a replacement record) and a
+budget window wrote a NodePool, when the release runs, then nothing of gpuwarden's is left, the
+NodePool is byte for byte what its owner wrote, and what is not gpuwarden's stays as it was.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from click.testing import CliRunner
+
+from gpuwarden.cli import main
+from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.policy import Policy
+from gpuwarden.services.engine.context import Deps
+from gpuwarden.services.routes import handle_batch, handle_release, handle_tick
+from gpuwarden.sources import parse_notices, parse_window_tick
+from tests.integration.conftest import World, load_event
+from tests.integration.scenarios import Scenario, spot_node
+
+NIGHT_2230 = datetime(2026, 6, 1, 22, 30, tzinfo=UTC)
+WINDOW = {"name": "night-cap", "schedule": "0 22 * * *", "timezone": "UTC", "duration": "8h"}
+POLICY = Policy.model_validate({"cluster": "ml-prod", "windows": [WINDOW | {"max_disruptions": 1, "gpu_limit": 8}]})
+DND = "karpenter.sh/do-not-disrupt"
+
+
+def _deps(world: World, *, dry_run: bool = False) -> Deps:
+    deps = world.deps(POLICY, dry_run=dry_run)
+    deps.window_clock = lambda: NIGHT_2230
+    deps.start_drain = lambda _state: None  # deployed: the drain workflow would carry the drain on
+    return deps
+
+
+def _marked_cluster(world: World) -> tuple[Scenario, dict[str, Any]]:
+    """A node gpuwarden took for a Spot warning (drain handed off, so its marks stay) and a
+    NodePool a window wrote; answers the pool as its owner wrote it."""
+    scenario = spot_node(world.sim, modes=("annotate",), inference=1, pdb_min_available=None)
+    owners_pool = copy.deepcopy(world.sim.get("NodePool", "gpu-training"))
+    deps = _deps(world)
+    opened = handle_tick(
+        parse_window_tick({"gpuwarden": "budget-window", "action": "open", "window": "night-cap"}), deps
+    )
+    assert opened.outcome == "handled", opened.reason
+    event = load_event("spot-interruption.json", time=world.sim.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"))
+    taken = handle_batch(parse_notices(event), deps, drain_locally=False)
+    assert taken.outcome == "handled", taken.reason
+    return scenario, owners_pool
+
+
+def _gpuwarden_marks(world: World) -> list[str]:
+    marks: list[str] = []
+    for node in world.sim.list("Node"):
+        name = node["metadata"]["name"]
+        marks += [f"{name}: {k}" for k in node["metadata"].get("annotations") or {} if k.startswith(ann.PREFIX)]
+        marks += [f"{name}: taint {t['key']}" for t in node["spec"].get("taints") or [] if t["key"] == ann.TAINT_KEY]
+        marks += [f"{name}: cordoned" for _ in [1] if node["spec"].get("unschedulable")]
+    for pod in world.sim.list("Pod"):
+        key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+        annotations = pod["metadata"].get("annotations") or {}
+        gpuwarden_owned = (ann.DO_NOT_DISRUPT_ADDED, ann.CHECKPOINT_REQUESTED, ann.CHECKPOINT_EVENT, DND)
+        marks += [f"{key}: {k}" for k in annotations if k in gpuwarden_owned]
+    return marks
+
+
+def _pool(world: World) -> dict[str, Any]:
+    found = world.sim.get("NodePool", "gpu-training")
+    assert found is not None
+    return found
+
+
+def test_release_all_takes_back_every_mark_and_restores_the_nodepool_exactly(world: World) -> None:
+    # Given a node gpuwarden took for a Spot warning, and a NodePool an open window wrote
+    scenario, owners_pool = _marked_cluster(world)
+    before = _gpuwarden_marks(world)
+    assert f"{scenario.node}: taint {ann.TAINT_KEY}" in before
+    assert f"{scenario.trainers['annotate']}: {ann.DO_NOT_DISRUPT_ADDED}" in before
+    assert _pool(world)["spec"] != owners_pool["spec"]
+    # When everything is released
+    result = handle_release(_deps(world), None).to_json()
+    # Then no gpuwarden mark is left, and the pool is its owner's again, byte for byte
+    assert result["outcome"] == "handled", result["reason"]
+    assert _gpuwarden_marks(world) == []
+    pool = _pool(world)
+    assert json.dumps(pool["spec"], sort_keys=True) == json.dumps(owners_pool["spec"], sort_keys=True)
+    # (an emptied annotations map reads as no annotations, as kube-apiserver omits an empty map)
+    assert (pool["metadata"].get("annotations") or {}) == (owners_pool["metadata"].get("annotations") or {})
+    types = {a["type"] for a in result["actions"]}
+    assert {"release", "pod-released", "nodepool-set"} <= types
+    # And a second release finds nothing to take back
+    again = handle_release(_deps(world), None).to_json()
+    assert again["outcome"] == "handled"
+    assert again["actions"] == []
+    assert "no gpuwarden mark" in again["reason"]
+
+
+def test_release_leaves_what_is_not_gpuwardens(world: World) -> None:
+    # Given a node someone else cordoned, and a pod whose owner set do-not-disrupt
+    scenario = spot_node(world.sim, modes=("annotate",), inference=1, pdb_min_available=None)
+    other = "ip-10-0-2-40.us-west-2.compute.internal"
+    world.sim.patch_direct("Node", other, {"spec": {"unschedulable": True}})
+    name = scenario.trainers["annotate"].split("/")[1]
+    world.sim.patch_direct("Pod", name, {"metadata": {"annotations": {DND: "true"}}}, "ml")
+    # When everything is released
+    result = handle_release(_deps(world), None).to_json()
+    # Then the owner's cordon and do-not-disrupt are untouched, and nothing was written
+    assert result["actions"] == []
+    assert world.node(other)["spec"]["unschedulable"] is True
+    pod = world.pod(scenario.trainers["annotate"])
+    assert pod is not None
+    assert pod["metadata"]["annotations"][DND] == "true"
+
+
+def test_release_of_one_node_and_its_dry_run(world: World) -> None:
+    # Given a node gpuwarden took
+    scenario, _ = _marked_cluster(world)
+    before = _gpuwarden_marks(world)
+    # When the release of that node is only planned
+    planned = handle_release(_deps(world, dry_run=True), scenario.node).to_json()
+    # Then it says what it would take back and changes nothing
+    assert planned["outcome"] == "dry-run"
+    assert planned["node"] == scenario.node
+    assert {a["type"] for a in planned["actions"]} >= {"release", "pod-released"}
+    assert _gpuwarden_marks(world) == before
+    # When it runs, then that node's marks are gone (the NodePool is only restored with --all)
+    done = handle_release(_deps(world), scenario.node).to_json()
+    assert done["outcome"] == "handled"
+    assert [m for m in _gpuwarden_marks(world) if m.startswith(scenario.node)] == []
+    assert ann.SAVED_BUDGETS in (_pool(world)["metadata"].get("annotations") or {})
+
+
+def test_release_of_a_node_that_is_not_in_the_cluster_fails(world: World) -> None:
+    result = handle_release(_deps(world), "ip-typo").to_json()
+    assert result["outcome"] == "failed"
+    assert "ip-typo" in result["reason"]
+
+
+def test_release_asks_for_exactly_one_of_all_and_node() -> None:
+    runner = CliRunner()
+    for args in (["release"], ["release", "--all", "--node", "n"]):
+        outcome = runner.invoke(main, args)
+        assert outcome.exit_code == 2, outcome.output
+        assert "--all" in outcome.output
