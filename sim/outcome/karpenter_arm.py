@@ -27,6 +27,9 @@ from typing import Any
 
 from sim.actors import karpenter as stand_in
 from sim.actors.karpenter import KarpenterAction
+from sim.actors.karpenter.cluster import Cluster
+from sim.actors.karpenter.lifecycle import LifecycleController
+from sim.actors.karpenter.provisioning import Provisioner
 from sim.clock import parse_rfc3339
 from sim.outcome.events import Incident, IncidentKind
 from sim.outcome.payloads import payloads
@@ -41,23 +44,45 @@ _WATCH_DELAY = 1.0
 
 
 @dataclass
-class ScenarioKarpenter(stand_in.Karpenter):
+class _ClosedPoolLifecycle(LifecycleController):
+    """Each pool's own launch time; nothing launches into a pool whose capacity is gone."""
+
     launch_by_pool: dict[str, float] = field(default_factory=dict)
-    #: pools whose capacity is gone (an ending Capacity Block)
     closed_pools: set[str] = field(default_factory=set)
 
-    def _reconcile_claim(self, claim: Obj, nodes: list[Obj], now: datetime) -> None:
+    def launch_seconds_for(self, claim: Obj) -> float:
+        pool = (claim["metadata"].get("labels") or {}).get(stand_in.NODEPOOL_LABEL, "")
+        return self.launch_by_pool.get(pool, super().launch_seconds_for(claim))
+
+    def reconcile(self, claim: Obj, nodes: list[Obj], now: datetime) -> None:
         pool = (claim["metadata"].get("labels") or {}).get(stand_in.NODEPOOL_LABEL, "")
         if pool in self.closed_pools and not (claim.get("status") or {}).get("providerID"):
             return  # nothing to launch into (an insufficient-capacity error, retried in vain)
-        self.launch_seconds = self.launch_by_pool.get(pool, self.launch_seconds)
-        super()._reconcile_claim(claim, nodes, now)
+        super().reconcile(claim, nodes, now)
+
+
+@dataclass
+class _ClosedPoolProvisioner(Provisioner):
+    closed_pools: set[str] = field(default_factory=set)
 
     def _create_claim(
         self, pool: Obj, pods: list[Obj], by_node: dict[str, Obj], claims: list[Obj], now: datetime
     ) -> None:
         if pool["metadata"]["name"] not in self.closed_pools:
             super()._create_claim(pool, pods, by_node, claims, now)
+
+
+@dataclass
+class ScenarioKarpenter(stand_in.Karpenter):
+    launch_by_pool: dict[str, float] = field(default_factory=dict)
+    #: pools whose capacity is gone (an ending Capacity Block)
+    closed_pools: set[str] = field(default_factory=set)
+
+    def make_lifecycle(self, cluster: Cluster) -> LifecycleController:
+        return _ClosedPoolLifecycle(cluster, launch_by_pool=self.launch_by_pool, closed_pools=self.closed_pools)
+
+    def make_provisioner(self, cluster: Cluster) -> Provisioner:
+        return _ClosedPoolProvisioner(cluster, closed_pools=self.closed_pools)
 
 
 class KarpenterDriver:

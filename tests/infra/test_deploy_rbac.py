@@ -134,7 +134,7 @@ def test_every_path_the_adapter_can_build_is_allowed() -> None:
             continue
         for group, resource, verb in required(method, path):
             assert rbac.allows(role, group, resource, verb), (
-                f"{method} {path} needs {verb} on {group or 'core'}/{resource}: add it to services/rbac.py RULES"
+                f"{method} {path} needs {verb} on {group or 'core'}/{resource}: add it to services/doctor/rbac.py RULES"
             )
 
 

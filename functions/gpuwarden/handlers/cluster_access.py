@@ -2,7 +2,7 @@
 
 Create/Update apply the rendered ClusterRole + ClusterRoleBinding (group ``gpuwarden``),
 Delete removes them. The documents come from the resource's properties (rendered at synth
-time by ``services/rbac.py``), the cluster from ``ClusterName``; the cluster is reached with
+time by ``services/doctor/rbac.py``), the cluster from ``ClusterName``; the cluster is reached with
 an EKS token from this function's role, as every gpuwarden function does (no kubectl).
 """
 

@@ -293,11 +293,10 @@ def check_termination_grace(facts: ClusterFacts, policy: Policy) -> Finding:
             continue
         if grace < NOTICE_SECONDS + longest:
             short.append(f"{name} ({text} < {NOTICE_SECONDS} s + {longest} s)")
-    if not short:
-        return Finding("nodepool-termination-grace", Severity.OK, "no NodePool terminationGracePeriod is too short")
-    return Finding(
+    return _warn_unless_empty(
         "nodepool-termination-grace",
-        Severity.WARN,
+        short,
+        "no NodePool terminationGracePeriod is too short",
         f"NodePools whose terminationGracePeriod is shorter than the notice plus the longest checkpoint timeout "
         f"of their pods: {_names(short)}. Karpenter force-deletes do-not-disrupt pods when it runs out, "
         "before their checkpoint",
@@ -347,11 +346,10 @@ def check_static_gpu_limit(facts: ClusterFacts, policy: Policy) -> Finding:
         for pool in static
         if w.applies_to(pool)
     ]
-    if not clashes:
-        return Finding("static-nodepool-gpu-limit", Severity.OK, "no window's gpu_limit covers a static NodePool")
-    return Finding(
+    return _warn_unless_empty(
         "static-nodepool-gpu-limit",
-        Severity.WARN,
+        clashes,
+        "no window's gpu_limit covers a static NodePool",
         f"gpu_limit cannot apply to a static NodePool (spec.replicas; Karpenter accepts only limits.nodes there), "
         f"it is skipped: {_names(clashes)}",
         "list only dynamic NodePools in those windows' nodepools, or size a static pool with spec.replicas",
@@ -390,3 +388,8 @@ def check_policy(policy: Policy | None, error: str | None, now: datetime) -> Fin
         lines.append(f"{window.name} opens {opens.isoformat()}, closes {closes.isoformat()} ({window.timezone})")
     windows = "; ".join(lines) if lines else "no budget windows"
     return Finding("policy", Severity.OK, f"valid for cluster {policy.cluster}: {windows}")
+
+
+def _warn_unless_empty(check: str, found: list[str], ok: str, warning: str, fix: str) -> Finding:
+    """OK when a check found nothing; else the warning (which names what it found) and its fix."""
+    return Finding(check, Severity.WARN, warning, fix) if found else Finding(check, Severity.OK, ok)

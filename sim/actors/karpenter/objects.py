@@ -1,0 +1,147 @@
+"""What Karpenter's controllers share: its label and annotation names, the action record, and the
+small readers of pods, nodes and NodeClaims (``IsDoNotDisruptActive``, ``IsWaitingEviction``, …)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sim.actors.controllers import tolerates
+from sim.clock import parse_rfc3339
+
+Obj = dict[str, Any]
+
+FINALIZER = "karpenter.sh/termination"
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+DISRUPTED_TAINT: Obj = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
+TERMINATION_TIMESTAMP = "karpenter.sh/nodeclaim-termination-timestamp"
+NODEPOOL_LABEL = "karpenter.sh/nodepool"
+EXCLUDE_BALANCERS = "node.kubernetes.io/exclude-from-external-load-balancers"
+GPU = "nvidia.com/gpu"
+INSTANCE_TYPE, ZONE = "node.kubernetes.io/instance-type", "topology.kubernetes.io/zone"
+MIN_DRAIN_SECONDS = 5.0
+EVICTION_BASE_DELAY, EVICTION_MAX_DELAY = 0.1, 10.0
+MULTIPLE_PDBS = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
+CRITICAL = ("system-cluster-critical", "system-node-critical")
+#: GPUs per instance type, for the scheduling simulation (default 8)
+GPUS = {"g5.xlarge": 1, "g5.2xlarge": 1, "g5.12xlarge": 4, "g6.12xlarge": 4, "g6e.12xlarge": 4, "g5.48xlarge": 8}
+USER_AGENT = "karpenter/v1.8.0 (kubesim)"
+NODECLAIMS = "/apis/karpenter.sh/v1/nodeclaims"
+NODEPOOLS = "/apis/karpenter.sh/v1/nodepools"
+NODES = "/api/v1/nodes"
+
+
+def pod_path(ns: str, name: str) -> str:
+    return f"/api/v1/namespaces/{ns}/pods/{name}"
+
+
+@dataclass(frozen=True)
+class KarpenterAction:
+    """One thing Karpenter did (or tried), on the sim clock."""
+
+    at: datetime
+    type: str  # nodeclaim-deleted, node-deleted, tainted, evicted, eviction-blocked, force-deleted, drained,
+    # instance-terminating, node-finalized, nodeclaim-finalized, nodeclaim-created, launched, pod-gc
+    target: str  # "ns/pod", node or NodeClaim name
+    detail: str = ""
+
+
+def go_duration(text: str) -> timedelta:
+    """A Go ``time.ParseDuration`` string ("90s", "1h30m", "2m0.5s") as a timedelta."""
+    units = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+    parts = re.findall(r"([0-9.]+)(ms|h|m|s)", text)
+    if not parts or "".join(n + u for n, u in parts) != text.strip():
+        raise ValueError(f"not a duration: {text!r}")
+    return timedelta(seconds=sum(float(n) * units[u] for n, u in parts))
+
+
+def meta_of(obj: Obj) -> Obj:
+    return dict(obj.get("metadata") or {})
+
+
+def pod_key(pod: Obj) -> str:
+    return f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+
+
+def owned_by(pod: Obj, api_version: str, kind: str) -> bool:
+    return any(
+        r.get("apiVersion") == api_version and r.get("kind") == kind for r in meta_of(pod).get("ownerReferences") or []
+    )
+
+
+def terminal(pod: Obj) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def terminating(pod: Obj) -> bool:
+    return bool(meta_of(pod).get("deletionTimestamp"))
+
+
+def active(pod: Obj) -> bool:
+    return not terminal(pod) and not terminating(pod)
+
+
+def mirror(pod: Obj) -> bool:
+    return owned_by(pod, "v1", "Node")
+
+
+def daemon(pod: Obj) -> bool:
+    return owned_by(pod, "apps/v1", "DaemonSet")
+
+
+def tolerates_disrupted(pod: Obj) -> bool:
+    return tolerates(pod, DISRUPTED_TAINT)
+
+
+def do_not_disrupt_active(pod: Obj, now: datetime) -> bool:
+    """``IsDoNotDisruptActive``: "true", or a positive duration not yet outlived by the pod."""
+    value = (meta_of(pod).get("annotations") or {}).get(DO_NOT_DISRUPT)
+    if value is None:
+        return False
+    if value == "true":
+        return True
+    try:
+        span = go_duration(value)
+    except ValueError:
+        return False  # an invalid value counts as absent
+    started = (pod.get("status") or {}).get("startTime")
+    return span > timedelta(0) and (started is None or now - parse_rfc3339(started) < span)
+
+
+def drainable(pod: Obj, now: datetime) -> bool:
+    """``IsWaitingEviction``: not terminal, not tolerating the disrupted taint, not stuck
+    terminating (over a minute past its deletionTimestamp), not a mirror pod."""
+    stuck = terminating(pod) and now - parse_rfc3339(meta_of(pod)["deletionTimestamp"]) > timedelta(minutes=1)
+    return not terminal(pod) and not tolerates_disrupted(pod) and not stuck and not mirror(pod)
+
+
+def evictable(pod: Obj, now: datetime) -> bool:
+    return active(pod) and not tolerates_disrupted(pod) and not mirror(pod) and not do_not_disrupt_active(pod, now)
+
+
+def needs_force_delete(pod: Obj, deadline: datetime | None, now: datetime) -> bool:
+    """Delete (not evict) once the pod's own grace would outlast the termination timestamp."""
+    if deadline is None:
+        return False
+    if terminating(pod):
+        return parse_rfc3339(meta_of(pod)["deletionTimestamp"]) > deadline
+    grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+    return grace is not None and now > deadline - timedelta(seconds=int(grace))
+
+
+def gpu_request(pod: Obj) -> int:
+    total = 0
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        res = c.get("resources") or {}
+        total += int((res.get("requests") or {}).get(GPU) or (res.get("limits") or {}).get(GPU) or 0)
+    return total
+
+
+def instance_id(provider_id: str) -> str:
+    return provider_id.rsplit("/", 1)[-1]
+
+
+def requirements(spec: Obj) -> dict[str, list[str]]:
+    return {r["key"]: list(r.get("values") or []) for r in spec.get("requirements") or [] if r.get("operator") == "In"}
