@@ -4,6 +4,7 @@ installed console script in a subprocess, KUBECONFIG pointing at the simulator."
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -141,3 +142,18 @@ def test_racing_invocations_for_one_pool_never_hold_more_than_it_allows(
             assert not (sim.get("Node", node) or {})["spec"].get("unschedulable"), node
     refused = [a for a in answers if a["outcome"] == "ignored"]
     assert all(a["reason"].startswith("breaker: nodepool/gpu-training has 5 nodes") for a in refused), refused
+
+
+def test_a_scan_that_cannot_reach_the_cluster_is_a_failed_json_answer(tmp_path: Path) -> None:
+    from tests.integration.test_cli_failures import closed_port, kubeconfig
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GPUWARDEN_", "KUBECONFIG", "DRY_RUN"))}
+    env |= {"KUBECONFIG": str(kubeconfig(tmp_path, closed_port())), "GPUWARDEN_CLUSTER": "ml-prod"}
+
+    done = subprocess.run([str(GPUWARDEN), "scan", "--json"], capture_output=True, text=True, env=env, timeout=120)
+
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    answer = json.loads(done.stdout)
+    assert (answer["outcome"], answer["kind"], answer["node"]) == ("failed", "gpu-unhealthy", None)
+    assert answer["reason"]

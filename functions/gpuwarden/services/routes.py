@@ -20,7 +20,7 @@ from gpuwarden.observability import count_event, logger
 from gpuwarden.services.engine import karpenter
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.drain import DrainState
-from gpuwarden.services.engine.failures import failed_notice
+from gpuwarden.services.engine.failures import failed_notice, failed_result
 from gpuwarden.services.engine.pipeline import URGENT, KindHooks, round_of
 from gpuwarden.services.engine.result import Result
 from gpuwarden.services.notices import capacity, gpu_health, gpu_idle, interruption, maintenance
@@ -143,8 +143,13 @@ def _summed(results: list[Result]) -> Result:
 
 
 def handle_scan(tick: ScanTick | None, deps: Deps, *, drain_locally: bool = True) -> Result:
-    """One GPU-health scan (the every-minute schedule, or `gpuwarden scan`)."""
-    return _counted(gpu_health.scan(deps, drain_locally=drain_locally))
+    """One GPU-health scan (the every-minute schedule, or `gpuwarden scan`). A scan that cannot
+    list the nodes (cluster, credentials, retries) is the failed answer."""
+    try:
+        return _counted(gpu_health.scan(deps, drain_locally=drain_locally))
+    except GpuwardenError as err:
+        scan_id = tick.execution_id if tick is not None else None
+        return failed_result(Kind.GPU_UNHEALTHY.value, err, event_id=scan_id, ledger=deps.ledger, caller=deps.caller)
 
 
 def handle_alerts(batch: AlertBatch, deps: Deps, *, drain_locally: bool = True) -> Result:
