@@ -4,6 +4,7 @@ installed console script in a subprocess, KUBECONFIG pointing at the simulator."
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -96,3 +97,63 @@ def test_invoke_refuses_a_notification_that_is_neither_rendering(sim: KubeSim, m
     assert "Records.0.Sns.Message" in done.stderr
     assert "Traceback" not in done.stderr
     assert not [r for r in sim.requests if r.method in WRITES]
+
+
+def test_racing_invocations_for_one_pool_never_hold_more_than_it_allows(
+    sim: KubeSim, moto_endpoint: str, tmp_path: Path
+) -> None:
+    # Given a pool of 5 nodes (20 %: one may be held) and four Alertmanager notifications, one per node,
+    # each delivered to its own `gpuwarden invoke` process at the same time
+    cluster(sim)
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump({"cluster": "ml-prod", "alerts": {"GPUXidError": "gpu-unhealthy"}}))
+    sample = json.loads((Path(__file__).resolve().parents[2] / "events/alertmanager-sns-text.json").read_text())
+    env = invoke_env(sim, moto_endpoint) | {"GPUWARDEN_POLICY_FILE": str(policy)}
+    processes = []
+    for i, node in enumerate(NODES[:4]):
+        event = json.loads(json.dumps(sample))
+        sns = event["Records"][0]["Sns"]
+        sns["MessageId"] = f"race-{i}"
+        sns["Message"] = sns["Message"].replace("ip-10-0-2-40.us-west-2.compute.internal", node)
+        path = tmp_path / f"race-{i}.json"
+        path.write_text(json.dumps(event))
+        processes.append(
+            subprocess.Popen(
+                [str(GPUWARDEN), "invoke", str(path)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+        )
+
+    # When they all finish
+    answers = []
+    for process in processes:
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err
+        answers.append(json.loads(out))
+
+    # Then at most one node is held for gpu-unhealthy; every other one was given back or never touched
+    held = [n for n in NODES if (sim.get("Node", n) or {})["metadata"].get("annotations", {}).get("gpuwarden.io/kind")]
+    assert len(held) <= 1, answers
+    for node in NODES[:4]:
+        if node not in held:
+            assert not (sim.get("Node", node) or {})["spec"].get("unschedulable"), node
+    refused = [a for a in answers if a["outcome"] == "ignored"]
+    assert all(a["reason"].startswith("breaker: nodepool/gpu-training has 5 nodes") for a in refused), refused
+
+
+def test_a_scan_that_cannot_reach_the_cluster_is_a_failed_json_answer(tmp_path: Path) -> None:
+    from tests.integration.test_cli_failures import closed_port, kubeconfig
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GPUWARDEN_", "KUBECONFIG", "DRY_RUN"))}
+    env |= {"KUBECONFIG": str(kubeconfig(tmp_path, closed_port())), "GPUWARDEN_CLUSTER": "ml-prod"}
+
+    done = subprocess.run([str(GPUWARDEN), "scan", "--json"], capture_output=True, text=True, env=env, timeout=120)
+
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    answer = json.loads(done.stdout)
+    assert (answer["outcome"], answer["kind"], answer["node"]) == ("failed", "gpu-unhealthy", None)
+    assert answer["reason"]

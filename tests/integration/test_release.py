@@ -42,6 +42,7 @@ def _marked_cluster(world: World) -> tuple[Scenario, dict[str, Any]]:
     NodePool a window wrote; answers the pool as its owner wrote it."""
     scenario = spot_node(world.sim, modes=("annotate",), inference=1, pdb_min_available=None)
     owners_pool = copy.deepcopy(world.sim.get("NodePool", "gpu-training"))
+    assert owners_pool is not None
     deps = _deps(world)
     opened = handle_tick(
         parse_window_tick({"gpuwarden": "budget-window", "action": "open", "window": "night-cap"}), deps

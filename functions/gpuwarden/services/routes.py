@@ -152,8 +152,14 @@ def _summed(results: list[Result]) -> Result:
 
 
 def handle_scan(tick: ScanTick | None, deps: Deps, *, drain_locally: bool = True) -> Result:
-    """One GPU-health scan (the every-minute schedule, or `gpuwarden scan`)."""
-    return _counted(_recorded(gpu_health.scan(deps, drain_locally=drain_locally), deps))
+    """One GPU-health scan (the every-minute schedule, or `gpuwarden scan`). A scan that cannot
+    list the nodes (cluster, credentials, retries) is the failed answer."""
+    try:
+        scanned = gpu_health.scan(deps, drain_locally=drain_locally)
+    except GpuwardenError as err:
+        scan_id = tick.execution_id if tick is not None else None
+        return _failed(failed_result(Kind.GPU_UNHEALTHY.value, err, event_id=scan_id), deps)
+    return _counted(_recorded(scanned, deps))
 
 
 def handle_alerts(batch: AlertBatch, deps: Deps, *, drain_locally: bool = True) -> Result:
