@@ -48,7 +48,9 @@ def indexed_job_pod(
 ) -> Obj:
     """Rank ``index`` of an Indexed Job (pod name ``<job>-<index>-<random>``, as the controller names it)."""
     name = f"{job}-{index}-{_suffix(job, index)}"
-    pod = training_pod(name, node, gpus=gpus, checkpoint=checkpoint, namespace=namespace, owner=("batch/v1", "Job", job))
+    pod = training_pod(
+        name, node, gpus=gpus, checkpoint=checkpoint, namespace=namespace, owner=("batch/v1", "Job", job)
+    )
     labels = job_labels(job, namespace) | {COMPLETION_INDEX: str(index)}
     return _with(pod, labels, {COMPLETION_INDEX: str(index), **(annotations or {})})
 
@@ -69,7 +71,9 @@ def jobset_pod(
     labels and annotations; the child Job adds batch/v1's)."""
     job = f"{jobset}-{replicated_job}-{job_index}"
     name = f"{job}-{completion_index}-{_suffix(job, completion_index)}"
-    pod = training_pod(name, node, gpus=gpus, checkpoint=checkpoint, namespace=namespace, owner=("batch/v1", "Job", job))
+    pod = training_pod(
+        name, node, gpus=gpus, checkpoint=checkpoint, namespace=namespace, owner=("batch/v1", "Job", job)
+    )
     keys = {
         "jobset.sigs.k8s.io/jobset-name": jobset,
         "jobset.sigs.k8s.io/replicatedjob-name": replicated_job,
@@ -94,7 +98,11 @@ def pytorchjob_pod(
     is ``master`` (kubeflow/common pkg/apis/common/v1/constants.go)."""
     kind = replica_type.lower()
     pod = training_pod(
-        f"{job}-{kind}-{index}", node, checkpoint=checkpoint, namespace=namespace, owner=("kubeflow.org/v1", "PyTorchJob", job)
+        f"{job}-{kind}-{index}",
+        node,
+        checkpoint=checkpoint,
+        namespace=namespace,
+        owner=("kubeflow.org/v1", "PyTorchJob", job),
     )
     labels = {
         "training.kubeflow.org/job-name": job,
@@ -147,7 +155,9 @@ def ray_pod(
 ) -> Obj:
     """A KubeRay pod of RayCluster ``cluster`` (``node_type``: ``head`` or ``worker``)."""
     name = f"{cluster}-head-{_suffix(cluster)}" if node_type == "head" else f"{cluster}-{group}-worker-{index}"
-    pod = training_pod(name, node, checkpoint=checkpoint, namespace=namespace, owner=("ray.io/v1", "RayCluster", cluster))
+    pod = training_pod(
+        name, node, checkpoint=checkpoint, namespace=namespace, owner=("ray.io/v1", "RayCluster", cluster)
+    )
     labels = {
         "ray.io/cluster": cluster,
         "ray.io/node-type": node_type,
