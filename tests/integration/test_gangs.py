@@ -260,3 +260,26 @@ def test_a_gang_that_cannot_be_listed_still_has_its_doomed_rank_asked(world: Wor
     assert invalid[0]["gang"] == "ml/llama-ft"
     evict = next(a for a in result["actions"] if a["type"] == "evict" and a["pod"] == ranks[1])
     assert evict["reason"] == "checkpoint acknowledged"
+
+
+def test_a_later_notice_with_an_earlier_deadline_moves_the_gangs_request_up_without_asking_again(
+    world: World,
+) -> None:
+    # Given every rank was asked by an operator's checkpoint with a 10-minute timeout, none has answered
+    ranks = four_rank_job(world, annotations={"gpuwarden.io/checkpoint-timeout-seconds": "600"})
+    for key in ranks:
+        world.workloads.silent.add(key)
+    request = parse_runbook({"action": "checkpoint", "node": node_name(0)})
+    run_runbook(request, runbook_deps(world.deps(), request))
+    # When a Spot warning (2 minutes) arrives for rank 1's node
+    event = spot_warning(world, 1)
+    result = handle_batch(parse_notices(event), world.deps()).to_json()
+    # Then nobody was signalled again, and every rank's request now asks for the Spot deadline
+    assert signalled(world) == Counter(ranks)
+    deadline = isoparse(result["deadline"])
+    for key in (ranks[0], ranks[2], ranks[3]):
+        notes = world.pod(key)["metadata"]["annotations"]  # type: ignore[index]
+        assert isoparse(notes["gpuwarden.io/checkpoint-requested"]) == deadline.replace(microsecond=0)
+    # And rank 1 left by its deadline - grace, its gang not having answered
+    evict = next(a for a in result["actions"] if a["type"] in ("evict", "delete") and a["pod"] == ranks[1])
+    assert isoparse(evict["at"]) <= deadline - timedelta(seconds=30)

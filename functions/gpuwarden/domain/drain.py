@@ -144,8 +144,11 @@ def _checkpoint_step(pod: PodView, ctx: DrainContext) -> PodStep | None:
         return PodStep(pod.key, "evict", "checkpoint acknowledged", grace_for(pod, ctx))
     if request.failed:
         return PodStep(pod.key, "evict", f"checkpoint failed: {request.failed}", grace_for(pod, ctx))
-    # a request another notice made (for the gang) may ask for a later time than this deadline
+    # a request another notice made (for the gang) may ask for a later time than this deadline;
+    # a gang's pod leaves by its own deadline - grace (docs/training-jobs.md)
     by = min(request.by, ctx.deadline) if ctx.deadline is not None else request.by
+    latest = hold_until(pod, ctx) if hold is not None else None
+    by = min(by, latest) if latest is not None else by
     if ctx.now < by:
         return PodStep(pod.key, "wait", f"waiting for checkpoint ack until {by.isoformat()}")
     return PodStep(pod.key, "evict", CHECKPOINT_TIMED_OUT, grace_for(pod, ctx))
