@@ -4,7 +4,7 @@ Benchmarks print figures; they are not timed tests and never fail on a missed go
 command fails only when a benchmark cannot run at all for a reason other than a clear skip
 (kubectl absent, no layer build).
 
-    python -m tests.bench.run [--only cold,latency,drain,mass,memory,artifacts,soak,gpu_health]
+    python -m tests.bench.run [--only cold,latency,drain,mass,gangs,memory,artifacts,soak,gpu_health]
 """
 
 from __future__ import annotations
@@ -62,6 +62,12 @@ def _mass() -> tuple[list[Figure], dict[str, Any]]:
     return mass.measure()
 
 
+def _gangs() -> tuple[list[Figure], dict[str, Any]]:
+    from tests.bench import gangs
+
+    return gangs.measure()
+
+
 def _memory() -> tuple[list[Figure], dict[str, Any]]:
     from tests.bench import memory
 
@@ -91,6 +97,7 @@ BENCHES: dict[str, Callable[[], tuple[list[Figure], dict[str, Any]]]] = {
     "latency": _latency,
     "drain": _drain,
     "mass": _mass,
+    "gangs": _gangs,
     "memory": _memory,
     "artifacts": _artifacts,
     "soak": _soak,
