@@ -74,6 +74,7 @@ def idle_cluster(
     trainer: bool = True,
     guarded: bool = False,
     pool: str = "gpu-inference",
+    inference: bool = True,
 ) -> IdleCluster:
     """The samples' node (idle: a finished-work trainer that checkpoints on request, an idle
     inference replica) in a Karpenter NodePool, with ``extra_nodes`` more nodes in the pool."""
@@ -92,11 +93,13 @@ def idle_cluster(
         out.claims[name] = claim["metadata"]["name"]
         out.pods[name] = []
     if trainer:
-        sim.create(training_pod("notebook-0", NODE, gpus=8, checkpoint="annotate", namespace="research"))
+        # 7 GPUs: with the replica's one the node's 8 (a pod that would come back fits elsewhere)
+        sim.create(training_pod("notebook-0", NODE, gpus=7, checkpoint="annotate", namespace="research"))
         out.pods[NODE].append("research/notebook-0")
     labels = {"app": "idle-inference"}
-    sim.create(inference_pod("idle-inference-0", NODE, labels=labels, grace=5))
-    out.pods[NODE].append("serving/idle-inference-0")
+    if inference:
+        sim.create(inference_pod("idle-inference-0", NODE, labels=labels, grace=5))
+        out.pods[NODE].append("serving/idle-inference-0")
     if guarded:
         sim.create(pdb("idle-inference", "serving", labels, min_available="100%"))
     return out
@@ -284,8 +287,9 @@ def test_last_schedulable_node_of_the_pool_is_kept_when_the_policy_asks(world: W
 
 
 def test_the_last_idle_gpu_node_of_a_pool_is_reclaimed_by_default(world: World) -> None:
-    # Given the only node of its NodePool, idle, and the default policy (min_nodes_per_nodepool 0)
-    cluster = idle_cluster(world.sim, extra_nodes=0)
+    # Given the only node of its NodePool, idle, and the default policy (min_nodes_per_nodepool 0),
+    # with nothing on it a controller would recreate (that would come back: test_gpu_idle_reschedule.py)
+    cluster = idle_cluster(world.sim, extra_nodes=0, trainer=False, inference=False)
     put_utilization(INSTANCE, NODE, IDLE)
     # When the alarm arrives
     result = run(world, contributor_event(NODE, INSTANCE))

@@ -8,15 +8,10 @@ from typing import Any
 import pytest
 
 from gpuwarden.domain.errors import NoFittingReplacement
-from gpuwarden.domain.placement import (
-    chosen_term,
-    gang_zone,
-    pod_requirements,
-    tolerates,
-    values_for,
-)
+from gpuwarden.domain.placement import chosen_term, gang_zone, pod_requirements, values_for
 from gpuwarden.domain.replacement import nodeclaim_manifest, place
-from gpuwarden.domain.views import NodeView, PodView, Taint, pod_from_json
+from gpuwarden.domain.scheduling import tolerates
+from gpuwarden.domain.views import NodeSelectorRequirement, NodeView, PodView, Taint, Toleration, pod_from_json
 
 ITYPE, ZONE, CAP = "node.kubernetes.io/instance-type", "topology.kubernetes.io/zone", "karpenter.sh/capacity-type"
 GPU_NAME = "karpenter.k8s.aws/instance-gpu-name"
@@ -29,6 +24,18 @@ def req(key: str, op: str = "In", *values: str, **more: Any) -> dict[str, Any]:
     if values:
         out["values"] = list(values)
     return out | more
+
+
+def tol(raw: dict[str, str]) -> Toleration:
+    """A pod spec's toleration, as the pod's view reads it."""
+    return Toleration(raw.get("key", ""), raw.get("operator", "Equal"), raw.get("value"), raw.get("effect", ""))
+
+
+def terms_of(*terms: tuple[dict[str, Any], ...]) -> tuple[tuple[NodeSelectorRequirement, ...], ...]:
+    """Required node-affinity terms, as the pod's view reads them."""
+    return tuple(
+        tuple(NodeSelectorRequirement(r["key"], r["operator"], tuple(r.get("values", ()))) for r in t) for t in terms
+    )
 
 
 POOL = [
@@ -48,7 +55,7 @@ def node(zone: str = "us-west-2b", capacity: str = "spot", **labels: str) -> Nod
 
 
 def rank(name: str = "rank-1", **fields: Any) -> PodView:
-    fields.setdefault("tolerations", (GPU_TOLERATION,))
+    fields.setdefault("tolerations", (tol(GPU_TOLERATION),))
     return PodView("ml", name, name, "n1", "Running", gpu_request=8, **fields)
 
 
@@ -78,14 +85,16 @@ def test_pod_json_carries_its_node_selector_required_affinity_and_tolerations() 
     view = pod_from_json({"metadata": {"name": "p", "namespace": "ml"}, "spec": spec})
     # Then the view holds what a replacement must honour (preferences are not requirements)
     assert view.node_selector == {"team": "ml"}
-    assert view.affinity_terms == ((req(ZONE, "In", "us-west-2a"),), ())
-    assert view.tolerations == (GPU_TOLERATION,)
+    assert view.required_node_affinity == terms_of((req(ZONE, "In", "us-west-2a"),), ())
+    assert view.tolerations == (tol(GPU_TOLERATION),)
 
 
 def test_the_term_the_node_matches_is_the_one_honoured() -> None:
     # Given a pod whose required affinity allows p5 anywhere, or p4d in us-west-2b
-    terms = ((req(ITYPE, "In", "p5.48xlarge"),), (req(ITYPE, "In", "p4d.24xlarge"), req(ZONE, "In", "us-west-2b")))
-    pod = rank(affinity_terms=terms)
+    terms = terms_of(
+        (req(ITYPE, "In", "p5.48xlarge"),), (req(ITYPE, "In", "p4d.24xlarge"), req(ZONE, "In", "us-west-2b"))
+    )
+    pod = rank(required_node_affinity=terms)
     # When its node is a p4d in us-west-2b, Then the second term is the one it was scheduled by
     assert chosen_term(pod, node().labels) == terms[1]
     # And when no term matches any more, the first one is taken
@@ -114,7 +123,7 @@ def test_hostname_and_karpenter_domain_keys_are_left_out_with_a_reason() -> None
     ],
 )
 def test_tolerations_match_as_kubernetes_does(toleration: dict[str, str], taint: Taint, ok: bool) -> None:
-    assert tolerates(rank(tolerations=(toleration,)), taint) is ok
+    assert tolerates((tol(toleration),), taint) is ok
 
 
 def test_value_sets_intersect_ins_less_notins_and_count_min_values() -> None:
@@ -164,7 +173,7 @@ def test_a_gang_zone_that_leaves_only_the_interrupted_pool_gives_way_to_another_
 
 def test_a_gang_zone_the_pods_rule_out_is_not_pinned() -> None:
     # Given ranks that require us-west-2a or us-west-2b, and a gang mostly in us-west-2c
-    pod = rank(affinity_terms=((req(ZONE, "In", "us-west-2a", "us-west-2b"),),))
+    pod = rank(required_node_affinity=terms_of((req(ZONE, "In", "us-west-2a", "us-west-2b"),)))
     placed = place(POOL, [GPU_TAINT], node(), [pod], ["us-west-2c", "us-west-2c"])
     # Then the pods' requirement holds and the gang's zone is not forced on them
     assert req(ZONE, "In", "us-west-2c") not in placed.requirements

@@ -11,7 +11,7 @@ from gpuwarden.domain.notice import Kind
 from gpuwarden.domain.policy import Policy, RebalancePolicy, ReplacementPolicy
 from gpuwarden.domain.replacement import choose_replacement, nodeclaim_manifest, nodeclaim_name, steering
 from gpuwarden.domain.schedule import Allowance
-from gpuwarden.domain.views import NodeView, PodView, node_from_json, pod_from_json
+from gpuwarden.domain.views import NodeView, PodView, Toleration, node_from_json, pod_from_json
 
 ITYPE, ZONE, CAP = "node.kubernetes.io/instance-type", "topology.kubernetes.io/zone", "karpenter.sh/capacity-type"
 
@@ -106,7 +106,7 @@ NODEPOOL = {
 }
 
 
-GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+GPU_TOLERATION = Toleration("nvidia.com/gpu", "Exists", effect="NoSchedule")
 
 
 def gpu_pod(name: str, gpus: int, **fields: Any) -> PodView:

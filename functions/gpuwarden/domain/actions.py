@@ -32,6 +32,8 @@ class Metric(StrEnum):
     #: GPU-health scans run, and failing conditions they found
     GPU_HEALTH_SCANS = "GpuHealthScans"
     GPU_HEALTH_UNHEALTHY = "GpuHealthUnhealthyNodes"
+    #: GPU-hours an owner keeps idle on a node gpu-idle could not reclaim (its pods would come back)
+    IDLE_GPU_HOURS_HELD = "IdleGpuHoursHeld"
 
 
 class ActionType(StrEnum):
@@ -59,6 +61,8 @@ class ActionType(StrEnum):
     INSTANCE_LOST = "instance-lost"
     NODE_LOST_UNDRAINED = "node-lost-undrained"
     REFUSED = "refused"
+    #: gpu-idle refused a node because an owner's pod would come straight back: who holds its idle GPUs
+    IDLE_GPUS_HELD = "idle-gpus-held"
     SUPERSEDED = "superseded"
     MAINTENANCE_PLANNED = "maintenance-planned"
     CAPACITY_BLOCK_PLANNED = "capacity-block-planned"
@@ -113,6 +117,7 @@ _SPECS: dict[ActionType, _Spec] = {
     ActionType.DRAIN_BLOCKED: _Spec("DrainBlocked", warning=True),
     ActionType.NODE_LOST_UNDRAINED: _Spec("NodeLostUndrained", warning=True, metric=Metric.NODES_LOST_UNDRAINED),
     ActionType.REFUSED: _Spec("DisruptionRefused"),
+    ActionType.IDLE_GPUS_HELD: _Spec("IdleGpusHeld"),
     ActionType.MAINTENANCE_PLANNED: _Spec("MaintenancePlanned"),
     ActionType.RETIRE: _Spec("NodeRetired"),
     ActionType.RELEASE: _Spec("GpuwardenUncordoned"),

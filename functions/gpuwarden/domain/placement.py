@@ -15,9 +15,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpuwarden.domain.scheduling import requirement_matches, tolerates
 from gpuwarden.domain.views import (
     CAPACITY_TYPE_LABEL,
     NODEPOOL_LABEL,
+    NodeSelectorRequirement,
     PodView,
     Taint,
 )
@@ -98,34 +100,13 @@ def conflict(requirements: Sequence[Mapping[str, Any]]) -> str | None:
 # ----------------------------------------------------------------------------- the pods' side
 
 
-def _expression_matches(req: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    key, op = str(req.get("key")), req.get("operator")
-    values = [str(v) for v in req.get("values") or ()]
-    present = key in labels
-    if op == "In":
-        return present and labels[key] in values
-    if op == "NotIn":
-        return not present or labels[key] not in values
-    if op == "Exists":
-        return present
-    if op == "DoesNotExist":
-        return not present
-    if op in ("Gt", "Lt") and present and values:
-        try:
-            have, bound = int(labels[key]), int(values[0])
-        except ValueError:
-            return False
-        return have > bound if op == "Gt" else have < bound
-    return False
-
-
-def chosen_term(pod: PodView, node_labels: Mapping[str, str]) -> tuple[Mapping[str, Any], ...]:
+def chosen_term(pod: PodView, node_labels: Mapping[str, str]) -> tuple[NodeSelectorRequirement, ...]:
     """Of the pod's required node affinity terms (ORed), the one the node it runs on matches (it
     was scheduled by it); the first when none does any more (its labels changed since)."""
-    for term in pod.affinity_terms:
-        if all(_expression_matches(e, node_labels) for e in term):
+    for term in pod.required_node_affinity:
+        if all(requirement_matches(e, node_labels) for e in term):
             return term
-    return pod.affinity_terms[0] if pod.affinity_terms else ()
+    return pod.required_node_affinity[0] if pod.required_node_affinity else ()
 
 
 def pod_requirements(pod: PodView, node_labels: Mapping[str, str]) -> tuple[list[Req], list[str]]:
@@ -133,13 +114,9 @@ def pod_requirements(pod: PodView, node_labels: Mapping[str, str]) -> tuple[list
     out (restricted keys) with why."""
     wanted: list[Req] = [{"key": k, "operator": "In", "values": [v]} for k, v in sorted(pod.node_selector.items())]
     wanted += [
-        {
-            "key": str(e["key"]),
-            "operator": str(e["operator"]),
-            **({"values": list(e["values"])} if e.get("values") else {}),
-        }
+        {"key": e.key, "operator": e.operator, **({"values": list(e.values)} if e.values else {})}
         for e in chosen_term(pod, node_labels)
-        if e.get("key") and e.get("operator")
+        if e.key and e.operator
     ]
     kept: list[Req] = []
     dropped: list[str] = []
@@ -152,24 +129,9 @@ def pod_requirements(pod: PodView, node_labels: Mapping[str, str]) -> tuple[list
     return kept, dropped
 
 
-def tolerates(pod: PodView, taint: Taint) -> bool:
-    """Kubernetes' toleration matching (`v1.Toleration.ToleratesTaint`)."""
-    for tol in pod.tolerations:
-        if tol.get("effect") and tol.get("effect") != taint.effect:
-            continue
-        key, op = tol.get("key") or "", tol.get("operator") or "Equal"
-        if key and key != taint.key:
-            continue
-        if not key and op != "Exists":
-            continue
-        if op == "Exists" or (tol.get("value") or "") == (taint.value or ""):
-            return True
-    return False
-
-
 def untolerated(pod: PodView, taints: Iterable[Taint]) -> list[Taint]:
     """The taints that would keep the pod off the node (PreferNoSchedule only discourages)."""
-    return [t for t in taints if t.effect != "PreferNoSchedule" and not tolerates(pod, t)]
+    return [t for t in taints if t.effect != "PreferNoSchedule" and not tolerates(pod.tolerations, t)]
 
 
 def gang_zone(zones: Iterable[str]) -> str | None:

@@ -53,6 +53,23 @@ class NodeCondition:
 
 
 @dataclass(frozen=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str | None = None
+    effect: str = ""
+
+
+@dataclass(frozen=True)
+class NodeSelectorRequirement:
+    """One `matchExpressions` entry of a required node-affinity term."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class NodeView:
     name: str
     resource_version: str
@@ -119,12 +136,12 @@ class PodView:
     gpu_request: int = 0
     #: `spec.priority` (set by admission from the PriorityClass); 0 when absent, as the scheduler reads it.
     priority: int = 0
-    #: Where the pod may run, as its spec says (the replacement honours it: docs/cluster.md):
-    #: `spec.nodeSelector`, the terms of `requiredDuringSchedulingIgnoredDuringExecution`
-    #: (ORed; each term's `matchExpressions` ANDed) and `spec.tolerations`.
+    #: where the pod may run (`domain.placement` for a replacement, `domain.reschedule` for GPU-idle):
+    #: tolerations, nodeSelector, and the terms of
+    #: `affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution` (any one must match)
+    tolerations: tuple[Toleration, ...] = ()
     node_selector: Mapping[str, str] = field(default_factory=dict)
-    affinity_terms: tuple[tuple[Mapping[str, Any], ...], ...] = ()
-    tolerations: tuple[Mapping[str, Any], ...] = ()
+    required_node_affinity: tuple[tuple[NodeSelectorRequirement, ...], ...] = ()
 
     @property
     def key(self) -> str:
@@ -218,6 +235,31 @@ def _gpu_request(spec: Mapping[str, Any]) -> int:
     return total
 
 
+def _tolerations(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
+    return tuple(
+        Toleration(
+            key=str(t.get("key") or ""),
+            operator=str(t.get("operator") or "Equal"),
+            value=t.get("value"),
+            effect=str(t.get("effect") or ""),
+        )
+        for t in spec.get("tolerations") or ()
+    )
+
+
+def _required_terms(spec: Mapping[str, Any]) -> tuple[tuple[NodeSelectorRequirement, ...], ...]:
+    affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    return tuple(
+        tuple(
+            NodeSelectorRequirement(str(e.get("key", "")), str(e.get("operator", "")), tuple(e.get("values") or ()))
+            for e in term.get("matchExpressions") or ()
+        )
+        for term in affinity.get("nodeSelectorTerms") or ()
+    )
+
+
 def pod_from_json(obj: Mapping[str, Any]) -> PodView:
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
@@ -245,18 +287,7 @@ def pod_from_json(obj: Mapping[str, Any]) -> PodView:
         pod_ip=status.get("podIP"),
         gpu_request=_gpu_request(spec),
         priority=int(spec.get("priority") or 0),
+        tolerations=_tolerations(spec),
         node_selector=dict(spec.get("nodeSelector") or {}),
-        affinity_terms=_required_terms(spec),
-        tolerations=tuple(dict(t) for t in spec.get("tolerations") or ()),
-    )
-
-
-def _required_terms(spec: Mapping[str, Any]) -> tuple[tuple[Mapping[str, Any], ...], ...]:
-    """The `matchExpressions` of each required node affinity term (`matchFields` name nodes, not
-    labels: a replacement cannot match them, so they are left out)."""
-    affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or {}
-    return tuple(
-        tuple(dict(e) for e in term.get("matchExpressions") or ()) for term in affinity.get("nodeSelectorTerms") or ()
+        required_node_affinity=_required_terms(spec),
     )

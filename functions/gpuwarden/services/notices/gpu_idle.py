@@ -44,6 +44,7 @@ from gpuwarden.services.engine.drain import DrainState
 from gpuwarden.services.engine.node_ops import find_node, not_ours, window_allowance
 from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Steps, give_back, run, take
 from gpuwarden.services.engine.result import Outcome, Result, notice_result
+from gpuwarden.services.notices.gpu_idle_reschedule import comes_back_refusal
 
 
 def handle_gpu_idle(notice: Notice, deps: Deps, drain_locally: bool = True) -> Result:
@@ -88,7 +89,8 @@ def _guardrails(d: Disruption) -> str | None:
         return f"node {node.name} has no AWS providerID: its GPU utilization cannot be re-checked"
     metric = IdleMetric.for_alarm(d.notice.detail.get("metric"), deps.policy.cluster, node.instance_id, node.name)
     values = deps.cloud.gpu_utilization(metric, policy.evaluation_minutes, policy.period_seconds)
-    return busy_refusal(Utilization(tuple(values), policy.evaluation_minutes, metric.name), policy.threshold_percent)
+    refused = busy_refusal(Utilization(tuple(values), policy.evaluation_minutes, metric.name), policy.threshold_percent)
+    return refused or comes_back_refusal(d, nodes)  # idle, but would its pods come straight back?
 
 
 def _window_refusal(deps: Deps, node: NodeView) -> str | None:
