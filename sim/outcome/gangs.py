@@ -18,8 +18,9 @@ from typing import Any
 
 from sim.clock import rfc3339
 from sim.outcome.accounting import Loss
+from sim.outcome.lives import DONE, PodLife, Workload
 from sim.outcome.scenario import Training
-from sim.outcome.world import DONE, PodLife, Workload, World
+from sim.outcome.world import World
 from sim.training_jobs import COMPLETION_INDEX, indexed_job
 
 Obj = dict[str, Any]

@@ -11,81 +11,33 @@ capture is lost. Jobs and ReplicaSets recreate their pods; a notebook comes back
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
 
 from sim import builders as b
 from sim.actors.controllers import schedulable
-from sim.apiserver.exec_ws import ExecRecord, ExecResult
-from sim.clock import rfc3339
-from sim.outcome.accounting import Ledger, Loss
+from sim.outcome.accounting import Ledger
 from sim.outcome.engine import Engine, OutcomeSim
+from sim.outcome.lives import (
+    DO_NOT_DISRUPT,
+    NAMESPACES,
+    POOL_LABEL,
+    POOL_TAINT,
+    Obj,
+    Pending,
+    PodLife,
+    Workload,
+    pool_taints,
+    pool_tolerations,
+)
+from sim.outcome.reactions import WorkloadSide
 from sim.outcome.scenario import Inference, Notebooks, Pool, Scenario, Training
 
-REQUESTED = "gpuwarden.io/checkpoint-requested"
-DONE = "gpuwarden.io/checkpoint-done"
-DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
-NAMESPACES = {"training": "ml", "inference": "serving", "notebook": "research"}
-POOL_LABEL = "karpenter.sh/nodepool"
-POOL_TAINT = "sim.outcome/pool"
-Obj = dict[str, Any]
-Workload = Training | Inference | Notebooks
-
 
 @dataclass
-class PodLife:
-    """One pod of a workload, from its start to its end."""
-
-    key: str  # namespace/name
-    kind: str  # training | inference | notebook
-    spec: Workload
-    slot: int  # job / replica / notebook index
-    gpus: int
-    node: str = ""
-    started: float = 0.0
-    #: training stopped for good (SIGTERM)
-    stopped_at: float | None = None
-    #: progress is safe up to this time: a requested or SIGTERM checkpoint completed then
-    #: (training pauses while it writes one, and resumes after a requested one)
-    captured: float | None = None
-    #: (paused at, completes at) of a requested or SIGTERM checkpoint being written
-    saving: tuple[float, float] | None = None
-    saving_why: str = ""
-    sigterm_at: float | None = None
-    dead: bool = False
-
-    def periodic_capture(self, stop: float, now: float) -> float:
-        """The latest periodic capture taken before `stop` whose write completed by `now`."""
-        assert isinstance(self.spec, Training)
-        interval = self.spec.checkpoint_interval_minutes * 60
-        k = math.floor((min(stop, now - self.spec.checkpoint_seconds) - self.started) / interval)
-        return self.started + k * interval if k >= 1 else self.started
-
-
-@dataclass
-class Pending:
-    kind: str
-    spec: Workload
-    slot: int
-    since: float
-    pod: str
-
-
-def pool_taints(pool: str) -> list[Obj]:
-    """A GPU pool's taints: the GPU one, and one naming the pool (so a pod lands only in its own pool)."""
-    return [dict(b.GPU_TAINT), {"key": POOL_TAINT, "value": pool, "effect": "NoSchedule"}]
-
-
-def pool_tolerations(pool: str) -> list[Obj]:
-    return [dict(b.GPU_TOLERATION), {"key": POOL_TAINT, "operator": "Equal", "value": pool, "effect": "NoSchedule"}]
-
-
-@dataclass
-class World:
+class World(WorkloadSide):
     scenario: Scenario
     engine: Engine
     ledger: Ledger
@@ -352,117 +304,6 @@ class World:
         status = b.running_status(node, name, pod["spec"]["containers"])
         self.sim.patch_direct("Pod", name, {"spec": {"nodeName": life.node}, "status": status}, namespace)
         self._update_idle(life.node)
-
-    # ------------------------------------------------------------ what the workloads see
-
-    def _on_change(self, kind: str, event: str, obj: Obj) -> None:
-        if kind == "Node":
-            if event == "ADDED":
-                self._node_added(obj)
-            elif event == "DELETED":
-                self._node_gone(obj["metadata"]["name"])
-            return
-        if kind != "Pod":
-            return
-        meta = obj["metadata"]
-        life = self.lives.get(f"{meta.get('namespace')}/{meta.get('name')}")
-        if life is None or life.dead:
-            return
-        if event == "DELETED":
-            self._died(life)
-        elif meta.get("deletionTimestamp") and life.sigterm_at is None:
-            self._sigterm(life)
-        elif self._asked_by_annotation(life, meta.get("annotations") or {}):
-            self._checkpoint_requested(life, "requested")
-
-    @staticmethod
-    def _asked_by_annotation(life: PodLife, annotations: dict[str, str]) -> bool:
-        mode = life.spec.checkpoint if isinstance(life.spec, Training) else None
-        return mode == "annotate" and REQUESTED in annotations and DONE not in annotations
-
-    def _on_exec(self, record: ExecRecord) -> ExecResult:
-        life = self.lives.get(f"{record.namespace}/{record.pod}")
-        if life is not None and record.command[:2] == ["kill", "-s"]:
-            self._checkpoint_requested(life, "requested")
-        return ExecResult(0)
-
-    def _checkpoint_requested(self, life: PodLife, why: str) -> None:
-        with self._lock:
-            if life.saving is not None or life.dead or life.stopped_at is not None:
-                return
-            assert isinstance(life.spec, Training)
-            now = self.engine.now()
-            life.saving = (now, now + life.spec.checkpoint_seconds)
-            life.saving_why = why
-        self.ledger.note(now, life.node, f"{life.key}: checkpoint {why}, training paused")
-        self.engine.at(life.saving[1], lambda: self._saved(life))
-
-    def _saved(self, life: PodLife) -> None:
-        with self._lock:
-            if life.dead or life.saving is None:
-                return
-            life.captured = life.saving[1]
-            life.saving = None
-        now = self.engine.now()
-        self.ledger.note(now, life.node, f"{life.key}: checkpoint written ({life.saving_why})")
-        if life.saving_why == "on SIGTERM":
-            self.ledger.count("saved_on_sigterm")
-            return
-        namespace, name = life.key.split("/", 1)
-        if self.sim.get("Pod", name, namespace) is not None:
-            self.ledger.count("checkpoints_acked")
-            self.sim.patch_direct(
-                "Pod", name, {"metadata": {"annotations": {DONE: rfc3339(self.sim.clock.now())}}}, namespace
-            )
-
-    def _sigterm(self, life: PodLife) -> None:
-        now = self.engine.now()
-        life.sigterm_at = now
-        self.ledger.note(now, life.node, f"{life.key}: SIGTERM")
-        if life.kind != "training" or life.stopped_at is not None:
-            self._update_idle(life.node)
-            return
-        assert isinstance(life.spec, Training)
-        life.stopped_at = now
-        if life.spec.saves_on_sigterm and life.saving is None:
-            life.saving = (now, now + life.spec.checkpoint_seconds)
-            life.saving_why = "on SIGTERM"
-            self.engine.at(life.saving[1], lambda: self._saved(life))
-        self._update_idle(life.node)
-
-    def _died(self, life: PodLife) -> None:
-        now = self.engine.now()
-        with self._lock:
-            paused = None
-            if life.saving is not None and life.saving[1] <= now:
-                life.captured = life.saving[1]
-                if life.saving_why == "on SIGTERM":
-                    self.ledger.count("saved_on_sigterm")
-            elif life.saving is not None:
-                paused = life.saving[0]  # no progress since the unfinished write began
-            life.saving = None
-            life.dead = True
-            self.lives.pop(life.key, None)
-            self.node_pods.get(life.node, set()).discard(life.key)
-        if life.kind == "training":
-            self._record_loss(life, now, paused)
-        self.ledger.note(now, life.node, f"{life.key}: gone")
-        if life.kind != "notebook" or self._notebook_busy(life.spec, now):
-            self.engine.after(0, partial(self._want, life.kind, life.spec, life.slot))
-        self._update_idle(life.node)
-        if life.node in self.node_pods and not self.node_pods[life.node]:
-            self._became_empty(life.node)
-
-    def _record_loss(self, life: PodLife, now: float, paused: float | None) -> None:
-        """The work a training pod loses when it is gone: since its last completed checkpoint."""
-        stop = min(t for t in (life.stopped_at, paused, now) if t is not None)
-        capture = max(life.captured or life.started, life.periodic_capture(stop, now))
-        how = "after SIGTERM" if life.sigterm_at is not None else "killed"
-        self.ledger.losses.append(Loss(now, life.key, life.node, life.gpus, max(0.0, stop - capture), how))
-
-    def _became_empty(self, node: str) -> None:
-        for hook in self.on_empty:
-            hook(node)
 
     # ------------------------------------------------------------ busy and idle
 
