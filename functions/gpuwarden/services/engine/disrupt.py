@@ -12,9 +12,10 @@ from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.schedule import Allowance, voluntary_allowance
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.engine.context import Deps, Recorder
+from gpuwarden.services.engine.drain import DrainState
 from gpuwarden.services.engine.node_ops import find_node, not_ours, window_allowance
-from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Steps, run, take
-from gpuwarden.services.engine.result import Result, notice_result
+from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Steps, Taken, run, take
+from gpuwarden.services.engine.result import Outcome, Result, notice_result
 
 
 def _allowance(notice: Notice, deps: Deps, node: NodeView) -> Allowance:
@@ -32,13 +33,20 @@ def disrupt(notice: Notice, deps: Deps, hooks: KindHooks, node: NodeView, *, dra
     pods = d.pods if notice.kind.voluntary else []
     plan = plan_interruption(notice.kind, node, pods, deps.policy, _allowance(notice, deps, node))
     taken = take(d, plan.reason)
-    if taken.held_by is not None:
-        return notice_result(notice, d.recorder, node, outcome="ignored", reason=taken.held_reason())
+    if taken.stopped:
+        return notice_result(notice, d.recorder, node, outcome="ignored", reason=taken.refused or taken.held_reason())
     if plan.refused:
         d.recorder.add(ActionType.REFUSED, d.node, reason=plan.refused)
     state = run(d, Steps(checkpoint=plan.checkpoint, replace=plan.replace, drain=plan.drain))
-    outcome = "dry-run" if deps.dry_run else "handled" if taken.changed else "duplicate"
     reason = plan.reason if not plan.refused else f"{plan.reason}; drain refused: {plan.refused}"
+    return answer(d, taken, state, reason)
+
+
+def answer(d: Disruption, taken: Taken, state: DrainState | None, reason: str) -> Result:
+    """The answer once the sequence ran: handled (dry-run), or duplicate when the mark was this
+    notice's already (a redelivery that resumed what was left)."""
+    deps, notice = d.deps, d.notice
+    outcome: Outcome = "dry-run" if deps.dry_run else "handled" if taken.changed else "duplicate"
     if outcome == "duplicate":
         reason = f"event {notice.event_id} was already applied to {d.node.name}; resumed what was left"
     return notice_result(

@@ -31,7 +31,7 @@ from gpuwarden.domain.views import NodeView
 from gpuwarden.observability import Metric, put
 from gpuwarden.services.engine import karpenter
 from gpuwarden.services.engine.context import Deps, Recorder
-from gpuwarden.services.engine.disrupt import dry_run_plan
+from gpuwarden.services.engine.disrupt import answer
 from gpuwarden.services.engine.node_ops import find_node, not_ours
 from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Steps, run, take
 from gpuwarden.services.engine.result import Outcome, Result, notice_result
@@ -105,22 +105,7 @@ def _disrupt(notice: Notice, deps: Deps, node: NodeView, hooks: KindHooks, drain
     if taken.refused is not None:
         return _hold_back(notice, d.recorder, taken.node, taken.refused)
     state = run(d, Steps(replace=deps.policy.replacement.enabled))
-    outcome: Outcome = "dry-run" if deps.dry_run else "handled" if taken.changed else "duplicate"
-    reason = (
-        WHY
-        if outcome != "duplicate"
-        else f"event {notice.event_id} was already applied to {d.node.name}; resumed what was left"
-    )
-    return notice_result(
-        notice,
-        d.recorder,
-        d.node,
-        outcome=outcome,
-        reason=reason,
-        drain=state.model_dump(mode="json") if state else None,
-        seconds_left=state.seconds_left if state else None,
-        plan=dry_run_plan(notice, deps, d.pods) if deps.dry_run else None,
-    )
+    return answer(d, taken, state, WHY)
 
 
 def _hold_back(notice: Notice, recorder: Recorder, node: NodeView, reason: str) -> Result:
