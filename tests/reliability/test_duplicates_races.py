@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from sim import KubeSim
-from sim.builders import nodeclaim_for
+from sim.builders import gpu_node, nodeclaim_for
 from tests import replay
 from tests.reliability.conftest import invoke_env, ledger_item
 from tests.reliability.harness import (
@@ -167,6 +167,9 @@ def test_spot_warning_wins_over_a_concurrent_gpu_idle_reclaim(order: str, tmp_pa
     # could finish first under load, and the race this test is about never happened.
     with fresh_sim(speed=1.0, ack_delay=5.0) as (sim, _workloads):
         cluster = build_cluster(sim, grace=1)
+        # a spare GPU node, so that the reclaim may take the node at all: its Job and ReplicaSet pods
+        # would otherwise come straight back on new capacity (services/notices/gpu_idle_placement.py)
+        sim.create(gpu_node("ip-10-0-3-50.us-west-2.compute.internal", "i-0a5a5a5a5a5a5a5a5", nodepool="gpu-training"))
         node_obj = sim.get("Node", cluster.node)
         assert node_obj is not None
         original_claim = sim.create(nodeclaim_for(node_obj))["metadata"]["name"]
