@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 import click
 
-from gpuwarden.domain.errors import GpuwardenError, InvalidEvent, InvalidPolicy
+from gpuwarden.domain.errors import GpuwardenError, InvalidEvent, InvalidPolicy, InvalidSetting
 from gpuwarden.sources.runbook import RUNBOOK_ACTIONS
 
 if TYPE_CHECKING:
@@ -29,6 +29,18 @@ def _fail_invalid(message: str, errors: list[dict[str, Any]] | None = None) -> N
     sys.exit(EXIT_INVALID)
 
 
+def _fail_config(err: InvalidPolicy, kind: str, asked: dict[str, Any] | None = None) -> NoReturn:
+    """A setting or policy gpuwarden does not understand: it refuses to run. Exit 2, the reason
+    (naming the variable or file) on stderr and as the failed JSON result on stdout."""
+    from gpuwarden.services.engine.failures import failed_result
+
+    asked = asked or {}
+    click.echo(f"gpuwarden: invalid configuration: {err}", err=True)
+    failed = failed_result(kind, err, node=asked.get("node"), instance_id=asked.get("instance_id")).to_json()
+    click.echo(json.dumps(failed, indent=2))
+    sys.exit(EXIT_INVALID)
+
+
 def _emit(result: dict[str, Any]) -> NoReturn:
     click.echo(json.dumps(result, indent=2, sort_keys=False))
     sys.exit(EXIT_FAILED if result.get("outcome") == "failed" else EXIT_OK)
@@ -42,7 +54,7 @@ def _guarded(run: Callable[[], dict[str, Any]], kind: str, asked: dict[str, Any]
     except InvalidEvent as err:
         _fail_invalid(str(err), err.errors)
     except InvalidPolicy as err:
-        _fail_invalid(str(err))
+        _fail_config(err, kind, asked)
     except GpuwardenError as err:
         from gpuwarden.services.engine.failures import failed_result
 
@@ -79,7 +91,8 @@ def main() -> None:
 
 @main.command()
 @click.argument("event", type=click.File("r", encoding="utf-8"))
-def invoke(event: TextIO) -> None:
+@click.option("--dry-run", is_flag=True, help="Plan and report every action, change nothing (as DRY_RUN=true).")
+def invoke(event: TextIO, dry_run: bool) -> None:
     """Route one EVENT (a JSON file, or - for standard input) as the deployed rules would,
     run it to the end, and print the JSON result.
 
@@ -93,7 +106,7 @@ def invoke(event: TextIO) -> None:
     from gpuwarden.local import run_event
     from gpuwarden.services.routes import fallback_kind
 
-    _emit(_guarded(lambda: run_event(raw), fallback_kind(raw)))
+    _emit(_guarded(lambda: run_event(raw, dry_run=dry_run), fallback_kind(raw)))
 
 
 @main.command()
@@ -161,7 +174,10 @@ def doctor(as_json: bool) -> None:
     from gpuwarden.terminal import doctor_table
     from gpuwarden.wiring import doctor_report
 
-    report = doctor_report()
+    try:
+        report = doctor_report()
+    except InvalidSetting as err:
+        _fail_config(err, "manual")
     if as_json or not sys.stdout.isatty():
         click.echo(json.dumps(report.to_json(), indent=2))
     else:

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
+import math
 import os
+import sys
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from dateutil.parser import isoparse
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from gpuwarden.domain.errors import CloudError, InvalidPolicy
+from gpuwarden.domain.errors import CloudError, InvalidPolicy, InvalidSetting
 from gpuwarden.domain.policy import Policy
 
 
@@ -38,28 +39,81 @@ class Settings(BaseModel):
     #: GPU-idle alarm name prefixes the deployed rules take (besides gpuwarden's own), comma-separated.
     gpu_idle_alarm_prefixes: str | None = None
 
+    #: Inside Lambda (AWS_LAMBDA_FUNCTION_NAME set): no policy at all is then a failure.
+    deployed: bool = False
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Every variable parsed strictly (docs/policy.md): a value gpuwarden does not
+        understand raises InvalidSetting naming the variable and what it accepts (fail closed)."""
         env = os.environ if env is None else env
-        now = env.get("GPUWARDEN_NOW")
+
+        def text(name: str) -> str | None:
+            return env.get(name, "").strip() or None
+
         return cls(
-            kubeconfig=env.get("KUBECONFIG") or None,
-            policy_file=env.get("GPUWARDEN_POLICY_FILE") or None,
-            policy_parameter=env.get("GPUWARDEN_POLICY_PARAMETER") or None,
-            state_table=env.get("GPUWARDEN_STATE_TABLE") or None,
-            now=isoparse(now) if now else None,
-            dry_run=env.get("DRY_RUN", "").strip().lower() in ("1", "true", "yes"),
-            region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None,
-            cluster=env.get("GPUWARDEN_CLUSTER") or None,
-            drain_state_machine_arn=env.get("GPUWARDEN_DRAIN_STATE_MACHINE_ARN") or None,
-            schedule_group=env.get("GPUWARDEN_SCHEDULE_GROUP") or None,
-            windows_function_arn=env.get("GPUWARDEN_WINDOWS_FUNCTION_ARN") or None,
-            scheduler_role_arn=env.get("GPUWARDEN_SCHEDULER_ROLE_ARN") or None,
-            scheduler_dead_letter_arn=env.get("GPUWARDEN_SCHEDULER_DLQ_ARN") or None,
-            kube_qps=float(env.get("GPUWARDEN_KUBE_QPS", "50")),
-            kube_burst=int(env.get("GPUWARDEN_KUBE_BURST", "100")),
-            gpu_idle_alarm_prefixes=env.get("GPUWARDEN_GPU_IDLE_ALARM_PREFIXES") or None,
+            kubeconfig=text("KUBECONFIG"),
+            policy_file=text("GPUWARDEN_POLICY_FILE"),
+            policy_parameter=text("GPUWARDEN_POLICY_PARAMETER"),
+            state_table=text("GPUWARDEN_STATE_TABLE"),
+            now=parse_now(env.get("GPUWARDEN_NOW")),
+            dry_run=parse_switch("DRY_RUN", env.get("DRY_RUN")),
+            region=text("AWS_REGION") or text("AWS_DEFAULT_REGION"),
+            cluster=text("GPUWARDEN_CLUSTER"),
+            drain_state_machine_arn=text("GPUWARDEN_DRAIN_STATE_MACHINE_ARN"),
+            schedule_group=text("GPUWARDEN_SCHEDULE_GROUP"),
+            windows_function_arn=text("GPUWARDEN_WINDOWS_FUNCTION_ARN"),
+            scheduler_role_arn=text("GPUWARDEN_SCHEDULER_ROLE_ARN"),
+            scheduler_dead_letter_arn=text("GPUWARDEN_SCHEDULER_DLQ_ARN"),
+            kube_qps=parse_number("GPUWARDEN_KUBE_QPS", env.get("GPUWARDEN_KUBE_QPS"), 50.0, float),
+            kube_burst=int(parse_number("GPUWARDEN_KUBE_BURST", env.get("GPUWARDEN_KUBE_BURST"), 100, int)),
+            gpu_idle_alarm_prefixes=text("GPUWARDEN_GPU_IDLE_ALARM_PREFIXES"),
+            deployed=bool(text("AWS_LAMBDA_FUNCTION_NAME")),
         )
+
+
+TRUE_VALUES = ("1", "true", "yes")
+FALSE_VALUES = ("", "0", "false", "no")
+
+
+def parse_switch(name: str, value: str | None) -> bool:
+    """true/1/yes or false/0/no/unset (any case); anything else refuses to run."""
+    word = (value or "").strip().lower()
+    if word in TRUE_VALUES:
+        return True
+    if word in FALSE_VALUES:
+        return False
+    accepted = ", ".join(v for v in TRUE_VALUES + FALSE_VALUES if v)
+    raise InvalidSetting(name, f"{value!r} is not understood; accepted: {accepted} (or unset)")
+
+
+def parse_now(value: str | None) -> datetime | None:
+    """RFC 3339 with a UTC offset (2026-06-01T09:30:00+09:00 or ...Z); unset: the real clock."""
+    if value is None or not value.strip():
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.strip().replace("z", "Z"))
+    except ValueError:
+        parsed = None
+    if parsed is None or "T" not in value.upper() or parsed.utcoffset() is None:
+        raise InvalidSetting(
+            "GPUWARDEN_NOW", f"{value!r} is not an RFC 3339 time with an offset (e.g. 2026-06-01T09:30:00Z)"
+        )
+    return parsed
+
+
+def parse_number(name: str, value: str | None, default: float, kind: type[int] | type[float]) -> float:
+    """A positive number of `kind` (int: a whole number); unset: `default`."""
+    if value is None or not value.strip():
+        return default
+    try:
+        number: float | None = kind(value.strip())
+    except ValueError:
+        number = None
+    if number is None or not math.isfinite(number) or number <= 0:  # nan, inf, 0, -1 are no rate
+        what = "a positive whole number" if kind is int else "a positive number"
+        raise InvalidSetting(name, f"{value!r} is not {what}")
+    return number
 
 
 def parse_policy(text: str, source: str) -> Policy:
@@ -88,7 +142,26 @@ def load_policy(settings: Settings) -> Policy:
         return parse_policy(text, str(path))
     if settings.policy_parameter:
         return parse_policy(_parameter(settings.policy_parameter), f"SSM parameter {settings.policy_parameter}")
-    return Policy(cluster=settings.cluster or "default")
+    if settings.deployed:
+        raise InvalidSetting(
+            "GPUWARDEN_POLICY_PARAMETER", "no policy: set GPUWARDEN_POLICY_PARAMETER (or GPUWARDEN_POLICY_FILE)"
+        )
+    policy = Policy(cluster=settings.cluster or "default")
+    if not _warned:
+        _warned.append(True)
+        sys.stderr.write(default_policy_warning(policy) + "\n")
+    return policy
+
+
+_warned: list[bool] = []  # the no-policy warning, once per process
+
+
+def default_policy_warning(policy: Policy) -> str:
+    return (
+        "gpuwarden: no policy (GPUWARDEN_POLICY_FILE / GPUWARDEN_POLICY_PARAMETER unset): using the defaults, "
+        f"cluster {policy.cluster!r} (GPUWARDEN_CLUSTER), no budget windows, every behaviour at its documented "
+        "default (docs/policy.md)"
+    )
 
 
 def _parameter(name: str) -> str:

@@ -23,14 +23,16 @@ if TYPE_CHECKING:
     from gpuwarden.services.runbook.actions import DrainProgress
 
 
-def run_event(raw: object, deps: Deps | None = None) -> dict[str, Any]:
+def run_event(raw: object, deps: Deps | None = None, *, dry_run: bool = False) -> dict[str, Any]:
     """Parse and route one event exactly as deployed, then run it to the end (drain included).
     `deps`: what to run with (default: built from the environment, as `invoke` does;
-    `gpuwarden simulate` passes the simulator's)."""
+    `gpuwarden simulate` passes the simulator's). `dry_run` (`invoke --dry-run`): as DRY_RUN=true."""
     settings = Settings.from_env()
+    if dry_run:
+        settings = settings.model_copy(update={"dry_run": True})
     parsed = parse_event(raw, deployed=deployed_rules(settings))
     if isinstance(parsed, RunbookRequest):  # as a direct invoke of the runbook function would
-        return run_runbook(parsed)
+        return run_runbook(parsed.model_copy(update={"dry_run": True}) if dry_run else parsed)
     if isinstance(parsed, WindowTick):
         return _answered(
             lambda: handle_tick(parsed, deps or build_deps(settings, caller="cli")).to_json(),

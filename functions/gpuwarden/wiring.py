@@ -182,6 +182,13 @@ def doctor_report() -> DoctorReport:
     except GpuwardenError as err:
         reads = str(err)
     now = settings.now or datetime.now(UTC)
+    source = settings.policy_file or settings.policy_parameter
     return diagnose(
-        reads, policy, policy_error, lambda c: cluster_has_gpu_metric(settings.region, c), now, effective.cluster
+        reads,
+        policy,
+        policy_error,
+        lambda c: cluster_has_gpu_metric(settings.region, c),
+        now,
+        effective.cluster,
+        policy_source=source,
     )

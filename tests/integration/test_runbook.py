@@ -259,10 +259,12 @@ def test_status_shows_the_ledger_of_the_nodes_event(world: World) -> None:
     assert status["ledger"]["caller"] == "test"
 
 
-def test_an_instance_that_is_not_a_node_of_the_cluster_is_ignored_with_a_reason(world: World) -> None:
+def test_an_instance_that_is_not_a_node_of_the_cluster_fails_naming_it(world: World) -> None:
+    # Given a cluster without that instance / When a drain is asked for it
     spot_node(world.sim)
     result = runbook(world, action="drain", instance_id="i-0123456789abcdef0")
-    assert result["outcome"] == "ignored"
+    # Then it failed (a script must not read a typo as success), naming what was not found
+    assert result["outcome"] == "failed"
     assert "i-0123456789abcdef0 is not a node of cluster ml-prod" in result["reason"]
     assert result["plan"] == []
 

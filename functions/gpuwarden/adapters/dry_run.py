@@ -84,7 +84,7 @@ class DryRunKube:
         self, namespace: str, name: str, container: str, command: Sequence[str], timeout: float
     ) -> ExecOutcome:
         self._intend("exec", pod=f"{namespace}/{name}", container=container, command=list(command))
-        return ExecOutcome(exit_code=0, output="(dry run)")
+        return ExecOutcome(exit_code=0, output="(dry run)", imagined=True)
 
     def create_node_event(self, node: NodeView, reason: str, message: str, warning: bool = False) -> None:
         self._intend("event", node=node.name, reason=reason)

@@ -19,6 +19,15 @@ class InvalidPolicy(GpuwardenError):
     """The policy document does not validate."""
 
 
+class InvalidSetting(InvalidPolicy):
+    """A setting (environment variable, CDK context value, kubeconfig) gpuwarden does not
+    understand: it refuses to run, exit 2, naming the setting and what it accepts."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(f"{name}: {message}")
+        self.name = name
+
+
 class KubeError(GpuwardenError):
     """A Kubernetes API call failed after its retries."""
 

@@ -16,6 +16,8 @@ from gpuwarden.domain.views import NodeView, PodView
 class ExecOutcome:
     exit_code: int
     output: str = ""
+    #: a dry run's imagined exec (adapters/dry_run.py): nothing ran, so there is no exit code to report
+    imagined: bool = False
 
 
 @dataclass(frozen=True)

@@ -203,9 +203,17 @@ def check_gpu_metrics(policy: Policy, has_metric: Callable[[str], bool]) -> Find
     )
 
 
-def check_policy(policy: Policy | None, error: str | None, now: datetime) -> Finding:
+def check_policy(policy: Policy | None, error: str | None, now: datetime, source: str | None = "the policy") -> Finding:
+    """``source`` None: no policy was given, the defaults are in use (a warning, never a silent ok)."""
     if policy is None:
         return Finding("policy", Severity.ERROR, f"the policy does not validate: {error}", "fix the policy document")
+    if source is None:
+        return Finding(
+            "policy",
+            Severity.WARN,
+            f"no policy given: the defaults are in use (cluster {policy.cluster}, no budget windows)",
+            "set GPUWARDEN_POLICY_FILE (locally) or GPUWARDEN_POLICY_PARAMETER (deployed); docs/policy.md",
+        )
     lines = []
     for window in policy.windows:
         current = window.occurrence_at(now)

@@ -103,6 +103,7 @@ def diagnose(
     has_gpu_metric: Callable[[str], bool],
     now: datetime,
     cluster: str = "default",
+    policy_source: str | None = "the policy",
 ) -> DoctorReport:
     """Every check. ``reads`` is the cluster, or why it could not be reached; ``policy`` is None
     when it does not validate (``policy_error`` says why; the cluster checks then use the defaults)."""
@@ -111,6 +112,6 @@ def diagnose(
     findings = [
         *cluster_part,
         check_gpu_metrics(effective, has_gpu_metric),
-        check_policy(policy, policy_error, now),
+        check_policy(policy, policy_error, now, policy_source),
     ]
     return DoctorReport(findings)

@@ -84,7 +84,8 @@ def _deliver(recorder: Recorder, node: NodeView | None, pod: PodView, spec: Chec
     try:
         if spec.mode in ("signal", "exec"):
             outcome = deps.kube.exec_in_pod(pod.namespace, pod.name, spec.container, spec.exec_command(), timeout)
-            ok, detail = outcome.exit_code == 0, f"exit {outcome.exit_code}"
+            ran = f"would {spec.mode}" if outcome.imagined else f"exit {outcome.exit_code}"
+            ok, detail = outcome.exit_code == 0, ran
         elif spec.mode == "http":
             url = f"http://{pod.pod_ip}:{spec.port}{spec.path}"
             status = deps.http.post(url, timeout) if pod.pod_ip else 0

@@ -11,6 +11,7 @@ from gpuwarden.domain.errors import (
     CloudUnreachable,
     ClusterUnreachable,
     GpuwardenError,
+    InvalidPolicy,
     KubeError,
     NoCredentials,
     ReplacementError,
@@ -21,6 +22,7 @@ from gpuwarden.services.engine.result import Result
 
 #: What failed, by the error's type (most specific first).
 _WHAT: tuple[tuple[type[GpuwardenError], str], ...] = (
+    (InvalidPolicy, "invalid configuration"),
     (ClusterUnreachable, "no cluster reachable"),
     (NoCredentials, "no AWS credentials"),
     (CloudUnreachable, "AWS endpoint down"),

@@ -71,8 +71,9 @@ def run_runbook(
     request_id = f"runbook-{deps.clock().strftime('%Y%m%dT%H%M%SZ')}-{uuid.uuid4().hex[:8]}"
     node = find_node(deps.kube, deps.cloud, request.instance_id, request.node)
     if node is None:
-        reason = f"{request.target} is not a node of cluster {deps.policy.cluster}"
-        result = _result(request, deps, Recorder(deps, request_id), None, Answer("ignored", reason), [], request_id)
+        # a script must not read a typo as success (docs/cli.md): failed, exit 1, naming what was not found
+        reason = f"not found: {request.target} is not a node of cluster {deps.policy.cluster}"
+        result = _result(request, deps, Recorder(deps, request_id), None, Answer("failed", reason), [], request_id)
         _record(request, deps, result, request_id)
         return result
     pods = [p for p in deps.kube.list_pods_on_node(node.name) if p.node_name == node.name]
