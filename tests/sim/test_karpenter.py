@@ -256,3 +256,21 @@ def test_started_karpenter_reacts_to_writes_on_its_own_thread() -> None:
             assert sim.wait_until(lambda: len(karpenter.created_nodeclaims()) == 1, timeout=5)
         requests = [r for r in sim.requests if r.user_agent.startswith("karpenter/")]
         assert any(r.method == "POST" and r.path.endswith("/eviction") for r in requests)
+
+
+def test_a_pending_pod_bound_before_the_batch_closes_gets_no_nodeclaim(sim: KubeSim) -> None:
+    # Given a pending GPU pod (no node) the provisioner has put in its batch, and a node with room
+    sim.create(b.nodepool("gpu-training"))
+    node = sim.create(b.gpu_node(NODE, INSTANCE, ip="10.0.1.23"))
+    sim.create(b.nodeclaim_for(node))
+    pending = sim.create(b.training_pod("notebook-0", "", gpus=8))  # no node: Pending
+    karpenter = Karpenter(sim, launch_seconds=1000, batch_idle_seconds=5)
+    karpenter.step()
+    assert karpenter.batching
+    # When the pod is bound to that node (all its GPUs) before the batch window closes
+    status = b.running_status(node, "notebook-0", pending["spec"]["containers"])
+    sim.patch_direct("Pod", "notebook-0", {"spec": {"nodeName": NODE}, "status": status}, "ml")
+    run(karpenter, sim, 10)
+    # Then the provisioner launches nothing: it schedules only pods that still need a place
+    assert karpenter.created_nodeclaims() == []
+    assert not karpenter.batching

@@ -67,7 +67,7 @@ class Provisioner:
             self.need_since = now  # the batch window opens
         if now < self.need_since + timedelta(seconds=self.cluster.settings.batch_idle_seconds):
             return
-        needs = self._still_needing(pods)
+        needs = self._still_needing(pods, deleting)
         self.batch.clear()
         self.need_since = None
         homeless = self._pack(needs, self._capacity(claims, nodes, pods, deleting))
@@ -87,17 +87,22 @@ class Provisioner:
         for pool, members, _ in planned:
             self._create_claim(pool, members, by_node, claims, now)
 
-    def _still_needing(self, pods: list[Obj]) -> list[Obj]:
-        """The batch's pods that need capacity now: those still displaced, and those evicted
-        meanwhile whose controller recreates them as pending pods (a Job's; the simulator's
+    def _still_needing(self, pods: list[Obj], deleting: set[str]) -> list[Obj]:
+        """The batch's pods that need capacity now: those still pending or displaced (a pod bound
+        meanwhile, on capacity launched for it or freed elsewhere, needs none: the provisioner
+        schedules only pending pods and those of deleting nodes), and those evicted meanwhile
+        whose controller recreates them as pending pods (a Job's; the simulator's
         ReplicaSetReplacer already placed a ReplicaSet's or StatefulSet's elsewhere)."""
         live = {p["metadata"]["uid"]: p for p in pods}
         out = []
         for uid, seen in self.batch.items():
             pod = live.get(uid)
-            replaced_elsewhere = owned_by(seen, "apps/v1", "ReplicaSet") or owned_by(seen, "apps/v1", "StatefulSet")
-            if (pod is not None and active(pod)) or not replaced_elsewhere:
-                out.append(pod if pod is not None and active(pod) else seen)
+            if pod is not None and active(pod):
+                if self._needs_home(pod, deleting):
+                    out.append(pod)
+                continue
+            if not (owned_by(seen, "apps/v1", "ReplicaSet") or owned_by(seen, "apps/v1", "StatefulSet")):
+                out.append(seen)
         return out
 
     def _pack(self, needs: list[Obj], bins: list[list[Any]]) -> list[Obj]:
