@@ -26,6 +26,8 @@ from infra.components.state_table import StateTable
 from infra.config import Settings
 
 DRAIN_STATE_MACHINE_ENV = "GPUWARDEN_DRAIN_STATE_MACHINE_ARN"
+#: `-c mode=observe`: the functions' settings (gpuwarden.config: observe implies DRY_RUN)
+OBSERVE_ENVIRONMENT = {"GPUWARDEN_MODE": "observe", "DRY_RUN": "true"}
 
 
 class GpuwardenStack(Stack):
@@ -61,6 +63,8 @@ class GpuwardenStack(Stack):
             cluster_access=settings.cluster_access,
             policy_version=self.policy.version,
         )
+        if settings.mode == "observe":  # before any function is added: every one plans and writes nothing
+            self.functions.environment.update(OBSERVE_ENVIRONMENT)
         # --- cluster access: access entries (functions.py) + the RBAC, applied at deploy time
         if settings.cluster_access:
             self.cluster_rbac = ClusterRbac(
@@ -88,8 +92,10 @@ class GpuwardenStack(Stack):
         self.drain.state_machine.grant_start_execution(interruption.role)
         self._allow_replacement(interruption)
         self.routes = EventRoutes(self, "Events", alarms=alarms)
+        policy = settings.policy  # what is switched off in it gets no rule, alarm or schedule
         for rule in event_rules.EC2_RULES:
-            self.routes.route(rule, interruption.function)
+            if event_rules.rule_is_on(rule, policy):
+                self.routes.route(rule, interruption.function)
 
         # --- runbook: direct invoke (CLI --remote, SSM Automation documents); IAM as interruption
         runbook = self.functions.add(functions.RUNBOOK)
@@ -99,15 +105,19 @@ class GpuwardenStack(Stack):
         self.runbook_documents = RunbookDocuments(self, "Runbook", function=runbook.function)
 
         # --- GPU-idle reclaim: the fleet alarm, its rules, the function (infra/components/gpu_idle.py)
-        self.gpu_idle = GpuIdleReclaim(
-            self,
-            "GpuIdle",
-            fn=self.functions.add(functions.GPU_IDLE),
-            routes=self.routes,
-            cluster=settings.cluster,
-            policy_json=settings.policy_json,
-            drain=self.drain.state_machine,
-            drain_env=DRAIN_STATE_MACHINE_ENV,
+        self.gpu_idle = (
+            GpuIdleReclaim(
+                self,
+                "GpuIdle",
+                fn=self.functions.add(functions.GPU_IDLE),
+                routes=self.routes,
+                cluster=settings.cluster,
+                policy_json=settings.policy_json,
+                drain=self.drain.state_machine,
+                drain_env=DRAIN_STATE_MACHINE_ENV,
+            )
+            if policy.gpu_idle.enabled
+            else None
         )
 
         # --- budget windows (Scheduler ticks) and AWS Health scheduled maintenance (infra/components/schedules.py)
@@ -119,11 +129,12 @@ class GpuwardenStack(Stack):
             self._allow_replacement(fn)
             cloud_permissions.describe_capacity_blocks(fn)  # Capacity Block plans: end dates, the reconcile
         for rule in event_rules.PLANNING_RULES:  # scheduled maintenance, Capacity Blocks delivered
-            self.routes.route(rule, maintenance_fn.function)
+            if event_rules.rule_is_on(rule, policy):
+                self.routes.route(rule, maintenance_fn.function)
         self.schedules = BudgetWindowSchedules(
             self,
             "Schedules",
-            windows=settings.policy.windows,
+            windows=settings.policy.windows if policy.nodepool_windows.enabled else (),
             target=windows_fn,
             planners=(windows_fn, maintenance_fn),
             alarms=alarms,
