@@ -186,6 +186,21 @@ def doctor(as_json: bool) -> None:
 
 
 @main.command()
+@click.option("--all", "everything", is_flag=True, help="Every node and NodePool of the cluster.")
+@click.option("--node", metavar="NAME", help="One node (and the pods on it).")
+@click.option("--dry-run", is_flag=True, help="Say what would be removed, change nothing.")
+def release(everything: bool, node: str | None, dry_run: bool) -> None:
+    """Remove every mark gpuwarden left (docs/rollback.md): its cordons, taints and annotations on
+    nodes, the do-not-disrupt marks it added to pods, and (--all) NodePool budgets and limits
+    restored exactly from what the windows saved. Idempotent; the JSON answer and exit as invoke."""
+    if everything == (node is not None):
+        _fail_invalid("give exactly one of --all or --node NAME")
+    from gpuwarden.local import run_release
+
+    _emit(_guarded(lambda: run_release(node, dry_run), "manual", {"node": node}))
+
+
+@main.command()
 @click.option("--speed", default=10.0, show_default=True, help="How much faster the simulated kubelet's clock runs.")
 def demo(speed: float) -> None:
     """Replay sample events through the real handlers on a simulated GPU cluster and AWS."""

@@ -64,6 +64,19 @@ def run_runbook(request: RunbookRequest, progress: Callable[[DrainProgress], Non
     return _answered(answer, "manual", node=request.node, instance_id=request.instance_id, extra=extra)
 
 
+def run_release(node: str | None, dry_run: bool) -> dict[str, Any]:
+    """`gpuwarden release`: every gpuwarden mark taken back (one node, or ``node`` None: all,
+    NodePools included), against KUBECONFIG; ``dry_run`` writes nothing (docs/rollback.md)."""
+    from gpuwarden.services.release.release import release
+    from gpuwarden.wiring import dry_run_view
+
+    def answer() -> dict[str, Any]:
+        deps = build_deps(Settings.from_env())
+        return release(dry_run_view(deps) if dry_run else deps, node=node).to_json()
+
+    return _answered(answer, "manual", node=node, extra={"action": "release", "dry_run": dry_run})
+
+
 def _answered(
     run: Callable[[], dict[str, Any]],
     kind: str,

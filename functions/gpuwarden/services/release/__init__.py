@@ -1,0 +1,1 @@
+"""`gpuwarden release`: the way back (docs/rollback.md)."""
