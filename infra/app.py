@@ -12,6 +12,8 @@ from cdk_nag import AwsSolutionsChecks
 from infra.config import Settings
 from infra.stacks.gpuwarden_stack import GpuwardenStack
 
+#: the construct id; the deployed CloudFormation stack name carries the cluster (infra/config.py
+#: `stack_name`: `Gpuwarden-<cluster>` or `-c stackName=…`), so several clusters share an account
 STACK_NAME = "GpuwardenStack"
 
 
@@ -25,6 +27,7 @@ def build_app(*, outdir: str | None = None, context: Mapping[str, Any] | None = 
     GpuwardenStack(
         app,
         STACK_NAME,
+        stack_name=settings.stack_name,
         settings=settings,
         description="gpuwarden: event-driven GPU node protection for EKS",
     )

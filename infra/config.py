@@ -73,6 +73,11 @@ class Settings:
     #: one concurrent execution per node of the largest Spot burst to cordon at once
     interruption_concurrency: int = DEFAULT_INTERRUPTION_CONCURRENCY
     skip_bundling: bool = False
+    #: `-c mode=observe`: every function plans, reports and records, and writes nothing to the
+    #: cluster (but "Would…" Events) or to EC2 (docs/rollback.md#observe); `act` (default) acts
+    mode: str = "act"
+    #: the CloudFormation stack name: `-c stackName=…`, else `Gpuwarden-<cluster>` (one stack per cluster)
+    stack_name: str = ""
 
     @classmethod
     def from_context(cls, node: Node) -> Settings:
@@ -92,11 +97,33 @@ class Settings:
             alarm_email=_matching(node, "alarmEmail", _EMAIL),
             network=_network(node),
             fleet_role_arn=_matching(node, "fleetRoleArn", _ROLE_ARN),
-            cluster_access=_bool(node.try_get_context("clusterAccess"), default=True),
-            customer_managed_key=_bool(node.try_get_context(CUSTOMER_MANAGED_KEY)),
+            cluster_access=_bool(node.try_get_context("clusterAccess"), default=True, key="clusterAccess"),
+            customer_managed_key=_bool(node.try_get_context(CUSTOMER_MANAGED_KEY), key=CUSTOMER_MANAGED_KEY),
             interruption_concurrency=_concurrency(node.try_get_context(INTERRUPTION_CONCURRENCY)),
-            skip_bundling=_bool(node.try_get_context(SKIP_BUNDLING)),
+            skip_bundling=_bool(node.try_get_context(SKIP_BUNDLING), key=SKIP_BUNDLING),
+            mode=_choice(node, "mode", MODES, "act"),
+            stack_name=_stack_name(node, cluster),
         )
+
+
+MODES = ("act", "observe")
+_STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")  # CloudFormation stack name rules
+
+
+def _choice(node: Node, key: str, choices: tuple[str, ...], default: str) -> str:
+    """One of ``choices`` exactly: anything else fails the synth naming the key and the choices."""
+    value = _str(node, key, default)
+    if value not in choices:
+        raise SettingsError(f"context {key!r} must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def _stack_name(node: Node, cluster: str) -> str:
+    """`-c stackName=…`, else `Gpuwarden-<cluster>` (the cluster name with `_` made `-`)."""
+    name = _str(node, "stackName", "") or f"Gpuwarden-{cluster.replace('_', '-')}"
+    if not _STACK_NAME.match(name):
+        raise SettingsError(f"context 'stackName' is not a valid CloudFormation stack name: {name!r}")
+    return name
 
 
 def _str(node: Node, key: str, default: str) -> str:
@@ -123,12 +150,18 @@ def _concurrency(value: Any) -> int:
     return number
 
 
-def _bool(value: Any, default: bool = False) -> bool:
-    if value is None:
+def _bool(value: Any, default: bool = False, key: str = "") -> bool:
+    """true/1/yes or false/0/no (`-c key=true` arrives as a string); anything else fails the synth."""
+    if value is None or value == "":
         return default
-    if isinstance(value, str):  # `-c key=true` arrives as a string
-        return value.strip().lower() in {"1", "true", "yes"}
-    return bool(value)
+    if isinstance(value, bool):
+        return value
+    word = str(value).strip().lower()
+    if word in {"1", "true", "yes"}:
+        return True
+    if word in {"0", "false", "no"}:
+        return False
+    raise SettingsError(f"context {key!r} must be true or false (1/0, yes/no), got {value!r}")
 
 
 def _matching(node: Node, key: str, pattern: re.Pattern[str]) -> str:

@@ -218,10 +218,14 @@ def release(every: bool, node: str | None, dry_run: bool) -> None:
 
 @main.command()
 @click.option("--speed", default=10.0, show_default=True, help="How much faster the simulated kubelet's clock runs.")
-def demo(speed: float) -> None:
-    """Replay sample events through the real handlers on a simulated GPU cluster and AWS."""
+@click.option("--serve", is_flag=True, help="Keep the demo's cluster and moto up for commands by hand (Ctrl-C stops).")
+def demo(speed: float, serve: bool) -> None:
+    """Replay sample events through the real handlers on a simulated GPU cluster and AWS;
+    with --serve, print the `export` lines of a sandbox and keep it up until Ctrl-C."""
     from gpuwarden.checkout import simulator
 
+    if serve:
+        sys.exit(simulator("sim.serve").serve(speed=1.0 if speed == 10.0 else speed))
     sys.exit(simulator("sim.demo").run_demo(speed=speed))
 
 

@@ -39,6 +39,9 @@ class Settings(BaseModel):
     #: GPU-idle alarm name prefixes the deployed rules take (besides gpuwarden's own), comma-separated.
     gpu_idle_alarm_prefixes: str | None = None
 
+    #: GPUWARDEN_MODE=observe (`cdk deploy -c mode=observe`): plan, report, record and post
+    #: "Would…" Events; write nothing else to the cluster or to EC2 (implies dry_run).
+    observe: bool = False
     #: Inside Lambda (AWS_LAMBDA_FUNCTION_NAME set): no policy at all is then a failure.
     deployed: bool = False
 
@@ -51,13 +54,16 @@ class Settings(BaseModel):
         def text(name: str) -> str | None:
             return env.get(name, "").strip() or None
 
+        observe = parse_mode(env.get("GPUWARDEN_MODE")) == "observe"
+
         return cls(
             kubeconfig=text("KUBECONFIG"),
             policy_file=text("GPUWARDEN_POLICY_FILE"),
             policy_parameter=text("GPUWARDEN_POLICY_PARAMETER"),
             state_table=text("GPUWARDEN_STATE_TABLE"),
             now=parse_now(env.get("GPUWARDEN_NOW")),
-            dry_run=parse_switch("DRY_RUN", env.get("DRY_RUN")),
+            dry_run=parse_switch("DRY_RUN", env.get("DRY_RUN")) or observe,
+            observe=observe,
             region=text("AWS_REGION") or text("AWS_DEFAULT_REGION"),
             cluster=text("GPUWARDEN_CLUSTER"),
             drain_state_machine_arn=text("GPUWARDEN_DRAIN_STATE_MACHINE_ARN"),
@@ -85,6 +91,17 @@ def parse_switch(name: str, value: str | None) -> bool:
         return False
     accepted = ", ".join(v for v in TRUE_VALUES + FALSE_VALUES if v)
     raise InvalidSetting(name, f"{value!r} is not understood; accepted: {accepted} (or unset)")
+
+
+MODES = ("act", "observe")
+
+
+def parse_mode(value: str | None) -> str:
+    """act (default) or observe, exactly (any case); anything else refuses to run."""
+    word = (value or "act").strip().lower() or "act"
+    if word not in MODES:
+        raise InvalidSetting("GPUWARDEN_MODE", f"{value!r} is not understood; accepted: {', '.join(MODES)}")
+    return word
 
 
 def parse_now(value: str | None) -> datetime | None:

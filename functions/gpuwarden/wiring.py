@@ -106,7 +106,7 @@ def build_deps(
     http: HttpPort = PodHttp()
     is_dry = settings.dry_run if dry_run is None else dry_run
     if is_dry:
-        kube, cloud, http = _dry_run_ports(kube, cloud, http)
+        kube, cloud, http = _dry_run_ports(kube, cloud, http, observe=settings.observe)
     fixed_now = settings.now
 
     def window_clock() -> datetime:
@@ -141,10 +141,13 @@ def scheduler_for(settings: Settings) -> SchedulerPort | None:
     )
 
 
-def _dry_run_ports(kube: KubePort, cloud: CloudPort, http: HttpPort) -> tuple[KubePort, CloudPort, HttpPort]:
+def _dry_run_ports(
+    kube: KubePort, cloud: CloudPort, http: HttpPort, *, observe: bool = False
+) -> tuple[KubePort, CloudPort, HttpPort]:
     from gpuwarden.adapters.dry_run import DryRunCloud, DryRunHttp, DryRunKube
 
-    return cast(KubePort, DryRunKube(kube)), cast(CloudPort, DryRunCloud(cloud)), cast(HttpPort, DryRunHttp(http))
+    dry_kube = DryRunKube(kube, observe=observe)
+    return cast(KubePort, dry_kube), cast(CloudPort, DryRunCloud(cloud)), cast(HttpPort, DryRunHttp(http))
 
 
 def dry_run_view(deps: Deps) -> Deps:

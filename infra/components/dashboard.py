@@ -36,6 +36,9 @@ def gpuwarden_metric(
     )
 
 
+EVENTS_BY_OUTCOME = f'{{{NAMESPACE},kind,outcome,service}} MetricName="{Metric.EVENTS.value}"'
+
+
 def _search(expression: str, label: str, statistic: str, period: Duration = PERIOD) -> cloudwatch.MathExpression:
     seconds = int(period.to_seconds())
     return cloudwatch.MathExpression(
@@ -61,6 +64,12 @@ class Dashboard(Construct):
             _graph(
                 "Events by kind and outcome",
                 [_search(f'{{{NAMESPACE},kind,outcome,service}} MetricName="{Metric.EVENTS.value}"', "", "Sum")],
+            ),
+            # observe mode (docs/rollback.md#observe-first): what it would have done, beside what it did
+            _graph(
+                "Did (handled) / would have (observe, dry run), by kind",
+                [_search(f'{EVENTS_BY_OUTCOME} outcome="handled"', "", "Sum")],
+                [_search(f'{EVENTS_BY_OUTCOME} outcome="dry-run"', "", "Sum")],
             ),
             _graph(
                 "Seconds left at drain end (deadline kinds)",

@@ -16,7 +16,9 @@ from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from gpuwarden.sources.routing import DEFAULT_ALARM_PREFIX, Rule, rules
+from gpuwarden.domain.policy import Policy
+from gpuwarden.domain.switches import KIND_SWITCHES, is_on
+from gpuwarden.sources.routing import DEFAULT_ALARM_PREFIX, KIND_OF, Rule, rules
 from infra.components.alarms import AlarmSink
 from infra.components.queues import DeadLetterQueue
 
@@ -52,6 +54,11 @@ SCHEDULED_MAINTENANCE = _BY_NAME["ScheduledMaintenance"]
 EC2_RULES = tuple(r for r in _BY_NAME.values() if r.route == "interruption")
 #: the rules that target the maintenance (planning) function
 PLANNING_RULES = tuple(r for r in _BY_NAME.values() if r.route == "maintenance")
+
+
+def rule_is_on(rule: Rule, policy: Policy) -> bool:
+    """A rule whose kind is switched off in the policy is not created (gpuwarden.domain.switches)."""
+    return all(is_on(policy, KIND_SWITCHES.get(KIND_OF[t].value, "")) for t in rule.detail_types if t in KIND_OF)
 
 
 class EventRoutes(Construct):

@@ -27,6 +27,8 @@ from infra.components.state_table import StateTable
 from infra.config import Settings
 
 DRAIN_STATE_MACHINE_ENV = "GPUWARDEN_DRAIN_STATE_MACHINE_ARN"
+#: `-c mode=observe`: the functions' settings (gpuwarden.config: observe implies DRY_RUN)
+OBSERVE_ENVIRONMENT = {"GPUWARDEN_MODE": "observe", "DRY_RUN": "true"}
 
 
 class GpuwardenStack(Stack):
@@ -62,6 +64,8 @@ class GpuwardenStack(Stack):
             cluster_access=settings.cluster_access,
             policy_version=self.policy.version,
         )
+        if settings.mode == "observe":  # before any function is added: every one plans and writes nothing
+            self.functions.environment.update(OBSERVE_ENVIRONMENT)
         # --- cluster access: access entries (functions.py) + the RBAC, applied at deploy time
         if settings.cluster_access:
             self.cluster_rbac = ClusterRbac(
@@ -89,8 +93,10 @@ class GpuwardenStack(Stack):
         self.drain.state_machine.grant_start_execution(interruption.role)
         self._allow_replacement(interruption)
         self.routes = EventRoutes(self, "Events", alarms=alarms)
+        policy = settings.policy  # what is switched off in it gets no rule, alarm or schedule
         for rule in event_rules.EC2_RULES:
-            self.routes.route(rule, interruption.function)
+            if event_rules.rule_is_on(rule, policy):
+                self.routes.route(rule, interruption.function)
 
         # --- runbook: direct invoke (CLI --remote, SSM Automation documents); IAM as interruption
         runbook = self.functions.add(functions.RUNBOOK)
@@ -99,30 +105,8 @@ class GpuwardenStack(Stack):
         self._allow_replacement(runbook)
         self.runbook_documents = RunbookDocuments(self, "Runbook", function=runbook.function)
 
-        # --- GPU-idle reclaim: the fleet alarm, its rules, the function (infra/components/gpu_idle.py)
-        self.gpu_idle = GpuIdleReclaim(
-            self,
-            "GpuIdle",
-            fn=self.functions.add(functions.GPU_IDLE),
-            routes=self.routes,
-            cluster=settings.cluster,
-            policy_json=settings.policy_json,
-            drain=self.drain.state_machine,
-            drain_env=DRAIN_STATE_MACHINE_ENV,
-        )
-
-        # --- GPU signals: the GPU-health scan's schedule, the Alertmanager topic (infra/components/gpu_signals.py)
-        gpu_fn = self.functions.by_name[functions.GPU_IDLE.name]
-        self._allow_replacement(gpu_fn)  # gpu-unhealthy launches replacements as Spot does
-        gpu_health = settings.policy.gpu_health.enabled
-        self.gpu_signals = GpuSignals(
-            self,
-            "GpuSignals",
-            fn=gpu_fn,
-            scan=gpu_health,
-            topic=gpu_health or bool(settings.policy.alerts),
-            alarms=alarms,
-        )
+        # --- the GPU function: GPU-idle reclaim and the GPU signals, each while switched on
+        self.gpu_idle, self.gpu_signals = self._gpu(settings, alarms)
 
         # --- budget windows (Scheduler ticks) and AWS Health scheduled maintenance (infra/components/schedules.py)
         windows_fn = self.functions.add(functions.WINDOWS)
@@ -133,11 +117,12 @@ class GpuwardenStack(Stack):
             self._allow_replacement(fn)
             cloud_permissions.describe_capacity_blocks(fn)  # Capacity Block plans: end dates, the reconcile
         for rule in event_rules.PLANNING_RULES:  # scheduled maintenance, Capacity Blocks delivered
-            self.routes.route(rule, maintenance_fn.function)
+            if event_rules.rule_is_on(rule, policy):
+                self.routes.route(rule, maintenance_fn.function)
         self.schedules = BudgetWindowSchedules(
             self,
             "Schedules",
-            windows=settings.policy.windows,
+            windows=settings.policy.windows if policy.nodepool_windows.enabled else (),
             target=windows_fn,
             planners=(windows_fn, maintenance_fn),
             alarms=alarms,
@@ -153,6 +138,37 @@ class GpuwardenStack(Stack):
         CfnOutput(self, "DashboardName", value=self.dashboard.dashboard.dashboard_name)
         if alarms.topic is not None:
             CfnOutput(self, "AlarmTopicArn", value=alarms.topic.topic_arn, description="subscribe Slack/e-mail here")
+
+    def _gpu(self, settings: Settings, alarms: AlarmSink) -> tuple[GpuIdleReclaim | None, GpuSignals | None]:
+        """The GPU function, while GPU-idle reclaim (its fleet alarm and rules: infra/components/gpu_idle.py)
+        or the GPU signals (the GPU-health scan's schedule, the Alertmanager topic:
+        infra/components/gpu_signals.py) are switched on; nothing of either while it is off."""
+        policy = settings.policy
+        gpu_health = policy.gpu_health.enabled
+        gpu_topic = gpu_health or bool(policy.alerts)
+        gpu_fn = self.functions.add(functions.GPU_IDLE) if policy.gpu_idle.enabled or gpu_topic else None
+        gpu_idle = (
+            GpuIdleReclaim(
+                self,
+                "GpuIdle",
+                fn=gpu_fn,
+                routes=self.routes,
+                cluster=settings.cluster,
+                policy_json=settings.policy_json,
+                drain=self.drain.state_machine,
+                drain_env=DRAIN_STATE_MACHINE_ENV,
+            )
+            if gpu_fn is not None and policy.gpu_idle.enabled
+            else None
+        )
+        if gpu_fn is not None:
+            self._allow_replacement(gpu_fn)  # gpu-unhealthy launches replacements as Spot does
+            if gpu_idle is None:  # the GPU signals' drains go to the workflow too
+                gpu_fn.function.add_environment(DRAIN_STATE_MACHINE_ENV, self.drain.state_machine.state_machine_arn)
+                self.drain.state_machine.grant_start_execution(gpu_fn.role)
+            signals = GpuSignals(self, "GpuSignals", fn=gpu_fn, scan=gpu_health, topic=gpu_topic, alarms=alarms)
+            return gpu_idle, signals
+        return gpu_idle, None
 
     def _allow_replacement(self, fn: functions.GpuwardenFunction) -> None:
         """Resolve instance → node and launch replacements (docs/cluster.md), this cluster's only."""

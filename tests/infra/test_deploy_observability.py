@@ -72,9 +72,10 @@ def test_dashboard_searches_events_by_kind_and_outcome_and_per_function_and_queu
     ]
     assert "SEARCH('{Gpuwarden,kind,outcome,service} MetricName=\"Events\"', 'Sum', 300)" in expressions
     for metric in ("Errors", "Throttles", "Duration"):
-        assert any(f'{{AWS/Lambda,FunctionName}} MetricName="{metric}" GpuwardenStack' in e for e in expressions)
+        assert any(f'{{AWS/Lambda,FunctionName}} MetricName="{metric}" Gpuwarden-ml-test' in e for e in expressions)
     assert any(
-        '{AWS/SQS,QueueName} MetricName="ApproximateNumberOfMessagesVisible" GpuwardenStack' in e for e in expressions
+        '{AWS/SQS,QueueName} MetricName="ApproximateNumberOfMessagesVisible" Gpuwarden-ml-test' in e
+        for e in expressions
     )
 
 

@@ -95,7 +95,7 @@ def test_release_all_takes_back_every_mark_and_restores_the_nodepool_exactly(wor
     assert {"release", "pod-released", "nodepool-set"} <= types
     # And a second release finds nothing to take back
     again = handle_release(_deps(world), None).to_json()
-    assert again["outcome"] == "handled"
+    assert again["outcome"] == "ignored"
     assert again["actions"] == []
     assert "no gpuwarden mark" in again["reason"]
 

@@ -38,9 +38,18 @@ def _merge_patch(target: Any, patch: Any) -> Any:
     return out
 
 
+#: Observe mode posts each Event of what would have happened with this prefix on its reason
+#: (`WouldCordon`, `WouldEvict`…), so `kubectl get events` shows it (docs/rollback.md#observe).
+WOULD = "Would"
+
+
 class DryRunKube:
-    def __init__(self, real: KubePort) -> None:
+    """``observe``: the one write let through is the Kubernetes Event, as "Would…" (the deploy
+    setting `-c mode=observe`); otherwise nothing at all is written."""
+
+    def __init__(self, real: KubePort, *, observe: bool = False) -> None:
         self._real = real
+        self.observe = observe
         self.intended: list[dict[str, Any]] = []
 
     def __getattr__(self, name: str) -> Any:  # reads: get_*, list_*
@@ -88,6 +97,8 @@ class DryRunKube:
 
     def create_node_event(self, node: NodeView, reason: str, message: str, warning: bool = False) -> None:
         self._intend("event", node=node.name, reason=reason)
+        if self.observe:
+            self._real.create_node_event(node, WOULD + reason, f"would have: {message}", warning)
 
     def create_pod_event(self, pod: PodView, reason: str, message: str, warning: bool = False) -> None:
         self._intend("event", pod=pod.key, reason=reason)
@@ -96,6 +107,8 @@ class DryRunKube:
         self, nodepool: Mapping[str, Any], reason: str, message: str, warning: bool = False
     ) -> None:
         self._intend("event", nodepool=(nodepool.get("metadata") or {}).get("name"), reason=reason)
+        if self.observe:
+            self._real.create_nodepool_event(nodepool, WOULD + reason, f"would have: {message}", warning)
 
     def patch_nodepool(self, name: str, patch: Mapping[str, Any], resource_version: str | None) -> dict[str, Any]:
         self._intend("patch-nodepool", nodepool=name, patch=dict(patch))

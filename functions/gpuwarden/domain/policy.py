@@ -15,6 +15,8 @@ class _Frozen(BaseModel):
 
 
 class GpuIdlePolicy(_Frozen):
+    #: switch (domain/switches.py): off, gpu-idle notices are ignored and the stack creates no alarm
+    enabled: bool = True
     threshold_percent: float = Field(default=10.0, gt=0, le=100)
     period_seconds: int = Field(default=300, ge=60)
     evaluation_minutes: int = Field(default=60, ge=5)
@@ -25,6 +27,7 @@ class GpuIdlePolicy(_Frozen):
 
 
 class RebalancePolicy(_Frozen):
+    enabled: bool = True
     action: Literal["prepare", "drain"] = "prepare"
 
 
@@ -47,7 +50,20 @@ class DrainPolicy(_Frozen):
     voluntary_limit_seconds: int = Field(default=3600, ge=60)
 
 
+class MaintenancePolicy(_Frozen):
+    #: switch: AWS Health scheduled maintenance planned into a window and drained ahead of it
+    enabled: bool = True
+
+
+class NodePoolWindowsPolicy(_Frozen):
+    #: switch: the budget windows written to the NodePools (budgets, GPU caps)
+    enabled: bool = True
+
+
 class CapacityBlocksPolicy(_Frozen):
+    #: switch: Capacity Block planning (a delivered block's drain planned before it ends); the
+    #: block-expiry warning itself, like a Spot warning, is always handled
+    enabled: bool = True
     #: Ask for checkpoints (start the drain) this long before EC2 starts terminating a Capacity
     #: Block's instances (30 min before the block ends).
     lead_minutes: int = Field(default=30, ge=1, le=24 * 60)
@@ -93,3 +109,5 @@ class Policy(_Frozen):
     gpu_health: GpuHealthPolicy = GpuHealthPolicy()
     #: Alertmanager alert name → the kind its firing alerts are.
     alerts: dict[Annotated[str, Field(min_length=1, max_length=256)], AlertKind] = Field(default_factory=dict)
+    maintenance: MaintenancePolicy = MaintenancePolicy()
+    nodepool_windows: NodePoolWindowsPolicy = NodePoolWindowsPolicy()

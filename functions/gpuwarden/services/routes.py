@@ -12,10 +12,12 @@ from its class's defaults), and its source model.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from gpuwarden.domain.alerts import alert_plan
 from gpuwarden.domain.errors import CloudError, GpuwardenError
 from gpuwarden.domain.notice import Kind, Notice
+from gpuwarden.domain.switches import KIND_SWITCHES, TICK_SWITCHES, is_on, off_reason
 from gpuwarden.observability import count_event, logger
 from gpuwarden.services.engine import karpenter
 from gpuwarden.services.engine.context import Deps, Recorder
@@ -118,6 +120,17 @@ def _one(notice: Notice, deps: Deps, drain_locally: bool) -> Result:
     if use_case is None:
         reason = f"the {notice.kind.value} notices are not handled by this version"
         return Result(outcome="failed", kind=notice.kind.value, event_id=notice.event_id, reason=reason)
+    off = off_reason(deps.policy, KIND_SWITCHES.get(notice.kind.value))
+    if off is not None:  # switched off by name in the policy (domain/switches.py)
+        ignored = Result(
+            outcome="ignored",
+            kind=notice.kind.value,
+            event_id=notice.event_id,
+            node=notice.node_name,
+            instance_id=notice.instance_id,
+            reason=off,
+        )
+        return _counted(_recorded(ignored, deps))
     try:
         return _counted(_recorded(use_case(notice, deps, drain_locally), deps))
     except GpuwardenError as err:
@@ -212,7 +225,15 @@ def tick_kind(tick: WindowTick) -> str:
 
 def handle_tick(tick: WindowTick, deps: Deps, *, drain_locally: bool = True) -> Result:
     """One Scheduler tick: a maintenance or Capacity Block plan falling due runs it; open / close /
-    reconcile keep the NodePools in step, and the reconcile also plans the Capacity Blocks in use."""
+    reconcile keep the NodePools in step, and the reconcile also plans the Capacity Blocks in use.
+    A switched-off behaviour's tick is ignored; with the NodePool windows off, the reconcile sees
+    no window (so it writes back whatever a window had changed, and plans the blocks)."""
+    off = off_reason(deps.policy, TICK_SWITCHES.get(tick.action))
+    if off is not None:
+        ignored = Result(outcome="ignored", kind=tick_kind(tick), event_id=tick.execution_id, reason=off)
+        return _counted(_recorded(ignored, deps))
+    if not is_on(deps.policy, "nodepool_windows.enabled"):
+        deps = replace(deps, policy=deps.policy.model_copy(update={"windows": []}))
     planned: list[Result] = []  # the reconcile's Capacity Block plans: answers of their own
     try:
         result = _tick(tick, deps, drain_locally, planned)

@@ -189,6 +189,8 @@ def check_static_gpu_limit(facts: ClusterFacts, policy: Policy) -> Finding:
 
 
 def check_gpu_metrics(policy: Policy, has_metric: Callable[[str], bool]) -> Finding:
+    if not policy.gpu_idle.enabled:
+        return Finding("gpu-metrics", Severity.OK, "gpu_idle.enabled is false: GPU-idle reclaim needs no metric")
     try:
         found = has_metric(policy.cluster)
     except CloudError as err:

@@ -14,6 +14,7 @@ from typing import Any
 
 from gpuwarden.domain.errors import GpuwardenError
 from gpuwarden.domain.policy import Policy
+from gpuwarden.domain.switches import behaviours
 from gpuwarden.services.doctor.checks import (
     check_checkpoint_annotations,
     check_cluster_access,
@@ -27,6 +28,15 @@ from gpuwarden.services.doctor.checks import (
 from gpuwarden.services.doctor.facts import ClusterFacts, DoctorReads, Finding, Severity, read_facts
 from gpuwarden.services.doctor.gangs import check_checkpoint_gangs
 from gpuwarden.services.doctor.gpu_health import check_gpu_health
+
+
+def check_behaviours(policy: Policy) -> Finding:
+    """What is on and what is off, by switch name (docs/policy.md#switches)."""
+    states = behaviours(policy)
+    on = ", ".join(name for name, value in states.items() if value) or "none"
+    off = ", ".join(name for name, value in states.items() if not value) or "none"
+    return Finding("behaviours", Severity.OK, f"on: {on}; off: {off}")
+
 
 __all__ = ["CLUSTER_CHECKS", "DoctorReads", "DoctorReport", "Finding", "Severity", "diagnose"]
 
@@ -113,5 +123,6 @@ def diagnose(
         *cluster_part,
         check_gpu_metrics(effective, has_gpu_metric),
         check_policy(policy, policy_error, now, policy_source),
+        check_behaviours(effective),
     ]
     return DoctorReport(findings)

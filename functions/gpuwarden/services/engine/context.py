@@ -99,8 +99,7 @@ class Recorder:
         """Post the buffered Kubernetes Events. An Event that fails to post is logged, never fatal."""
         with self._lock:
             pending, self._pending = self._pending, {}
-        if self.deps.dry_run:
-            return
+        # a dry run's kube port imagines the Event (observe mode posts it as "Would…": adapters/dry_run.py)
         for (node_name, type_), lines in pending.items():
             node = self._nodes[node_name]
             message = lines[0] if len(lines) == 1 else f"{len(lines)} pods: " + "; ".join(lines)

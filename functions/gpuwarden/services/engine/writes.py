@@ -98,12 +98,14 @@ def annotate(values: Mapping[str, str | None]) -> dict[str, Any]:
     return {"metadata": {"annotations": dict(values)}}
 
 
-def release_patch(node: NodeView) -> dict[str, Any] | None:
+def release_patch(node: NodeView, *, every_mark: bool = False) -> dict[str, Any] | None:
     """Undo only what a disruption set: gpuwarden's taint, its cordon (only when
     `gpuwarden.io/cordoned` says gpuwarden cordoned the node) and the disruption's annotations
     (`ann.DISRUPTION_MARKS`). Kept: the replacement record (one replacement per node), the
-    lost-event record and a maintenance plan (a hold of its own). None: nothing to undo."""
-    ours = [k for k in ann.DISRUPTION_MARKS if k in node.annotations]
+    lost-event record and a maintenance plan (a hold of its own), unless ``every_mark`` (the
+    `gpuwarden release` roll-back: every `gpuwarden.io/` annotation). None: nothing to undo."""
+    marks = [k for k in node.annotations if k.startswith(ann.PREFIX)] if every_mark else ann.DISRUPTION_MARKS
+    ours = [k for k in marks if k in node.annotations]
     tainted = any(t.key == ann.TAINT_KEY for t in node.taints)
     if not ours and not tainted:
         return None
@@ -113,13 +115,15 @@ def release_patch(node: NodeView) -> dict[str, Any] | None:
     return {"metadata": {"annotations": dict.fromkeys(ours)}, "spec": spec}
 
 
-def release_node(kube: KubePort, node: NodeView | str, *, held_for: str | None = None) -> Written[NodeView]:
+def release_node(
+    kube: KubePort, node: NodeView | str, *, held_for: str | None = None, every_mark: bool = False
+) -> Written[NodeView]:
     """Give the node back (`release_patch`), RV-checked. With ``held_for``, only while that event
     still holds the node: a node another notice took over meanwhile is left alone."""
 
     def decide(current: NodeView) -> Patch | None:
         if held_for is not None and current.annotations.get(ann.EVENT_ID) != held_for:
             return None
-        return release_patch(current)
+        return release_patch(current, every_mark=every_mark)
 
     return update_node(kube, node, decide)

@@ -24,22 +24,12 @@ from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.karpenter import release_pod_patch
 from gpuwarden.services.engine.result import Result
-from gpuwarden.services.engine.writes import Patch, annotate, release_patch, update_node, update_pod
+from gpuwarden.services.engine.writes import Patch, annotate, release_node, update_pod
 
 KIND = "manual"
-#: What gpuwarden writes on a pod and a release takes back (the workload's own ack is its own).
-POD_MARKS = (ann.CHECKPOINT_REQUESTED, ann.CHECKPOINT_EVENT, ann.CHECKPOINT_FAILED)
-
-
-def node_release_patch(node: NodeView) -> Patch | None:
-    """Everything gpuwarden wrote on the node: a disruption's marks (`release_patch`), and the
-    records a disruption keeps (the replacement, lost events, a maintenance plan). None: nothing."""
-    patch = release_patch(node) or {}
-    records = [k for k in node.annotations if k.startswith(ann.PREFIX) and k != ann.SAVED_BUDGETS]
-    if not patch and not records:
-        return None
-    annotations = dict.fromkeys(records) | dict((patch.get("metadata") or {}).get("annotations") or {})
-    return {**patch, "metadata": {"annotations": annotations}}
+#: The checkpoint handshake's marks on a pod, which a release takes back (the request gpuwarden
+#: wrote and the workload's acknowledgement of it); the owner's opt-in annotations stay.
+POD_MARKS = (ann.CHECKPOINT_REQUESTED, ann.CHECKPOINT_EVENT, ann.CHECKPOINT_FAILED, ann.CHECKPOINT_DONE)
 
 
 def pod_release_patch(pod: PodView) -> Patch | None:
@@ -53,12 +43,12 @@ def pod_release_patch(pod: PodView) -> Patch | None:
 
 def _release_node(recorder: Recorder, node: NodeView) -> list[dict[str, Any]]:
     kube = recorder.deps.kube
-    written = update_node(kube, node, node_release_patch)
+    written = release_node(kube, node, every_mark=True)
     done: list[dict[str, Any]] = []
     if written.written and written.obj is not None:
         cordon = ["cordon"] if node.annotations.get(ann.CORDONED_BY_US) == "true" else []
         taint = [f"taint {ann.TAINT_KEY}"] if any(t.key == ann.TAINT_KEY for t in node.taints) else []
-        taken = sorted(k for k in node.annotations if k.startswith(ann.PREFIX) and k != ann.SAVED_BUDGETS)
+        taken = sorted(k for k in node.annotations if k.startswith(ann.PREFIX))
         why = "gpuwarden's marks taken back: " + ", ".join([*cordon, *taint, *taken])
         done.append(recorder.add(ActionType.RELEASE, written.obj, target=node.name, reason=why))
     for pod in kube.list_pods_on_node(node.name):
@@ -91,7 +81,7 @@ def release(
     if also is not None:
         reason += also(recorder)
     return Result(
-        outcome="dry-run" if deps.dry_run else "handled",
+        outcome="dry-run" if deps.dry_run else "handled" if recorder.actions else "ignored",
         kind=KIND,
         node=node_name,
         event_id=event_id,

@@ -1,0 +1,61 @@
+"""`gpuwarden demo --serve`: started in a subprocess as a newcomer would, its export lines read,
+`gpuwarden doctor --json` run against them, then SIGINT stops it cleanly."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+GPUWARDEN = Path(sys.executable).with_name("gpuwarden")
+
+
+def test_the_sandbox_serves_the_demo_cluster_until_sigint() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GPUWARDEN_", "KUBECONFIG", "DRY_RUN"))}
+    server = subprocess.Popen(
+        [str(GPUWARDEN), "demo", "--serve"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        # Given the sandbox's export line
+        exports: dict[str, str] = {}
+        assert server.stdout is not None
+        for line in server.stdout:
+            if line.startswith("export "):
+                exports = dict(item.split("=", 1) for item in shlex.split(line[len("export ") :]))
+                break
+        assert {"KUBECONFIG", "GPUWARDEN_POLICY_FILE", "AWS_ENDPOINT_URL", "AWS_REGION"} <= exports.keys()
+        # When doctor runs against it from another process
+        doctor = subprocess.run(
+            [str(GPUWARDEN), "doctor", "--json"],
+            capture_output=True,
+            text=True,
+            env=env | exports,
+            timeout=120,
+            check=False,
+        )
+        # Then it reaches the cluster and the policy
+        report = json.loads(doctor.stdout)
+        findings = {f["check"]: f for f in report["findings"]}
+        assert findings["cluster-access"]["severity"] == "ok", findings["cluster-access"]
+        assert findings["policy"]["severity"] == "ok", findings["policy"]
+        # And a runbook plan sees the demo's GPU node
+        plan = subprocess.run(
+            [str(GPUWARDEN), "runbook", "plan", "--node", "ip-10-0-1-23.us-west-2.compute.internal", "--json"],
+            capture_output=True,
+            text=True,
+            env=env | exports,
+            timeout=120,
+            check=False,
+        )
+        assert plan.returncode == 0, plan.stderr
+        assert json.loads(plan.stdout)["plan"]
+    finally:
+        # When it gets SIGINT, it stops cleanly
+        server.send_signal(signal.SIGINT)
+        out, err = server.communicate(timeout=60)
+    assert server.returncode == 0, err[-2000:]
+    assert "sandbox stopped" in out
