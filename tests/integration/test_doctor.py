@@ -27,6 +27,7 @@ CHECKS = [
     "static-nodepool-gpu-limit",
     "gpu-metrics",
     "policy",
+    "behaviours",
 ]
 POLICY = """
 cluster: ml-prod
