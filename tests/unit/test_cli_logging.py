@@ -22,6 +22,6 @@ def test_a_terminal_gets_warnings_only_unless_verbose(on_terminal: bool, verbose
         # When the command line sets its level
         log_level(on_terminal=on_terminal, verbose=verbose)
         # Then a terminal gets WARNING and above, unless --verbose; a pipe keeps every line
-        assert logging.getLevelName(logger.getEffectiveLevel()) == level
+        assert logging.getLevelName(logger.log_level) == level
     finally:
         logger.setLevel("INFO")
