@@ -77,7 +77,8 @@ def _runbook(
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="gpuwarden")
-def main() -> None:
+@click.option("--verbose", "-v", is_flag=True, help="Every log line on stderr (on a terminal: WARNING and above only).")
+def main(verbose: bool) -> None:
     """gpuwarden: cordon, checkpoint, drain and replace GPU nodes on EKS."""
     # stdout carries only the result: log lines go to stderr, and EMF metrics (meant for a
     # Lambda's CloudWatch log stream) are not printed at all outside Lambda.
@@ -87,6 +88,15 @@ def main() -> None:
     handler = logger.registered_handler
     if isinstance(handler, logging.StreamHandler):
         handler.setStream(sys.stderr)
+    log_level(on_terminal=sys.stderr.isatty(), verbose=verbose)
+
+
+def log_level(*, on_terminal: bool, verbose: bool) -> None:
+    """On a terminal, WARNING and above unless --verbose: the progress line is never interleaved."""
+    from gpuwarden.observability import logger
+
+    if on_terminal and not verbose:
+        logger.setLevel("WARNING")
 
 
 @main.command()

@@ -30,6 +30,7 @@ CHECKS = [
     "gpu-health",
     "gpu-metrics",
     "policy",
+    "behaviours",
 ]
 POLICY = """
 cluster: ml-prod
