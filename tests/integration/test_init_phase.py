@@ -19,9 +19,13 @@ from tests.integration.conftest import LambdaContext, load_event
 
 
 @pytest.fixture(autouse=True)
-def fresh_container(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Each test is a new execution environment: no cached deps, nothing frozen."""
+def fresh_container(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """Each test is a new execution environment: no cached deps, nothing frozen. Deployed, a
+    policy is required (docs/policy.md#settings-fail-closed): the stack always sets one."""
     monkeypatch.setenv("GPUWARDEN_CLUSTER", "ml-prod")
+    policy = tmp_path / "policy.json"
+    policy.write_text('{"cluster": "ml-prod"}')
+    monkeypatch.setenv("GPUWARDEN_POLICY_FILE", str(policy))
     monkeypatch.delenv("AWS_LAMBDA_FUNCTION_NAME", raising=False)
     _runtime.settings.cache_clear()
     _runtime.deps.cache_clear()
