@@ -24,6 +24,8 @@ CAPACITY_RESERVATION_LABEL = "karpenter.k8s.aws/capacity-reservation-id"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+#: Karpenter's taint on a node it has begun to disrupt (and so to replace) itself.
+KARPENTER_DISRUPTED_TAINT = "karpenter.sh/disrupted"
 
 _PROVIDER_ID = re.compile(r"^aws:///(?P<zone>[a-z0-9-]+)/(?P<instance>i-[0-9a-f]+)$")
 
@@ -102,6 +104,11 @@ class NodeView:
     @property
     def instance_type(self) -> str | None:
         return self.labels.get(INSTANCE_TYPE_LABEL)
+
+    @property
+    def karpenter_disrupted(self) -> bool:
+        """Karpenter has begun to disrupt the node: it replaces the capacity itself."""
+        return any(t.key == KARPENTER_DISRUPTED_TAINT for t in self.taints)
 
     @property
     def capacity_reservation_id(self) -> str | None:

@@ -21,16 +21,14 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gpuwarden.domain import annotations as ann
-from gpuwarden.domain.views import DO_NOT_DISRUPT, NodeView, PodView
+from gpuwarden.domain.views import DO_NOT_DISRUPT, KARPENTER_DISRUPTED_TAINT, NodeView, PodView
 from gpuwarden.services.engine.context import Recorder
 from gpuwarden.services.engine.pipeline import URGENT, Disruption
+from gpuwarden.services.engine.result import LEFT_TO_KARPENTER
 from gpuwarden.services.engine.writes import Patch, annotate, update_pod
 
 if TYPE_CHECKING:
     from gpuwarden.domain.ports import KubePort
-
-DISRUPTED_TAINT = "karpenter.sh/disrupted"
-LEFT_TO_KARPENTER = "left to Karpenter"
 
 
 def protect_pod(recorder: Recorder, pod: PodView) -> Mapping[str, str | None]:
@@ -58,8 +56,8 @@ def give_back_pods(kube: KubePort, node: str) -> list[str]:
 
 def karpenter_deleting(kube: KubePort, node: NodeView) -> str | None:
     """Why Karpenter is already replacing ``node`` (None: it is not)."""
-    if any(t.key == DISRUPTED_TAINT for t in node.taints):
-        return f"{LEFT_TO_KARPENTER}: node {node.name} is tainted {DISRUPTED_TAINT}"
+    if node.karpenter_disrupted:
+        return f"{LEFT_TO_KARPENTER}: node {node.name} is tainted {KARPENTER_DISRUPTED_TAINT}"
     if not node.nodepool:
         return None
     # the node's owner reference names its NodeClaim: one read, not a list of every claim
@@ -79,10 +77,10 @@ def karpenter_deleting(kube: KubePort, node: NodeView) -> str | None:
 
 
 def left_to_karpenter(d: Disruption) -> str | None:
-    """The replacement guard: the node as it is now (Karpenter may have tainted it since the mark),
-    then its NodeClaim."""
-    node = d.deps.kube.get_node(d.node.name) or d.node
-    return karpenter_deleting(d.deps.kube, node)
+    """The replacement guard: the node as the mark left it, then its NodeClaim. A taint Karpenter
+    adds after the mark is seen by the replacement's claim, which writes on the node as it is now
+    (`replace._claim`)."""
+    return karpenter_deleting(d.deps.kube, d.node)
 
 
 #: Involuntary notices (Spot, capacity-reservation and Capacity Block warnings): every pod asked to

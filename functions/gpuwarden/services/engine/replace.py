@@ -12,27 +12,50 @@ from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.errors import GpuwardenError, NoFittingReplacement, NotFound
 from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.ports import KubePort
-from gpuwarden.domain.replacement import ReplacementChoice, choose_replacement, nodeclaim_manifest
-from gpuwarden.domain.views import NODEPOOL_LABEL, ZONE_LABEL, NodeView, PodView
+from gpuwarden.domain.replacement import ReplacementChoice, choose_replacement, nodeclaim_manifest, nodeclaim_name
+from gpuwarden.domain.views import KARPENTER_DISRUPTED_TAINT, NODEPOOL_LABEL, ZONE_LABEL, NodeView, PodView
 from gpuwarden.services.engine.context import Recorder
 from gpuwarden.services.engine.gangs import find_gangs
+from gpuwarden.services.engine.result import KARPENTER, LEFT_TO_KARPENTER
 from gpuwarden.services.engine.writes import Patch, annotate, update_node
 
 PENDING = "pending:"
 
 
-def _claim(recorder: Recorder, node: NodeView) -> NodeView | None:
-    """Write `replacement: pending:<event>` RV-checked; the winner launches. None: not ours to launch."""
-    ours = PENDING + recorder.event_id
+def _planned(strategy: str, node: NodeView, event_id: str) -> str:
+    """What the claim writes. A NodeClaim's name is known before it is created (`nodeclaim_name`),
+    so its claim is already the record and the launch needs no second write; an Auto Scaling
+    group's or a Fleet's is `pending:<event>` until the launch answers."""
+    return "nodeclaim/" + nodeclaim_name(event_id, node.name) if strategy == "nodeclaim" else PENDING + event_id
+
+
+@dataclass(frozen=True)
+class _NotOurs:
+    """Why a claim was not won; ``left_to``: who replaces the node instead."""
+
+    reason: str
+    left_to: str | None = None
+
+
+def _claim(recorder: Recorder, node: NodeView, ours: str) -> NodeView | _NotOurs:
+    """Write ``ours`` on the node, RV-checked; the winner launches. Answers the claimed node, or why
+    not: the node is Karpenter's to replace now (`karpenter.sh/disrupted`, read on the node as the
+    write finds it, so a taint Karpenter adds after the mark is seen without a read of its own), or
+    another delivery claimed it. Our own claim, from a run that stopped before the launch, is ours
+    to resume."""
 
     def decide(current: NodeView) -> Patch | None:
-        return None if current.annotations.get(ann.REPLACEMENT) else annotate({ann.REPLACEMENT: ours})
+        taken = current.karpenter_disrupted or current.annotations.get(ann.REPLACEMENT)
+        return None if taken else annotate({ann.REPLACEMENT: ours})
 
-    claimed = update_node(recorder.deps.kube, node, decide)
-    if claimed.obj is None:
-        return None
-    # our own claim, from a run that stopped before recording the launch, is ours to resume
-    return claimed.obj if claimed.obj.annotations.get(ann.REPLACEMENT) == ours else None
+    now = update_node(recorder.deps.kube, node, decide).obj
+    if now is None:
+        return _NotOurs(f"node {node.name} is gone")
+    if now.karpenter_disrupted:
+        if now.annotations.get(ann.REPLACEMENT) == ours:
+            _record(recorder.deps.kube, node.name, None)
+        return _NotOurs(f"{LEFT_TO_KARPENTER}: node {node.name} is tainted {KARPENTER_DISRUPTED_TAINT}", KARPENTER)
+    return now if now.annotations.get(ann.REPLACEMENT) == ours else _NotOurs("another delivery is launching it")
 
 
 def _peers(recorder: Recorder, pods: Sequence[PodView]) -> list[PodView]:
@@ -104,7 +127,8 @@ def ensure_replacement(
     None: the gangs this run found, else one LIST per gang)."""
     deps = recorder.deps
     existing = node.annotations.get(ann.REPLACEMENT)
-    if existing and not existing.startswith(PENDING):
+    resumable = existing is not None and existing.startswith(PENDING)
+    if existing and not resumable and existing != _planned("nodeclaim", node, notice.event_id):
         return _skip(recorder, f"already launched: {existing}")
     asg = deps.cloud.asg_of(notice.instance_id or node.instance_id or "") if not node.nodepool else None
     choice = choose_replacement(node, asg, deps.policy.replacement)
@@ -112,9 +136,12 @@ def ensure_replacement(
         return _skip(recorder, choice.reason)
     if existing == PENDING + notice.event_id and choice.strategy == "asg":
         return _skip(recorder, "an earlier run claimed it and may have raised the group")
-    claimed = _claim(recorder, node)
-    if claimed is None:
-        return _skip(recorder, "another delivery is launching it")
+    ours = _planned(choice.strategy, node, notice.event_id)
+    if existing == ours != PENDING + notice.event_id and deps.kube.get_nodeclaim(ours.split("/", 1)[1]):
+        return _skip(recorder, f"already launched: {existing}")  # a redelivery after the launch
+    claimed = _claim(recorder, node, ours)
+    if isinstance(claimed, _NotOurs):
+        return _skip(recorder, claimed.reason, **({"left_to": claimed.left_to} if claimed.left_to else {}))
     try:
         gang = _peers(recorder, pods) if peers is None and choice.strategy == "nodeclaim" else peers or []
         value, why = _launch(recorder, choice, claimed, pods, gang)
@@ -125,6 +152,7 @@ def ensure_replacement(
         _record(deps.kube, node.name, None)
         recorder.add(ActionType.REPLACEMENT_FAILED, node, strategy=choice.strategy, reason=str(err))
         return Replaced(ActionType.REPLACEMENT_FAILED, str(err))
-    _record(deps.kube, node.name, value)
+    if value != ours:  # the claim was `pending:`: the launch's answer is the record
+        _record(deps.kube, node.name, value)
     recorder.add(ActionType.REPLACEMENT, node, target=value, strategy=choice.strategy, reason=why)
     return Replaced(ActionType.REPLACEMENT, why, value)
