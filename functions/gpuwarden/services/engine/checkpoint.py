@@ -125,17 +125,22 @@ def asks_for(pods: Iterable[PodView], recorder: Recorder) -> list[Ask]:
     ]
 
 
-def ask_pods(
-    recorder: Recorder,
-    node: NodeView,
-    asks: list[Ask],
-    deadline: datetime | None,
-    pool: ThreadPoolExecutor,
-    prepare: PreparePod | None = None,
-    sent: threading.Event | None = None,
-) -> list[Future[None]]:
+@dataclass(frozen=True)
+class Asking:
+    """One step's asking: who asks (``recorder``), for which doomed ``node``, by when (``deadline``),
+    on which workers (``pool``), and what a kind adds to a doomed-node pod's request (``prepare``)."""
+
+    recorder: Recorder
+    node: NodeView
+    deadline: datetime | None
+    pool: ThreadPoolExecutor
+    prepare: PreparePod | None = None
+
+
+def ask_pods(asking: Asking, asks: list[Ask], sent: threading.Event | None = None) -> list[Future[None]]:
     """Ask (or mark) every pod of ``asks`` at once. Returns the deliveries still running (exec/http
     wait for the answer); ``sent`` is set once every request has been written and its delivery begun."""
+    recorder, node, deadline = asking.recorder, asking.node, asking.deadline
     now = recorder.deps.clock()
     left = _Countdown(len(asks), sent)
 
@@ -143,7 +148,7 @@ def ask_pods(
         spec = ask.spec
         by = checkpoint_by(now, spec.timeout_seconds if spec else 0, deadline)
         try:
-            claimed = _claim(recorder, ask, by, deadline, prepare)
+            claimed = _claim(recorder, ask, by, deadline, asking.prepare)
             if claimed is None:
                 return
             if claimed.marked:
@@ -160,20 +165,12 @@ def ask_pods(
             left.one_done()
         _deliver(recorder, node if ask.doomed else None, claimed.pod, spec, by)
 
-    return [pool.submit(one, ask) for ask in asks]
+    return [asking.pool.submit(one, ask) for ask in asks]
 
 
-def request_checkpoints(
-    recorder: Recorder,
-    node: NodeView,
-    pods: list[PodView],
-    deadline: datetime | None,
-    pool: ThreadPoolExecutor,
-    prepare: PreparePod | None = None,
-    sent: threading.Event | None = None,
-) -> list[Future[None]]:
+def request_checkpoints(asking: Asking, pods: list[PodView]) -> list[Future[None]]:
     """Ask every opted-in pod of ``pods`` at once, each as a gang of one (`ask_pods`)."""
-    return ask_pods(recorder, node, asks_for(pods, recorder), deadline, pool, prepare, sent)
+    return ask_pods(asking, asks_for(pods, asking.recorder))
 
 
 class _Countdown:

@@ -33,7 +33,7 @@ from gpuwarden.domain.gang_progress import GangHold
 from gpuwarden.domain.notice import Kind
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.observability import Metric, put
-from gpuwarden.services.engine.checkpoint import PreparePod, request_checkpoints
+from gpuwarden.services.engine.checkpoint import Asking, PreparePod, request_checkpoints
 from gpuwarden.services.engine.context import Recorder, worker_pool
 from gpuwarden.services.engine.gangs import gang_round
 
@@ -128,13 +128,14 @@ def drain_step(
     pool = pool or worker_pool()
     try:
         # the node's gangs first: a gang's pod here leaves only once its gang has checkpointed
-        gangs, asked = gang_round(recorder, node, pods, state.deadline, pool, prepare)
+        asking = Asking(recorder, node, state.deadline, pool, prepare)
+        gangs, asked = gang_round(asking, pods)
         now = deps.clock()  # the time of the observation the round decides on
         ctx = _context(state, recorder, now, gangs)
         steps = decide_round(pods, ctx)
         late = [by_key[s.pod] for s in steps if s.step == "signal" and s.pod not in asked]
         if late:
-            request_checkpoints(recorder, node, late, state.deadline, pool, prepare)
+            request_checkpoints(asking, late)
         results: list[PodStep] = []
         for wave in leave_order(steps, by_key):  # lowest priority first, one wave answered before the next
             results += pool.map(lambda s: _evict(recorder, node, by_key[s.pod], s, ctx), wave)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from datetime import datetime
 from typing import Any
 
@@ -29,7 +29,7 @@ from gpuwarden.domain.gang_progress import GangHold, GangProgress, holds, progre
 from gpuwarden.domain.gangs import BadGangInput, Gang, form_gang, gang_refs, is_gang
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.observability import logger
-from gpuwarden.services.engine.checkpoint import Ask, PreparePod, ask_pods, asks_for
+from gpuwarden.services.engine.checkpoint import Ask, Asking, ask_pods, asks_for
 from gpuwarden.services.engine.context import Recorder
 
 #: The Kubernetes Event reason on a pod whose gang annotations cannot be read.
@@ -89,28 +89,22 @@ def _gang_asks(recorder: Recorder, node: NodeView, gang: Gang, only: set[str] | 
 
 
 def ask_gangs(
-    recorder: Recorder,
-    node: NodeView,
-    pods: list[PodView],
-    deadline: datetime | None,
-    pool: ThreadPoolExecutor,
-    prepare: PreparePod | None = None,
-    sent: threading.Event | None = None,
-    gangs: list[Gang] | None = None,
+    asking: Asking, pods: list[PodView], sent: threading.Event | None = None, gangs: list[Gang] | None = None
 ) -> list[Future[None]]:
     """The urgent step: ask the node's pods and every gang they belong to (each pod once, however
     many notices touch the gang). Returns the deliveries still running; ``sent`` as `ask_pods`.
     ``gangs``: as `find_gangs` found them already (with ``report=True``), not listed again. They are
     kept on the recorder for the rest of the run (the replacement reads them: `replace._peers`)."""
+    recorder = asking.recorder
     gangs = find_gangs(recorder, pods, report=True) if gangs is None else gangs
     recorder.gangs = (recorder.gangs or {}) | {g.key: g for g in gangs}
     in_gang = {p.key for g in gangs for p in g.members}
     asks = asks_for([p for p in pods if p.key not in in_gang], recorder)
     for gang in gangs:
-        mine = _gang_asks(recorder, node, gang)
+        mine = _gang_asks(recorder, asking.node, gang)
         asks += mine
-        _look(recorder, gang, deadline, {a.pod.key for a in mine if a.spec is not None})
-    return ask_pods(recorder, node, asks, deadline, pool, prepare, sent)
+        _look(recorder, gang, asking.deadline, {a.pod.key for a in mine if a.spec is not None})
+    return ask_pods(asking, asks, sent)
 
 
 def _look(recorder: Recorder, gang: Gang, deadline: datetime | None, asking: set[str]) -> GangProgress:
@@ -142,17 +136,11 @@ _LISTS = ("asked", "acknowledged", "timed_out", "failed", "waiting")
 _ALWAYS = ("asked", "acknowledged", "timed_out")
 
 
-def gang_round(
-    recorder: Recorder,
-    node: NodeView,
-    pods: list[PodView],
-    deadline: datetime | None,
-    pool: ThreadPoolExecutor,
-    prepare: PreparePod | None = None,
-) -> tuple[dict[str, GangHold], set[str]]:
+def gang_round(asking: Asking, pods: list[PodView]) -> tuple[dict[str, GangHold], set[str]]:
     """One drain round's look at the node's gangs (one LIST per gang): what holds each gang pod on
     the node, after asking any gang pod still without a request. Answers the holds and the pods
     this call asked (the round does not ask them again)."""
+    recorder = asking.recorder
     gangs = find_gangs(recorder, pods)
     if not gangs:
         return {}, set()
@@ -160,12 +148,12 @@ def gang_round(
     asked: set[str] = set()
     asks: list[Ask] = []
     for gang in gangs:
-        state = _look(recorder, gang, deadline, set())
+        state = _look(recorder, gang, asking.deadline, set())
         if state.unasked:
-            asks += _gang_asks(recorder, node, gang, set(state.unasked))
+            asks += _gang_asks(recorder, asking.node, gang, set(state.unasked))
             asked |= set(state.unasked)
         out |= holds(gang, state, pods)
     if asks:
-        for future in ask_pods(recorder, node, asks, deadline, pool, prepare):
+        for future in ask_pods(asking, asks):
             future.add_done_callback(lambda f: f.exception())
     return out, asked

@@ -27,7 +27,7 @@ from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.gangs import Gang
 from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.views import NodeView, PodView
-from gpuwarden.services.engine.checkpoint import PreparePod
+from gpuwarden.services.engine.checkpoint import Asking, PreparePod
 from gpuwarden.services.engine.context import Deps, Recorder, worker_pool
 from gpuwarden.services.engine.drain import DrainState, drain_step
 from gpuwarden.services.engine.gangs import ask_gangs, find_gangs
@@ -182,9 +182,8 @@ def run(d: Disruption, steps: Steps) -> DrainState | None:
         sent = threading.Event()  # the urgent work first: rounds and replacement wait for the requests
         if steps.checkpoint:
             # the node's pods and every gang they belong to, each pod asked once (docs/training-jobs.md)
-            deliveries = ask_gangs(
-                d.recorder, d.node, d.pods, d.notice.deadline, pool, d.hooks.prepare_pod, sent, d.gangs
-            )
+            asking = Asking(d.recorder, d.node, d.notice.deadline, pool, d.hooks.prepare_pod)
+            deliveries = ask_gangs(asking, d.pods, sent, d.gangs)
         else:
             sent.set()
         if steps.replace:

@@ -25,6 +25,7 @@ from gpuwarden.domain.errors import GpuwardenError
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.pdb import PdbView, pdb_from_json, pdbs_guarding
 from gpuwarden.domain.views import NodeView, PodView
+from gpuwarden.services.engine.checkpoint import Asking
 from gpuwarden.services.engine.context import Deps, Recorder, worker_pool
 from gpuwarden.services.engine.drain import DrainState
 from gpuwarden.services.engine.gangs import ask_gangs
@@ -207,7 +208,7 @@ def _uncordon(run: Run, plan: list[dict[str, Any]]) -> Answer:
 
 def _checkpoint(run: Run, plan: list[dict[str, Any]]) -> Answer:
     with worker_pool() as pool:
-        for future in ask_gangs(run.recorder, run.node, run.pods, None, pool):
+        for future in ask_gangs(Asking(run.recorder, run.node, None, pool), run.pods):
             future.result()
     run.recorder.flush()
     asked = [a["pod"] for a in run.recorder.actions if a["type"] is ActionType.CHECKPOINT_REQUESTED]
