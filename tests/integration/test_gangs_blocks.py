@@ -84,3 +84,24 @@ def test_a_gang_costs_one_list_more_than_the_node_alone(world: World) -> None:
     )
     assert len([r for r in requests[:first_round] if r in lists]) <= 1
     assert Counter(signalled(world).values()) == Counter({1: 4})
+
+
+def test_a_capacity_blocks_nodes_do_not_race_for_their_gangs_pods(world: World) -> None:
+    # Given a JobSet of 12 ranks on the block's 4 nodes, the drains handed to the workflow (as deployed)
+    ranks = block_gang(world, per_node=3)
+    deps = sim_deps(world.sim, caller="test", policy=POLICY, ledger=world.ledger, reservations=CapacityReservations())
+    deps.start_drain = lambda _state: None
+    now = world.sim.clock.now()
+    event = load_event("capacity-block-expiration-warning.json")
+    event["time"], event["detail"]["end-date"] = rfc3339(now), rfc3339(now + timedelta(minutes=40))
+    world.sim.clear_requests()
+    # When EC2 warns that the block ends
+    result = handle_batch(parse_notices(event), deps, drain_locally=False).to_json()
+    # Then each node's run asked its own node's ranks, once: no write of a rank lost a race to another run
+    assert result["outcome"] == "handled", result["reason"]
+    pod_writes = [r for r in world.sim.requests if r.method == "PATCH" and "/pods/" in r.path]
+    assert [r.path for r in pod_writes if r.status == 409] == []
+    assert len(pod_writes) == len(ranks)
+    # And the block's one entry for the gang names every rank as asked, from every node's look
+    (gang,) = result["checkpoints"]
+    assert gang["asked"] == sorted(ranks)

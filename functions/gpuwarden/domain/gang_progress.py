@@ -3,9 +3,10 @@ docs/training-jobs.md). The membership and the leader: `domain.gangs`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from gpuwarden.domain.checkpoint import current_request
 from gpuwarden.domain.gangs import By, Gang
@@ -128,3 +129,22 @@ def holds(gang: Gang, state: GangProgress, on_node: Iterable[PodView]) -> dict[s
         reason = f"waiting for gang {gang.key} to checkpoint ({answered} of {total} answered){when}"
         out[pod.key] = GangHold(gang.key, pod.key in asked, False, state.until, reason)
     return out
+
+
+_LISTS = ("asked", "acknowledged", "timed_out", "failed", "waiting")
+_ALWAYS = ("asked", "acknowledged", "timed_out")
+
+
+def merge_looks(before: Mapping[str, Any], look: Mapping[str, Any], *, waiting_from_look: bool) -> dict[str, Any]:
+    """One gang's result entry from two looks at it: a pod asked, acknowledged, timed out or failed
+    in either stays so (an evicted pod keeps its place); an answer replaces the wait it ended.
+    ``waiting_from_look``: the later look of one run says who still waits; else (the looks of several
+    runs side by side, a Capacity Block's nodes) every pod either saw waiting and nobody saw answered."""
+    seen = {name: set(before.get(name, ())) | set(look.get(name, ())) for name in _LISTS}
+    answered = seen["acknowledged"] | seen["timed_out"] | seen["failed"]
+    seen["timed_out"] -= seen["acknowledged"]
+    seen["failed"] -= seen["acknowledged"]
+    seen["waiting"] = set(look.get("waiting", ())) if waiting_from_look else seen["waiting"] - answered
+    merged: dict[str, Any] = {"gang": look["gang"], "by": look["by"]}
+    merged |= {name: sorted(keys) for name, keys in seen.items() if keys or name in _ALWAYS}
+    return merged

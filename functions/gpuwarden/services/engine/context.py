@@ -15,12 +15,33 @@ from gpuwarden.domain.errors import KubeError
 from gpuwarden.domain.gangs import Gang
 from gpuwarden.domain.policy import Policy
 from gpuwarden.domain.ports import CloudPort, HttpPort, KubePort, LedgerPort, SchedulerPort
-from gpuwarden.domain.views import NodeView
+from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.observability import logger, put
 
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+@dataclass
+class FanOut:
+    """The nodes one notice disrupts side by side in this process (a Capacity Block's, docs/training-jobs.md):
+    each node's run asks its own node's pods; a gang's pods on a node outside them are asked by the
+    first run to reach them. Without it each run would try every pod of the gang, and all but one
+    of those writes would lose the race for the pod's request (409, re-read, nothing to do)."""
+
+    nodes: frozenset[str]
+    _taken: set[str] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def asks_elsewhere(self, pod: PodView) -> bool:
+        """Whether this run asks ``pod``, a gang member on another node than its own."""
+        if pod.node_name in self.nodes:
+            return False  # that node's own run asks it, with what the kind adds on a doomed node
+        with self._lock:
+            first = pod.key not in self._taken
+            self._taken.add(pod.key)
+        return first
 
 
 @dataclass
@@ -43,6 +64,8 @@ class Deps:
     #: Seconds this invocation may still wait (its remaining time minus a safety margin), set per
     #: invocation by the Lambda handlers; None locally, where the CLI waits as long as it takes.
     remaining: Callable[[], float] | None = None
+    #: Set by a fan-out over several nodes of one notice (a Capacity Block's), for its runs.
+    fan_out: FanOut | None = None
 
     def time_left(self, wanted: float) -> float:
         """``wanted`` seconds of waiting, cut to what the invocation has left (never below 0)."""

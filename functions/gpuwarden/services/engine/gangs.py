@@ -25,7 +25,7 @@ from typing import Any
 
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.errors import KubeError
-from gpuwarden.domain.gang_progress import GangHold, GangProgress, holds, progress
+from gpuwarden.domain.gang_progress import GangHold, GangProgress, holds, merge_looks, progress
 from gpuwarden.domain.gangs import BadGangInput, Gang, form_gang, gang_refs, is_gang
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.observability import logger
@@ -100,8 +100,11 @@ def ask_gangs(
     recorder.gangs = (recorder.gangs or {}) | {g.key: g for g in gangs}
     in_gang = {p.key for g in gangs for p in g.members}
     asks = asks_for([p for p in pods if p.key not in in_gang], recorder)
+    fan_out = recorder.deps.fan_out
     for gang in gangs:
         mine = _gang_asks(recorder, asking.node, gang)
+        if fan_out is not None:
+            mine = [a for a in mine if a.doomed or fan_out.asks_elsewhere(a.pod)]
         asks += mine
         _look(recorder, gang, asking.deadline, {a.pod.key for a in mine if a.spec is not None})
     return ask_pods(asking, asks, sent)
@@ -120,20 +123,9 @@ def _look(recorder: Recorder, gang: Gang, deadline: datetime | None, asking: set
 
 
 def _keep(recorder: Recorder, look: dict[str, Any]) -> None:
-    """The gang's entry in the result, over every look of the run: a pod evicted (and gone) since an
-    earlier look keeps its place; an answer replaces the wait it ended."""
+    """The gang's entry in the result, over every look of the run (`merge_looks`)."""
     before = recorder.checkpoints.get(look["gang"], {})
-    seen = {name: set(before.get(name, ())) | set(look.get(name, ())) for name in _LISTS}
-    seen["timed_out"] -= seen["acknowledged"]
-    seen["failed"] -= seen["acknowledged"]
-    seen["waiting"] = set(look.get("waiting", ()))
-    merged = {"gang": look["gang"], "by": look["by"]}
-    merged |= {name: sorted(keys) for name, keys in seen.items() if keys or name in _ALWAYS}
-    recorder.checkpoints[look["gang"]] = merged
-
-
-_LISTS = ("asked", "acknowledged", "timed_out", "failed", "waiting")
-_ALWAYS = ("asked", "acknowledged", "timed_out")
+    recorder.checkpoints[look["gang"]] = merge_looks(before, look, waiting_from_look=True)
 
 
 def gang_round(asking: Asking, pods: list[PodView]) -> tuple[dict[str, GangHold], set[str]]:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field
 
 from gpuwarden.domain.actions import ActionType
+from gpuwarden.domain.gang_progress import merge_looks
 
 if TYPE_CHECKING:
     from gpuwarden.domain.notice import Notice
@@ -38,8 +39,11 @@ def gangs_of(recorder: Recorder) -> list[dict[str, Any]] | None:
 
 
 def merged_checkpoints(results: list[Result]) -> list[dict[str, Any]] | None:
-    """One entry per gang over several nodes' results (a Capacity Block's): the last look wins."""
-    merged = {c["gang"]: c for r in results for c in r.checkpoints or ()}
+    """One entry per gang over several nodes' results (a Capacity Block's): every node's looks
+    merged (`merge_looks`)."""
+    merged: dict[str, dict[str, Any]] = {}
+    for look in (c for r in results for c in r.checkpoints or ()):
+        merged[look["gang"]] = merge_looks(merged.get(look["gang"], {}), look, waiting_from_look=False)
     return [merged[k] for k in sorted(merged)] or None
 
 

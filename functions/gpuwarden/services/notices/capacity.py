@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from gpuwarden.domain import annotations as ann
@@ -25,7 +26,7 @@ from gpuwarden.domain.errors import CloudError, GpuwardenError
 from gpuwarden.domain.notice import CAPACITY_BLOCK_TERMINATION_LEAD_SECONDS, Kind, Notice
 from gpuwarden.domain.ports import CapacityReservation
 from gpuwarden.domain.views import NodeView
-from gpuwarden.services.engine.context import Deps, Recorder
+from gpuwarden.services.engine.context import Deps, FanOut, Recorder
 from gpuwarden.services.engine.disrupt import disrupt_notice
 from gpuwarden.services.engine.failures import failed_notice
 from gpuwarden.services.engine.pipeline import KindHooks
@@ -93,8 +94,10 @@ def drain_nodes(notice: Notice, nodes: Sequence[NodeView], deps: Deps, hooks: Ki
         reason = f"no node of cluster {deps.policy.cluster} runs in capacity reservation {where}"
         return Result(outcome="ignored", kind=notice.kind.value, event_id=notice.event_id, reason=reason)
     per_node = [_per_node(notice, node) for node in nodes]
+    # one handshake per gang for the whole block: each run asks its own node's pods (FanOut)
+    shared = replace(deps, fan_out=FanOut(frozenset(n.name for n in nodes))) if len(nodes) > 1 else deps
     with ThreadPoolExecutor(max_workers=min(_MAX_PARALLEL, len(per_node))) as pool:
-        results = list(pool.map(lambda n: _guarded(n, deps, hooks, drain_locally), per_node))
+        results = list(pool.map(lambda n: _guarded(n, shared, hooks, drain_locally), per_node))
     if len(results) == 1:
         return results[0]
     outcomes = {r.outcome for r in results}
