@@ -102,6 +102,9 @@ def test_a_capacity_blocks_nodes_do_not_race_for_their_gangs_pods(world: World) 
     pod_writes = [r for r in world.sim.requests if r.method == "PATCH" and "/pods/" in r.path]
     assert [r.path for r in pod_writes if r.status == 409] == []
     assert len(pod_writes) == len(ranks)
+    # And the gang was listed once for the whole block, not once per node
+    gang_lists = [r for r in world.sim.requests if r.method == "GET" and r.path == "/api/v1/namespaces/ml/pods"]
+    assert len(gang_lists) == 1
     # And the block's one entry for the gang names every rank as asked, from every node's look
     (gang,) = result["checkpoints"]
     assert gang["asked"] == sorted(ranks)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.errors import KubeError
@@ -17,6 +17,8 @@ from gpuwarden.domain.policy import Policy
 from gpuwarden.domain.ports import CloudPort, HttpPort, KubePort, LedgerPort, SchedulerPort
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.observability import logger, put
+
+T = TypeVar("T")
 
 
 def utcnow() -> datetime:
@@ -33,6 +35,31 @@ class FanOut:
     nodes: frozenset[str]
     _taken: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _sent: set[str] = field(default_factory=set)
+    _read: dict[str, Any] = field(default_factory=dict)
+    _reading: dict[str, threading.Lock] = field(default_factory=dict)
+    _all_sent: threading.Event = field(default_factory=threading.Event)
+
+    def once(self, key: str, read: Callable[[], T]) -> T:
+        """``read()`` once for the whole fan-out (a gang's LIST: every node's run of one block asks
+        the same gang at the same moment); a read that fails is not kept, the next caller reads."""
+        with self._lock:
+            lock = self._reading.setdefault(key, threading.Lock())
+        with lock:
+            if key not in self._read:
+                self._read[key] = read()
+            return cast("T", self._read[key])
+
+    def sent(self, node: str) -> None:
+        """``node``'s run has its checkpoint requests out (or stopped before asking anything)."""
+        with self._lock:
+            self._sent.add(node)
+            if self._sent >= self.nodes:
+                self._all_sent.set()
+
+    def wait_all_sent(self, seconds: float) -> None:
+        """Until every run of the fan-out has its requests out: the replacements wait for them."""
+        self._all_sent.wait(seconds)
 
     def asks_elsewhere(self, pod: PodView) -> bool:
         """Whether this run asks ``pod``, a gang member on another node than its own."""

@@ -21,6 +21,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from gpuwarden.domain.actions import ActionType
@@ -38,14 +39,17 @@ BAD_INPUT_REASON = "CheckpointGangInvalid"
 
 def find_gangs(recorder: Recorder, pods: Sequence[PodView], *, report: bool = False) -> list[Gang]:
     """The gangs of ``pods`` (one LIST each, in its namespace). A gang of one is not returned: a Job
-    that runs one pod, a pod that opted into nothing, a pod with bad gang input (``report``: an
-    Event on the pod and a `checkpoint-gang-invalid` action in the result)."""
+    that runs one pod, a pod that opted into nothing, a pod with bad gang input (``report``: the
+    urgent step's look, which reports it as an Event on the pod and a `checkpoint-gang-invalid`
+    action in the result, and which a fan-out's runs share: one LIST per gang for the block)."""
     refs, bad = gang_refs(pods)
     by_key = {p.key: p for p in pods}
     gangs: list[Gang] = []
+    kube, fan_out = recorder.deps.kube, recorder.deps.fan_out if report else None
     for ref in refs:
         try:
-            listed = recorder.deps.kube.list_pods(ref.namespace, ref.labels or None)
+            read = partial(kube.list_pods, ref.namespace, ref.labels or None)
+            listed = read() if fan_out is None else fan_out.once(ref.key, read)
         except KubeError as err:  # the node's own pods are still asked, each as a gang of one
             why = f"gang {ref.key} could not be listed ({err}): its pods here are handled as gangs of one"
             if report:  # once per run, not every drain round

@@ -222,6 +222,9 @@ def _start(d: Disruption) -> DrainState:
 
 def _replace(d: Disruption, sent: threading.Event) -> None:
     sent.wait(d.deps.time_left(REQUESTS_FIRST_SECONDS))
+    if d.deps.fan_out is not None:  # a Capacity Block's: after every node's requests, not only this one's
+        d.deps.fan_out.sent(d.node.name)
+        d.deps.fan_out.wait_all_sent(d.deps.time_left(REQUESTS_FIRST_SECONDS))
     refused = d.hooks.replacement_guard(d)
     if refused is not None:
         d.recorder.add(ActionType.REPLACEMENT_SKIPPED, reason=refused, left_to=KARPENTER)

@@ -85,6 +85,9 @@ def _guarded(notice: Notice, deps: Deps, hooks: KindHooks, drain_locally: bool) 
         return disrupt_notice(notice, deps, hooks, drain_locally=drain_locally)
     except GpuwardenError as err:
         return failed_notice(notice, err)
+    finally:
+        if deps.fan_out is not None and notice.node_name:  # a run that stopped early holds no one up
+            deps.fan_out.sent(notice.node_name)
 
 
 def drain_nodes(notice: Notice, nodes: Sequence[NodeView], deps: Deps, hooks: KindHooks, drain_locally: bool) -> Result:
