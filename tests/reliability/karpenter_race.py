@@ -256,8 +256,10 @@ def run_race(race: Race) -> Outcome:
                 t.join(timeout=120)
         if timer.is_alive():
             timer.join()
-        for hook in list(hooks.values()):
-            hook()  # Karpenter after gpuwarden finished (or a call index never reached)
+        for n in list(hooks):  # Karpenter after gpuwarden finished (or a call index never reached)
+            hook = hooks.pop(n, None)  # popped, as InterleavedKube pops: the duplicate runs once
+            if hook is not None:
+                hook()
         for t in threads:
             if t.ident is not None:
                 t.join(timeout=120)
