@@ -199,6 +199,8 @@ def _deliver(deps: Any, event: dict[str, Any], results: list[dict[str, Any]]) ->
         results.append({"outcome": "crashed"})
     except GpuwardenError as err:
         results.append({"outcome": "failed", "reason": str(err)})
+    except Exception as err:  # on a delivery thread it would only be a warning: make it the test's failure
+        results.append({"outcome": "raised", "reason": repr(err)})
 
 
 def run_race(race: Race) -> Outcome:
@@ -279,7 +281,7 @@ def check(observer: Observer, cluster: Cluster, out: Outcome) -> None:
     with observer._lock:
         node_writes = [w for w in observer.writes if w.kind == "Node" and w.key == cluster.node]
     node_gone_at = next((w.seq for w in node_writes if w.event == "DELETED"), None)
-    assert all(r.get("outcome") != "failed" for r in out.results), why
+    assert all(r.get("outcome") not in ("failed", "raised") for r in out.results), why
     assert len(out.replacements) <= 1, f"more than one replacement: {why}"
     for i, key in enumerate(cluster.trainers):
         gone = observer.removal(key)
