@@ -18,6 +18,7 @@ does not fit is handed to the drain workflow, whose rounds are re-entrant.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -221,10 +222,12 @@ def _start(d: Disruption) -> DrainState:
 
 
 def _replace(d: Disruption, sent: threading.Event) -> None:
-    sent.wait(d.deps.time_left(REQUESTS_FIRST_SECONDS))
-    if d.deps.fan_out is not None:  # a Capacity Block's: after every node's requests, not only this one's
+    # after this node's checkpoint requests (a Capacity Block's: every node's), one wait of at most 5 s
+    until = time.monotonic() + d.deps.time_left(REQUESTS_FIRST_SECONDS)
+    sent.wait(until - time.monotonic())
+    if d.deps.fan_out is not None:
         d.deps.fan_out.sent(d.node.name)
-        d.deps.fan_out.wait_all_sent(d.deps.time_left(REQUESTS_FIRST_SECONDS))
+        d.deps.fan_out.wait_all_sent(max(0.0, until - time.monotonic()))
     refused = d.hooks.replacement_guard(d)
     if refused is not None:
         d.recorder.add(ActionType.REPLACEMENT_SKIPPED, reason=refused, left_to=KARPENTER)

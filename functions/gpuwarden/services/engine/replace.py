@@ -20,42 +20,7 @@ from gpuwarden.services.engine.result import KARPENTER, LEFT_TO_KARPENTER
 from gpuwarden.services.engine.writes import Patch, annotate, update_node
 
 PENDING = "pending:"
-
-
-def _planned(strategy: str, node: NodeView, event_id: str) -> str:
-    """What the claim writes. A NodeClaim's name is known before it is created (`nodeclaim_name`),
-    so its claim is already the record and the launch needs no second write; an Auto Scaling
-    group's or a Fleet's is `pending:<event>` until the launch answers."""
-    return "nodeclaim/" + nodeclaim_name(event_id, node.name) if strategy == "nodeclaim" else PENDING + event_id
-
-
-@dataclass(frozen=True)
-class _NotOurs:
-    """Why a claim was not won; ``left_to``: who replaces the node instead."""
-
-    reason: str
-    left_to: str | None = None
-
-
-def _claim(recorder: Recorder, node: NodeView, ours: str) -> NodeView | _NotOurs:
-    """Write ``ours`` on the node, RV-checked; the winner launches. Answers the claimed node, or why
-    not: the node is Karpenter's to replace now (`karpenter.sh/disrupted`, read on the node as the
-    write finds it, so a taint Karpenter adds after the mark is seen without a read of its own), or
-    another delivery claimed it. Our own claim, from a run that stopped before the launch, is ours
-    to resume."""
-
-    def decide(current: NodeView) -> Patch | None:
-        taken = current.karpenter_disrupted or current.annotations.get(ann.REPLACEMENT)
-        return None if taken else annotate({ann.REPLACEMENT: ours})
-
-    now = update_node(recorder.deps.kube, node, decide).obj
-    if now is None:
-        return _NotOurs(f"node {node.name} is gone")
-    if now.karpenter_disrupted:
-        if now.annotations.get(ann.REPLACEMENT) == ours:
-            _record(recorder.deps.kube, node.name, None)
-        return _NotOurs(f"{LEFT_TO_KARPENTER}: node {node.name} is tainted {KARPENTER_DISRUPTED_TAINT}", KARPENTER)
-    return now if now.annotations.get(ann.REPLACEMENT) == ours else _NotOurs("another delivery is launching it")
+NODECLAIM = "nodeclaim/"
 
 
 def _peers(recorder: Recorder, pods: Sequence[PodView]) -> list[PodView]:
@@ -88,7 +53,7 @@ def _launch(
             raise GpuwardenError(f"NodePool {choice.target} not found")
         zones = peer_zones(deps.kube, node, peers)
         manifest, why = nodeclaim_manifest(nodepool, node, pods, recorder.event_id, zones)
-        return "nodeclaim/" + deps.kube.create_nodeclaim(manifest), why
+        return NODECLAIM + deps.kube.create_nodeclaim(manifest), why
     if choice.strategy == "asg":
         return deps.cloud.raise_asg_desired(choice.target, recorder.event_id), "desired capacity +1"
     fleet = deps.policy.replacement
@@ -116,6 +81,35 @@ def _record(kube: KubePort, node: str, value: str | None) -> None:
         kube.patch_node(node, annotate({ann.REPLACEMENT: value}), None)
 
 
+def _planned(strategy: str, claim_name: str, event_id: str) -> str:
+    """What the claim writes. A NodeClaim's name is known before it is created (`nodeclaim_name`),
+    so its claim is already the record and the launch needs no second write; an Auto Scaling
+    group's or a Fleet's is `pending:<event>` until the launch answers."""
+    return NODECLAIM + claim_name if strategy == "nodeclaim" else PENDING + event_id
+
+
+def _claim(recorder: Recorder, node: NodeView, ours: str) -> NodeView | Replaced:
+    """Write ``ours`` on the node, RV-checked; the winner launches. Answers the claimed node, or the
+    skip: the node is Karpenter's to replace now (`karpenter.sh/disrupted`, read on the node as the
+    write finds it, so a taint Karpenter adds after the mark is seen without a read of its own), or
+    another delivery claimed it. Our own claim, from a run that stopped before the launch, is ours
+    to resume."""
+
+    def decide(current: NodeView) -> Patch | None:
+        taken = current.karpenter_disrupted or current.annotations.get(ann.REPLACEMENT)
+        return None if taken else annotate({ann.REPLACEMENT: ours})
+
+    now = update_node(recorder.deps.kube, node, decide).obj
+    if now is None:
+        return _skip(recorder, f"node {node.name} is gone")
+    if now.karpenter_disrupted:
+        if now.annotations.get(ann.REPLACEMENT) == ours:
+            _record(recorder.deps.kube, node.name, None)
+        why = f"{LEFT_TO_KARPENTER}: node {node.name} is tainted {KARPENTER_DISRUPTED_TAINT}"
+        return _skip(recorder, why, left_to=KARPENTER)
+    return now if now.annotations.get(ann.REPLACEMENT) == ours else _skip(recorder, "another delivery is launching it")
+
+
 def ensure_replacement(
     recorder: Recorder,
     node: NodeView,
@@ -126,9 +120,9 @@ def ensure_replacement(
     """Launch one replacement for ``node`` where its pods can run (``peers``: the pods of their gangs;
     None: the gangs this run found, else one LIST per gang)."""
     deps = recorder.deps
+    claim_name = nodeclaim_name(notice.event_id, node.name)  # this event's NodeClaim, were it one
     existing = node.annotations.get(ann.REPLACEMENT)
-    resumable = existing is not None and existing.startswith(PENDING)
-    if existing and not resumable and existing != _planned("nodeclaim", node, notice.event_id):
+    if existing and not existing.startswith(PENDING) and existing != NODECLAIM + claim_name:
         return _skip(recorder, f"already launched: {existing}")
     asg = deps.cloud.asg_of(notice.instance_id or node.instance_id or "") if not node.nodepool else None
     choice = choose_replacement(node, asg, deps.policy.replacement)
@@ -136,12 +130,12 @@ def ensure_replacement(
         return _skip(recorder, choice.reason)
     if existing == PENDING + notice.event_id and choice.strategy == "asg":
         return _skip(recorder, "an earlier run claimed it and may have raised the group")
-    ours = _planned(choice.strategy, node, notice.event_id)
-    if existing == ours != PENDING + notice.event_id and deps.kube.get_nodeclaim(ours.split("/", 1)[1]):
+    ours = _planned(choice.strategy, claim_name, notice.event_id)
+    if choice.strategy == "nodeclaim" and existing == ours and deps.kube.get_nodeclaim(claim_name):
         return _skip(recorder, f"already launched: {existing}")  # a redelivery after the launch
     claimed = _claim(recorder, node, ours)
-    if isinstance(claimed, _NotOurs):
-        return _skip(recorder, claimed.reason, **({"left_to": claimed.left_to} if claimed.left_to else {}))
+    if isinstance(claimed, Replaced):
+        return claimed
     try:
         gang = _peers(recorder, pods) if peers is None and choice.strategy == "nodeclaim" else peers or []
         value, why = _launch(recorder, choice, claimed, pods, gang)
