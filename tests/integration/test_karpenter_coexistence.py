@@ -73,9 +73,12 @@ def test_forced_uncordon_takes_back_only_the_do_not_disrupt_gpuwarden_added(worl
     assert f"ml/{ours}" in result["reason"] or any(f"ml/{ours}" in str(a.get("reason")) for a in result["actions"])
 
 
-def _warned_with_its_nodeclaim(world: World, *, deleting: bool) -> tuple[str, dict[str, Any]]:
+def _warned_with_its_nodeclaim(
+    world: World, *, deleting: bool, disrupting: str | None = None
+) -> tuple[str, dict[str, Any]]:
     """A Spot warning for a node as Karpenter registers it: owned by its NodeClaim (deleting, or
-    not), beside other pools' claims. Answers the claim's name and the result; the simulator's
+    not; ``disrupting``: with the `DisruptionReason` condition Karpenter's disruption queue sets, and
+    that reason), beside other pools' claims. Answers the claim's name and the result; the simulator's
     request log holds only the warning's requests."""
     from sim.builders import nodeclaim_for
 
@@ -88,6 +91,11 @@ def _warned_with_its_nodeclaim(world: World, *, deleting: bool) -> tuple[str, di
     world.sim.patch_direct("Node", NODE, {"metadata": {"ownerReferences": [owner]}})
     if deleting:
         world.sim.delete_direct("NodeClaim", claim["name"])  # its termination finalizer keeps it, deleting
+    if disrupting:  # as kubernetes-sigs/karpenter's disruption queue (queue.go, markDisrupted) writes it
+        now = rfc3339(world.sim.clock.now())
+        condition = {"type": "DisruptionReason", "status": "True", "reason": disrupting, "message": disrupting}
+        status = {"conditions": [{**condition, "lastTransitionTime": now}]}
+        world.sim.patch_direct("NodeClaim", claim["name"], {"status": status})
     world.sim.clear_requests()
     event = load_event("spot-interruption.json", time=rfc3339(world.sim.clock.now()))
     return str(claim["name"]), handle_batch(parse_notices(event), world.deps()).to_json()
@@ -106,6 +114,16 @@ def test_a_node_whose_own_nodeclaim_is_deleting_is_left_to_karpenter_read_by_its
     assert len(world.sim.list("NodeClaim")) == 4
     # read by name from the node's owner reference, never a list of every claim
     assert _nodeclaim_reads(world) == [("GET", f"/apis/karpenter.sh/v1/nodeclaims/{claim}")]
+
+
+def test_a_node_whose_nodeclaim_karpenter_is_disrupting_is_left_to_it_and_keeps_no_claim(world: World) -> None:
+    # Given Karpenter's disruption has taken the node's NodeClaim (Drifted), its taint not seen yet
+    claim, result = _warned_with_its_nodeclaim(world, deleting=False, disrupting="Drifted")
+    # Then no second replacement; the claim the mark carried is taken back
+    skipped = [a for a in result["actions"] if a["type"] == "replacement-skipped"]
+    assert [a["reason"] for a in skipped] == [f"left to Karpenter: Karpenter is disrupting NodeClaim {claim} (Drifted)"]
+    assert len(world.sim.list("NodeClaim")) == 4
+    assert "gpuwarden.io/replacement" not in world.node(NODE)["metadata"]["annotations"]
 
 
 def test_a_node_whose_own_nodeclaim_stands_gets_its_replacement_without_listing_every_claim(world: World) -> None:

@@ -1,7 +1,10 @@
 """The replacement's claim (docs/cluster.md): one RV-checked write on the node that already names the
-NodeClaim, that sees a taint Karpenter adds after the mark, and that a redelivery resumes."""
+NodeClaim (the mark itself, on the urgent path), that sees a taint Karpenter adds after the mark
+when it is a write of its own, and that a redelivery resumes."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.notice import Notice
@@ -80,7 +83,7 @@ def test_another_events_claim_is_never_taken_over(world: World) -> None:
     assert world.node(NODE)["metadata"]["annotations"][REPLACEMENT] == theirs
 
 
-def test_the_urgent_path_finds_the_node_once_and_writes_it_twice(world: World) -> None:
+def test_the_urgent_path_finds_the_node_once_and_writes_it_once(world: World) -> None:
     # Given a Spot node in a NodePool, the drain handed to the workflow (as deployed)
     spot_node(world.sim)
     deps = world.deps()
@@ -89,11 +92,35 @@ def test_the_urgent_path_finds_the_node_once_and_writes_it_twice(world: World) -
     # When the Spot warning is handled
     event = load_event("spot-interruption.json", time=rfc3339(world.sim.clock.now()))
     result = handle_batch(parse_notices(event), deps, drain_locally=False).to_json()
-    # Then the node was found by one LIST and written twice: the mark, and the replacement's claim
-    # that names the NodeClaim (no re-read before the replacement, no record after it)
+    # Then the node was found by one LIST and written once: the mark, which also carries the
+    # replacement's claim naming the NodeClaim (no claim write, no re-read, no record after it)
     assert result["outcome"] == "handled", result["reason"]
     assert any(a["type"] == "replacement" for a in result["actions"])
     # (found by a LIST, or by name where this process has seen the instance before: node_ops.find_node)
     found, *writes = _node_requests(world)
     assert found in ("GET /api/v1/nodes", f"GET /api/v1/nodes/{NODE}")
-    assert writes == [f"PATCH /api/v1/nodes/{NODE}", f"PATCH /api/v1/nodes/{NODE}"]
+    assert writes == [f"PATCH /api/v1/nodes/{NODE}"]
+    claim = f"nodeclaim/{nodeclaim_name(result['event_id'], NODE)}"
+    assert world.node(NODE)["metadata"]["annotations"][REPLACEMENT] == claim
+    assert [f"nodeclaim/{c['metadata']['name']}" for c in world.sim.list("NodeClaim")] == [claim]
+
+
+def _spot_run(world: World) -> dict[str, Any]:
+    deps = world.deps()
+    deps.start_drain = lambda _state: None
+    event = load_event("spot-interruption.json", time=rfc3339(world.sim.clock.now()))
+    return handle_batch(parse_notices(event), deps, drain_locally=False).to_json()
+
+
+def test_a_claim_on_the_node_before_the_mark_is_not_overwritten_by_it(world: World) -> None:
+    # Given a node another event already claimed a NodeClaim for
+    spot_node(world.sim, inference=0, pdb_min_available=None)
+    theirs = "nodeclaim/" + nodeclaim_name("another-event", NODE)
+    world.sim.patch_direct("Node", NODE, {"metadata": {"annotations": {REPLACEMENT: theirs}}})
+    # When this Spot warning is handled
+    result = _spot_run(world)
+    # Then the mark leaves that claim and nothing is launched
+    assert result["outcome"] == "handled", result["reason"]
+    assert not any(a["type"] == "replacement" for a in result["actions"])
+    assert world.node(NODE)["metadata"]["annotations"][REPLACEMENT] == theirs
+    assert world.sim.list("NodeClaim") == []

@@ -15,6 +15,7 @@ from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.drain import DrainState
 from gpuwarden.services.engine.node_ops import find_node, not_ours, window_allowance
 from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Steps, Taken, run, take
+from gpuwarden.services.engine.replace import mark_claim
 from gpuwarden.services.engine.result import Outcome, Result, notice_result
 
 
@@ -32,7 +33,8 @@ def disrupt(notice: Notice, deps: Deps, hooks: KindHooks, node: NodeView, *, dra
     # An involuntary notice cordons before anything else is read: its plan needs no pods.
     pods = d.pods if notice.kind.voluntary else []
     plan = plan_interruption(notice.kind, node, pods, deps.policy, _allowance(notice, deps, node))
-    taken = take(d, plan.reason)
+    claim = mark_claim(node, notice, deps.policy.replacement) if plan.replace and hooks.claim_with_mark else None
+    taken = take(d, plan.reason, claim)
     if taken.stopped:
         return notice_result(notice, d.recorder, node, outcome="ignored", reason=taken.refused or taken.held_reason())
     if plan.refused:

@@ -10,8 +10,9 @@ involuntary notice adds to the one disruption sequence.
   and its annotations away together; a pod a PodDisruptionBudget keeps stays protected, because
   gpuwarden is still the one draining it.
 - `left_to_karpenter` (a `replacement_guard`): no replacement for a node whose NodeClaim
-  Karpenter is already deleting, or that carries `karpenter.sh/disrupted`: Karpenter's
-  provisioner replaces that capacity.
+  Karpenter is already deleting or disrupting (its `DisruptionReason` condition), or that carries
+  `karpenter.sh/disrupted`: Karpenter replaces that capacity itself. It reads the NodeClaim right
+  before the launch, so the mark can carry the replacement's claim (`claim_with_mark`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ from gpuwarden.services.engine.writes import Patch, annotate, update_pod
 
 if TYPE_CHECKING:
     from gpuwarden.domain.ports import KubePort
+
+#: The NodeClaim condition Karpenter's disruption sets while it replaces the node (karpenter.sh/v1).
+DISRUPTION_REASON = "DisruptionReason"
 
 
 def protect_pod(recorder: Recorder, pod: PodView) -> Mapping[str, str | None]:
@@ -71,8 +75,24 @@ def karpenter_deleting(kube: KubePort, node: NodeView) -> str | None:
             or status.get("nodeName") == node.name
             or (node.provider_id and status.get("providerID") == node.provider_id)
         )
-        if mine and meta.get("deletionTimestamp"):
+        if not mine:
+            continue
+        if meta.get("deletionTimestamp"):
             return f"{LEFT_TO_KARPENTER}: Karpenter is deleting NodeClaim {meta.get('name')}"
+        reason = _disruption_reason(status)
+        if reason is not None:
+            return f"{LEFT_TO_KARPENTER}: Karpenter is disrupting NodeClaim {meta.get('name')} ({reason})"
+    return None
+
+
+def _disruption_reason(status: Mapping[str, object]) -> str | None:
+    """The NodeClaim's `DisruptionReason` condition, when True: Karpenter's disruption queue sets it
+    right after it taints the node `karpenter.sh/disrupted`, before it launches its replacements
+    (kubernetes-sigs/karpenter ``pkg/controllers/disruption/queue.go``, ``markDisrupted``)."""
+    conditions = status.get("conditions")
+    for cond in conditions if isinstance(conditions, list) else ():
+        if isinstance(cond, Mapping) and cond.get("type") == DISRUPTION_REASON and cond.get("status") == "True":
+            return str(cond.get("reason") or DISRUPTION_REASON)
     return None
 
 
@@ -85,6 +105,6 @@ def left_to_karpenter(d: Disruption) -> str | None:
 
 #: Involuntary notices (Spot, capacity-reservation and Capacity Block warnings): every pod asked to
 #: checkpoint is protected from Karpenter's drain first, and Karpenter's replacement is not doubled.
-INVOLUNTARY = replace(URGENT, prepare_pod=protect_pod, replacement_guard=left_to_karpenter)
+INVOLUNTARY = replace(URGENT, prepare_pod=protect_pod, replacement_guard=left_to_karpenter, claim_with_mark=True)
 #: A rebalance recommendation (voluntary): no mark, but no second replacement either.
-REBALANCE = replace(URGENT, replacement_guard=left_to_karpenter)
+REBALANCE = replace(URGENT, replacement_guard=left_to_karpenter, claim_with_mark=True)

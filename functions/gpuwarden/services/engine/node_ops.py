@@ -77,9 +77,13 @@ class MarkResult:
     held_by: str | None = None
 
 
-def _mark_patch(node: NodeView, notice: Notice, extra: Mapping[str, str] | None) -> Patch | None:
+def _mark_patch(
+    node: NodeView, notice: Notice, extra: Mapping[str, str] | None, claim: str | None = None
+) -> Patch | None:
     """The mark for ``notice`` on ``node`` as it is now; None when it is marked already or
-    another notice holds it (see `supersedes`)."""
+    another notice holds it (see `supersedes`). ``claim``: the replacement's claim the mark also
+    writes, when no replacement is claimed on the node yet and Karpenter has not begun to disrupt it
+    (docs/cluster.md)."""
     if is_marked(node, notice):
         return None
     if node.annotations.get(ann.EVENT_ID) != notice.event_id and not supersedes(
@@ -97,15 +101,23 @@ def _mark_patch(node: NodeView, notice: Notice, extra: Mapping[str, str] | None)
         # a new event starts a new drain: an earlier event's completion no longer holds
         annotations[ann.DRAIN_COMPLETED] = None
     annotations.update(extra or {})
+    if claim is not None and ann.REPLACEMENT not in node.annotations and not node.karpenter_disrupted:
+        annotations[ann.REPLACEMENT] = claim
     if not node.unschedulable:
         annotations[ann.CORDONED_BY_US] = "true"
     return {"metadata": {"annotations": annotations}, "spec": {"unschedulable": True, "taints": taints}}
 
 
-def mark_node(kube: KubePort, node: NodeView, notice: Notice, extra: Mapping[str, str] | None = None) -> MarkResult:
-    """Cordon, taint `gpuwarden.io/disruption=<kind>:NoSchedule`, annotate (plus ``extra``).
-    One write, RV-checked."""
-    marked = update_node(kube, node, lambda current: _mark_patch(current, notice, extra))
+def mark_node(
+    kube: KubePort,
+    node: NodeView,
+    notice: Notice,
+    extra: Mapping[str, str] | None = None,
+    claim: str | None = None,
+) -> MarkResult:
+    """Cordon, taint `gpuwarden.io/disruption=<kind>:NoSchedule`, annotate (plus ``extra`` and the
+    replacement's ``claim``). One write, RV-checked."""
+    marked = update_node(kube, node, lambda current: _mark_patch(current, notice, extra, claim))
     if marked.obj is None:
         raise KubeError(f"node {node.name} disappeared while being cordoned", status=404)
     current = marked.obj

@@ -33,7 +33,7 @@ from gpuwarden.services.engine.context import Deps, Recorder, worker_pool
 from gpuwarden.services.engine.drain import DrainState, drain_step
 from gpuwarden.services.engine.gangs import ask_gangs, find_gangs
 from gpuwarden.services.engine.node_ops import mark_node
-from gpuwarden.services.engine.replace import ensure_replacement
+from gpuwarden.services.engine.replace import drop_claim, ensure_replacement
 from gpuwarden.services.engine.result import KARPENTER
 from gpuwarden.services.engine.writes import release_node
 
@@ -72,6 +72,10 @@ class KindHooks:
     #: Why this node's replacement is left to Karpenter (its NodeClaim is being deleted, or the
     #: node is `karpenter.sh/disrupted`): recorded as `replacement-skipped`, ``left_to: Karpenter``.
     replacement_guard: Guard = no_guard
+    #: The mark also writes this event's replacement claim (`replace.mark_claim`): the launch then
+    #: needs no write of its own. Only where `replacement_guard` reads the node's NodeClaim right
+    #: before the launch, which is where Karpenter says it has begun to replace the node.
+    claim_with_mark: bool = False
     #: After every drain round (here and in the drain workflow): retire, give back, or as is.
     settle: Settle = as_is
     #: Deployed: start the drain workflow before the first round, beside the deliveries
@@ -105,6 +109,8 @@ class Disruption:
     recorder: Recorder = field(init=False)
     #: Called with the state after every drain round this process runs (a terminal's progress).
     on_round: RoundReport | None = None
+    #: This run's mark wrote the replacement's claim (`take`).
+    claimed: bool = False
     _pods: list[PodView] | None = None
     _gangs: list[Gang] | None = None
 
@@ -145,15 +151,17 @@ class Taken:
         return f"node {self.node.name} is already being handled for {self.held_by}"
 
 
-def take(d: Disruption, why: str) -> Taken:
-    """Guards, then the mark (recorded as `cordon` when this run wrote it), then `after_mark`."""
+def take(d: Disruption, why: str, claim: str | None = None) -> Taken:
+    """Guards, then the mark (recorded as `cordon` when this run wrote it; with ``claim``, the
+    replacement's claim in the same write), then `after_mark`."""
     refused = d.hooks.guard(d)
     if refused is not None:
         return Taken(d.node, refused=refused)
-    mark = mark_node(d.deps.kube, d.node, d.notice, extra=d.hooks.mark_extra(d))
+    mark = mark_node(d.deps.kube, d.node, d.notice, extra=d.hooks.mark_extra(d), claim=claim)
     if mark.held_by is not None:
         return Taken(mark.node, held_by=mark.held_by)
     d.node = mark.node
+    d.claimed = mark.changed and claim is not None and d.node.annotations.get(ann.REPLACEMENT) == claim
     if mark.changed:
         taint = f"{ann.TAINT_KEY}={d.notice.kind.value}:NoSchedule"
         d.recorder.add(ActionType.CORDON, d.node, taint=taint, reason=why)
@@ -230,9 +238,11 @@ def _replace(d: Disruption, sent: threading.Event) -> None:
         d.deps.fan_out.wait_all_sent(max(0.0, until - time.monotonic()))
     refused = d.hooks.replacement_guard(d)
     if refused is not None:
+        if d.claimed:
+            drop_claim(d.deps.kube, d.node.name)
         d.recorder.add(ActionType.REPLACEMENT_SKIPPED, reason=refused, left_to=KARPENTER)
         return
-    ensure_replacement(d.recorder, d.node, d.notice, d.pods)
+    ensure_replacement(d.recorder, d.node, d.notice, d.pods, claimed=d.claimed)
 
 
 def _settle_deliveries(deliveries: list[Future[None]]) -> None:

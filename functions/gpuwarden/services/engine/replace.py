@@ -11,6 +11,7 @@ from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.errors import GpuwardenError, NoFittingReplacement, NotFound
 from gpuwarden.domain.notice import Notice
+from gpuwarden.domain.policy import ReplacementPolicy
 from gpuwarden.domain.ports import KubePort
 from gpuwarden.domain.replacement import ReplacementChoice, choose_replacement, nodeclaim_manifest, nodeclaim_name
 from gpuwarden.domain.views import KARPENTER_DISRUPTED_TAINT, NODEPOOL_LABEL, ZONE_LABEL, NodeView, PodView
@@ -75,6 +76,20 @@ def _skip(recorder: Recorder, reason: str, **details: Any) -> Replaced:
     return Replaced(ActionType.REPLACEMENT_SKIPPED, reason)
 
 
+def mark_claim(node: NodeView, notice: Notice, policy: ReplacementPolicy) -> str | None:
+    """The claim the mark can carry (`node_ops.mark_node`), so the launch needs no write of its own:
+    a NodePool node's NodeClaim for this event. None where the strategy is decided later (an Auto
+    Scaling group or a Fleet asks AWS first) or no replacement is launched."""
+    if not policy.enabled or not node.nodepool or node.karpenter_disrupted:
+        return None
+    return NODECLAIM + nodeclaim_name(notice.event_id, node.name)
+
+
+def drop_claim(kube: KubePort, node: str) -> None:
+    """Take back a claim whose replacement is not launched (Karpenter replaces the node)."""
+    _record(kube, node, None)
+
+
 def _record(kube: KubePort, node: str, value: str | None) -> None:
     """The node's replacement record; a node already gone (Karpenter finished it) has nothing to record."""
     with contextlib.suppress(NotFound):
@@ -116,9 +131,12 @@ def ensure_replacement(
     notice: Notice,
     pods: list[PodView],
     peers: Sequence[PodView] | None = None,
+    *,
+    claimed: bool = False,
 ) -> Replaced:
     """Launch one replacement for ``node`` where its pods can run (``peers``: the pods of their gangs;
-    None: the gangs this run found, else one LIST per gang)."""
+    None: the gangs this run found, else one LIST per gang). ``claimed``: this run's mark wrote the
+    claim (`mark_claim`), read before the launch by the kind's replacement guard."""
     deps = recorder.deps
     claim_name = nodeclaim_name(notice.event_id, node.name)  # this event's NodeClaim, were it one
     existing = node.annotations.get(ann.REPLACEMENT)
@@ -131,22 +149,36 @@ def ensure_replacement(
     if existing == PENDING + notice.event_id and choice.strategy == "asg":
         return _skip(recorder, "an earlier run claimed it and may have raised the group")
     ours = _planned(choice.strategy, claim_name, notice.event_id)
+    if claimed and existing == ours:
+        return _launched(recorder, choice, node, pods, peers)
     if choice.strategy == "nodeclaim" and existing == ours and deps.kube.get_nodeclaim(claim_name):
         return _skip(recorder, f"already launched: {existing}")  # a redelivery after the launch
-    claimed = _claim(recorder, node, ours)
-    if isinstance(claimed, Replaced):
-        return claimed
+    now = _claim(recorder, node, ours)
+    if isinstance(now, Replaced):
+        return now
+    return _launched(recorder, choice, now, pods, peers)
+
+
+def _launched(
+    recorder: Recorder,
+    choice: ReplacementChoice,
+    node: NodeView,
+    pods: list[PodView],
+    peers: Sequence[PodView] | None,
+) -> Replaced:
+    """Launch what ``node``'s claim (this run's) names; on failure the claim is taken back."""
+    kube = recorder.deps.kube
     try:
         gang = _peers(recorder, pods) if peers is None and choice.strategy == "nodeclaim" else peers or []
-        value, why = _launch(recorder, choice, claimed, pods, gang)
+        value, why = _launch(recorder, choice, node, pods, gang)
     except NoFittingReplacement as err:
-        _record(deps.kube, node.name, None)
+        _record(kube, node.name, None)
         return _skip(recorder, str(err), strategy=choice.strategy)
     except GpuwardenError as err:
-        _record(deps.kube, node.name, None)
+        _record(kube, node.name, None)
         recorder.add(ActionType.REPLACEMENT_FAILED, node, strategy=choice.strategy, reason=str(err))
         return Replaced(ActionType.REPLACEMENT_FAILED, str(err))
-    if value != ours:  # the claim was `pending:`: the launch's answer is the record
-        _record(deps.kube, node.name, value)
+    if value != node.annotations.get(ann.REPLACEMENT):  # the claim was `pending:`: the launch's answer is the record
+        _record(kube, node.name, value)
     recorder.add(ActionType.REPLACEMENT, node, target=value, strategy=choice.strategy, reason=why)
     return Replaced(ActionType.REPLACEMENT, why, value)
