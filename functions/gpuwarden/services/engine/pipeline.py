@@ -69,8 +69,9 @@ class KindHooks:
     after_mark: Guard = no_guard
     #: Done to each pod just before it is asked to checkpoint.
     prepare_pod: PreparePod | None = None
-    #: Why this node's replacement is left to Karpenter (its NodeClaim is being deleted, or the
-    #: node is `karpenter.sh/disrupted`): recorded as `replacement-skipped`, ``left_to: Karpenter``.
+    #: Why this node's replacement is left to Karpenter (its NodeClaim is being deleted or carries
+    #: `DisruptionReason`, or the node is `karpenter.sh/disrupted`): recorded as
+    #: `replacement-skipped`, ``left_to: Karpenter``.
     replacement_guard: Guard = no_guard
     #: The mark also writes this event's replacement claim (`replace.mark_claim`): the launch then
     #: needs no write of its own. Only where `replacement_guard` reads the node's NodeClaim right
