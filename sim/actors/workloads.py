@@ -35,18 +35,35 @@ class Workloads:
     exit_codes: dict[str, int] = field(default_factory=dict)
     acked: list[str] = field(default_factory=list)
     _pending: set[str] = field(default_factory=set)
+    _timers: set[threading.Timer] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def install(self) -> Workloads:
         self.sim.exec_handler = self._on_exec
         self.sim.on_change(self._on_change)
+        self.sim.on_stop(self.cancel)
         return self
+
+    def cancel(self) -> None:
+        """Drop every acknowledgement still waiting (the cluster stopped)."""
+        with self._lock:
+            timers, self._timers = self._timers, set()
+        for timer in timers:
+            timer.cancel()
 
     def _later(self, key: str, action: Callable[[], None]) -> None:
         seconds = self.delays.get(key, self.delay)
         speed = self.sim.clock.speed or 1.0
-        timer = threading.Timer(seconds / speed, action)
+
+        def run() -> None:
+            with self._lock:
+                self._timers.discard(timer)
+            action()
+
+        timer = threading.Timer(seconds / speed, run)
         timer.daemon = True
+        with self._lock:
+            self._timers.add(timer)
         timer.start()
 
     def _ack(self, namespace: str, name: str) -> None:

@@ -41,6 +41,7 @@ class KubeSim:
         self._state = ServerState(self.api, self.registry, self.clock, self.faults, default_exec_handler)
         self._server: SimHTTPServer | None = None
         self._threads: builtins.list[threading.Thread] = []
+        self._on_stop: builtins.list[Callable[[], None]] = []
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self.kubeconfig_path = Path()
         self.url = ""
@@ -68,9 +69,16 @@ class KubeSim:
             t.start()
         return self
 
+    def on_stop(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` when the server stops: an actor's pending work (a workload's delayed
+        acknowledgement) ends with its cluster instead of writing into the next one's process."""
+        self._on_stop.append(callback)
+
     def stop(self) -> None:
         if self._server is None:
             return
+        for callback in self._on_stop:
+            callback()
         self._state.stopping.set()
         self.store.deadline_changed.set()
         self._server.shutdown()

@@ -98,3 +98,22 @@ def test_watch_from_resource_version_replays_missed_events(sim: KubeSim, core: A
         events.append(event["type"])
         w.stop()
     assert events == ["MODIFIED"]
+
+
+def test_a_workloads_acknowledgement_still_waiting_when_the_cluster_stops_is_never_written() -> None:
+    # Given a cluster whose workloads acknowledge a signal 0.3 s after it arrives
+    from sim.actors.workloads import DONE, Workloads
+
+    sim = KubeSim(clock_speed=1.0).start()
+    workloads = Workloads(sim, delay=0.3).install()
+    sim.create(b.training_pod("train-0-w", sim.create(b.gpu_node("ip-10-0-0-9", "i-0900000000000000a"))))
+    record = ExecRecord("ml", "train-0-w", "trainer", ["kill", "-s", "USR1", "1"], sim.clock.now())
+    assert workloads.sim.exec_handler(record).exit_code == 0
+    # When the cluster stops before then
+    sim.stop()
+    threading.Event().wait(0.6)
+    # Then the acknowledgement is dropped: nothing is written into the stopped cluster
+    assert workloads.acked == []
+    pod = sim.get("Pod", "train-0-w", "ml")
+    assert pod is not None
+    assert DONE not in (pod["metadata"].get("annotations") or {})
