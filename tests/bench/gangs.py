@@ -19,9 +19,9 @@ parsed:
   run a new block of 16 new nodes.
 - **Requests per Spot notice** (the handler in this process: a count, not a time): a node of 30
   pods (a device-plugin DaemonSet pod, 4 trainers opted in with `signal:SIGUSR1`, 25 Job pods),
-  the simulator's request log from the notice to the
-  hand-off to the drain workflow (before any drain round): without gangs (4 single-pod Jobs), and
-  with the 4 trainers as ranks of one Indexed Job. Goal: <= 14 without gangs, at most one more
+  the simulator's request log from the notice to the hand-off to the drain workflow (before any
+  drain round): without gangs (4 single-pod Jobs), and with the 4 trainers as ranks of one
+  Indexed Job. Goal: <= 14 without gangs, at most one more
   LIST per gang, counted without the contract's Kubernetes Events (one per step on the node,
   posted once the work is done), which are reported beside it.
 
@@ -77,15 +77,15 @@ def _env() -> Iterator[None]:
         os.environ.update(saved)
 
 
-def _deps(sim: Any, reservations: Any = None) -> Any:
+def _deps(sim: Any) -> Any:
     from sim.wiring import sim_deps
 
-    deps = sim_deps(sim, caller="bench", reservations=reservations)
+    deps = sim_deps(sim, caller="bench")
     deps.start_drain = lambda _state: None  # the drain workflow's start: the urgent invocation is timed
     return deps
 
 
-def _jobset(sim: Any, name: str, namespace: str, nodes: list[Any], block: bool = False) -> list[str]:
+def _jobset(sim: Any, name: str, namespace: str, nodes: list[Any]) -> list[str]:
     from sim.training_jobs import jobset_pod
 
     pods = []

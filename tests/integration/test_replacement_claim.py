@@ -83,15 +83,19 @@ def test_another_events_claim_is_never_taken_over(world: World) -> None:
     assert world.node(NODE)["metadata"]["annotations"][REPLACEMENT] == theirs
 
 
+def _spot_run(world: World) -> dict[str, Any]:
+    deps = world.deps()
+    deps.start_drain = lambda _state: None
+    event = load_event("spot-interruption.json", time=rfc3339(world.sim.clock.now()))
+    return handle_batch(parse_notices(event), deps, drain_locally=False).to_json()
+
+
 def test_the_urgent_path_finds_the_node_once_and_writes_it_once(world: World) -> None:
     # Given a Spot node in a NodePool, the drain handed to the workflow (as deployed)
     spot_node(world.sim)
-    deps = world.deps()
-    deps.start_drain = lambda _state: None
     world.sim.clear_requests()
     # When the Spot warning is handled
-    event = load_event("spot-interruption.json", time=rfc3339(world.sim.clock.now()))
-    result = handle_batch(parse_notices(event), deps, drain_locally=False).to_json()
+    result = _spot_run(world)
     # Then the node was found by one LIST and written once: the mark, which also carries the
     # replacement's claim naming the NodeClaim (no claim write, no re-read, no record after it)
     assert result["outcome"] == "handled", result["reason"]
@@ -103,13 +107,6 @@ def test_the_urgent_path_finds_the_node_once_and_writes_it_once(world: World) ->
     claim = f"nodeclaim/{nodeclaim_name(result['event_id'], NODE)}"
     assert world.node(NODE)["metadata"]["annotations"][REPLACEMENT] == claim
     assert [f"nodeclaim/{c['metadata']['name']}" for c in world.sim.list("NodeClaim")] == [claim]
-
-
-def _spot_run(world: World) -> dict[str, Any]:
-    deps = world.deps()
-    deps.start_drain = lambda _state: None
-    event = load_event("spot-interruption.json", time=rfc3339(world.sim.clock.now()))
-    return handle_batch(parse_notices(event), deps, drain_locally=False).to_json()
 
 
 def test_a_claim_on_the_node_before_the_mark_is_not_overwritten_by_it(world: World) -> None:

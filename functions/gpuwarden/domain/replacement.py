@@ -46,6 +46,12 @@ def choose_replacement(node: NodeView, asg: str | None, policy: ReplacementPolic
     return ReplacementChoice("none", "no NodePool, no Auto Scaling group, no fleet launch template configured")
 
 
+def claimable(node: NodeView) -> bool:
+    """No replacement is claimed on ``node`` yet, and Karpenter has not begun to replace it itself
+    (docs/cluster.md): the one test both writes of the claim make on the node as it is."""
+    return not node.annotations.get(ann.REPLACEMENT) and not node.karpenter_disrupted
+
+
 def nodeclaim_name(event_id: str, node: str) -> str:
     """Deterministic: a re-delivery creates the same name, which the API refuses as a duplicate."""
     digest = hashlib.sha256(f"{event_id}/{node}".encode()).hexdigest()[:12]

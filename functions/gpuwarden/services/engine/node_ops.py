@@ -10,6 +10,7 @@ from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.errors import KubeError
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.ports import CloudPort, KubePort
+from gpuwarden.domain.replacement import claimable
 from gpuwarden.domain.schedule import Allowance, Window, voluntary_allowance
 from gpuwarden.domain.views import NodeView, Taint
 from gpuwarden.services.engine.writes import Patch, update_node
@@ -77,13 +78,10 @@ class MarkResult:
     held_by: str | None = None
 
 
-def _mark_patch(
-    node: NodeView, notice: Notice, extra: Mapping[str, str] | None, claim: str | None = None
-) -> Patch | None:
+def _mark_patch(node: NodeView, notice: Notice, extra: Mapping[str, str] | None, claim: str | None) -> Patch | None:
     """The mark for ``notice`` on ``node`` as it is now; None when it is marked already or
     another notice holds it (see `supersedes`). ``claim``: the replacement's claim the mark also
-    writes, when no replacement is claimed on the node yet and Karpenter has not begun to disrupt it
-    (docs/cluster.md)."""
+    writes while the node is `claimable`."""
     if is_marked(node, notice):
         return None
     if node.annotations.get(ann.EVENT_ID) != notice.event_id and not supersedes(
@@ -101,7 +99,7 @@ def _mark_patch(
         # a new event starts a new drain: an earlier event's completion no longer holds
         annotations[ann.DRAIN_COMPLETED] = None
     annotations.update(extra or {})
-    if claim is not None and ann.REPLACEMENT not in node.annotations and not node.karpenter_disrupted:
+    if claim is not None and claimable(node):
         annotations[ann.REPLACEMENT] = claim
     if not node.unschedulable:
         annotations[ann.CORDONED_BY_US] = "true"

@@ -13,7 +13,13 @@ from gpuwarden.domain.errors import GpuwardenError, NoFittingReplacement, NotFou
 from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.policy import ReplacementPolicy
 from gpuwarden.domain.ports import KubePort
-from gpuwarden.domain.replacement import ReplacementChoice, choose_replacement, nodeclaim_manifest, nodeclaim_name
+from gpuwarden.domain.replacement import (
+    ReplacementChoice,
+    choose_replacement,
+    claimable,
+    nodeclaim_manifest,
+    nodeclaim_name,
+)
 from gpuwarden.domain.views import KARPENTER_DISRUPTED_TAINT, NODEPOOL_LABEL, ZONE_LABEL, NodeView, PodView
 from gpuwarden.services.engine.context import Recorder
 from gpuwarden.services.engine.gangs import find_gangs
@@ -80,13 +86,14 @@ def mark_claim(node: NodeView, notice: Notice, policy: ReplacementPolicy) -> str
     """The claim the mark can carry (`node_ops.mark_node`), so the launch needs no write of its own:
     a NodePool node's NodeClaim for this event. None where the strategy is decided later (an Auto
     Scaling group or a Fleet asks AWS first) or no replacement is launched."""
-    if not policy.enabled or not node.nodepool or node.karpenter_disrupted:
+    if not policy.enabled or not node.nodepool:
         return None
     return NODECLAIM + nodeclaim_name(notice.event_id, node.name)
 
 
 def drop_claim(kube: KubePort, node: str) -> None:
-    """Take back a claim whose replacement is not launched (Karpenter replaces the node)."""
+    """Take back a claim whose replacement is not launched (Karpenter replaces the node, nothing
+    fits, or the launch failed)."""
     _record(kube, node, None)
 
 
@@ -111,15 +118,14 @@ def _claim(recorder: Recorder, node: NodeView, ours: str) -> NodeView | Replaced
     to resume."""
 
     def decide(current: NodeView) -> Patch | None:
-        taken = current.karpenter_disrupted or current.annotations.get(ann.REPLACEMENT)
-        return None if taken else annotate({ann.REPLACEMENT: ours})
+        return annotate({ann.REPLACEMENT: ours}) if claimable(current) else None
 
     now = update_node(recorder.deps.kube, node, decide).obj
     if now is None:
         return _skip(recorder, f"node {node.name} is gone")
     if now.karpenter_disrupted:
         if now.annotations.get(ann.REPLACEMENT) == ours:
-            _record(recorder.deps.kube, node.name, None)
+            drop_claim(recorder.deps.kube, node.name)
         why = f"{LEFT_TO_KARPENTER}: node {node.name} is tainted {KARPENTER_DISRUPTED_TAINT}"
         return _skip(recorder, why, left_to=KARPENTER)
     return now if now.annotations.get(ann.REPLACEMENT) == ours else _skip(recorder, "another delivery is launching it")
@@ -172,10 +178,10 @@ def _launched(
         gang = _peers(recorder, pods) if peers is None and choice.strategy == "nodeclaim" else peers or []
         value, why = _launch(recorder, choice, node, pods, gang)
     except NoFittingReplacement as err:
-        _record(kube, node.name, None)
+        drop_claim(kube, node.name)
         return _skip(recorder, str(err), strategy=choice.strategy)
     except GpuwardenError as err:
-        _record(kube, node.name, None)
+        drop_claim(kube, node.name)
         recorder.add(ActionType.REPLACEMENT_FAILED, node, strategy=choice.strategy, reason=str(err))
         return Replaced(ActionType.REPLACEMENT_FAILED, str(err))
     if value != node.annotations.get(ann.REPLACEMENT):  # the claim was `pending:`: the launch's answer is the record
