@@ -114,7 +114,7 @@ def invoke(event: TextIO, dry_run: bool) -> None:
     except ValueError as err:
         _fail_invalid(f"not JSON: {err}")
     from gpuwarden.local import run_event
-    from gpuwarden.services.routes import fallback_kind
+    from gpuwarden.services.dispatch import fallback_kind
 
     _emit(_guarded(lambda: run_event(raw, dry_run=dry_run), fallback_kind(raw)))
 

@@ -76,8 +76,9 @@ def capacity_block_scene(sim: KubeSim) -> SceneSummary:
 
     from gpuwarden.adapters.scheduler import EventBridgeScheduler
     from gpuwarden.domain.policy import Policy
-    from gpuwarden.services.routes import handle_batch, handle_tick
-    from gpuwarden.sources import parse_notices, parse_window_tick
+    from gpuwarden.kinds.inputs import parse_notices
+    from gpuwarden.services.dispatch import handle_batch, handle_tick
+    from gpuwarden.sources import parse_window_tick
     from sim.scenes.base import EVENTS, SceneSummary
     from sim.wiring import sim_deps
 

@@ -51,8 +51,8 @@ def _build(sim: KubeSim) -> str:
 
 
 def gpu_idle_scene(sim: KubeSim) -> SceneSummary:
-    from gpuwarden.services.routes import handle_batch
-    from gpuwarden.sources import parse_notices
+    from gpuwarden.kinds.inputs import parse_notices
+    from gpuwarden.services.dispatch import handle_batch
     from sim.scenes.base import EVENTS, SceneSummary, scene_deps, timeline_line
 
     claim = _build(sim)

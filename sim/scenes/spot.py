@@ -10,8 +10,8 @@ from sim.scenes.base import _LABELS, EVENTS, INSTANCE, NODE, SceneSummary, scene
 
 
 def spot_scene(sim: KubeSim) -> SceneSummary:
-    from gpuwarden.services.routes import handle_batch
-    from gpuwarden.sources import parse_notices
+    from gpuwarden.kinds.inputs import parse_notices
+    from gpuwarden.services.dispatch import handle_batch
 
     event = json.loads((EVENTS / "spot-interruption.json").read_text())
     event["time"] = rfc3339(sim.clock.now())

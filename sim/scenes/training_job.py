@@ -55,8 +55,8 @@ def _launched_zone(sim: KubeSim, claim: str, wait_seconds: float = 10.0) -> str 
 
 
 def training_job_scene(sim: KubeSim) -> SceneSummary:
-    from gpuwarden.services.routes import handle_batch
-    from gpuwarden.sources import parse_notices
+    from gpuwarden.kinds.inputs import parse_notices
+    from gpuwarden.services.dispatch import handle_batch
 
     pods = _build(sim)
     name, instance = RANKS[DOOMED]

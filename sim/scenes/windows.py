@@ -110,7 +110,7 @@ def _budgets(sim: KubeSim) -> str:
 
 
 def _tick(sim: KubeSim, deps: Any, action: str, window: str | None, when: datetime) -> None:
-    from gpuwarden.services.routes import handle_tick
+    from gpuwarden.services.dispatch import handle_tick
     from gpuwarden.sources import parse_window_tick
 
     raw = {"gpuwarden": "budget-window", "action": action} | ({"window": window} if window else {})
@@ -122,8 +122,8 @@ def _tick(sim: KubeSim, deps: Any, action: str, window: str | None, when: dateti
 
 def windows_scene(sim: KubeSim) -> SceneSummary:
     from gpuwarden.domain.policy import Policy
-    from gpuwarden.services.routes import handle_batch
-    from gpuwarden.sources import parse_notices
+    from gpuwarden.kinds.inputs import parse_notices
+    from gpuwarden.services.dispatch import handle_batch
     from sim.scenes.base import SceneSummary, scene_deps
 
     _build(sim)

@@ -73,7 +73,7 @@ def _fail(sim: Any, node: str) -> None:
 
 
 def _scan(sim: Any, deps: Any, names: list[str]) -> tuple[list[float], list[float]]:
-    from gpuwarden.services.routes import handle_scan
+    from gpuwarden.services.dispatch import handle_scan
 
     cordoned: list[float] = []
 
@@ -126,7 +126,7 @@ def _notification(names: list[str]) -> dict[str, Any]:
 
 def _alerts(sim: Any, deps: Any, names: list[str]) -> tuple[float, int, int]:
     from gpuwarden.domain.policy import GpuHealthPolicy, Policy
-    from gpuwarden.services.routes import handle_alerts
+    from gpuwarden.services.dispatch import handle_alerts
     from gpuwarden.sources import parse_sns
 
     targets = names[UNHEALTHY * RUNS : UNHEALTHY * RUNS + ALERTS]

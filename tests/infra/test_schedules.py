@@ -17,8 +17,8 @@ from infra.config import SKIP_BUNDLING
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
-WINDOWS_HANDLER = "gpuwarden.handlers.windows.handler"
-MAINTENANCE_HANDLER = "gpuwarden.handlers.maintenance.handler"
+WINDOWS_HANDLER = "gpuwarden.handlers.scheduled.handler"
+MAINTENANCE_HANDLER = "gpuwarden.handlers.planning.handler"
 FREEZE: dict[str, Any] = {
     "name": "business-hours-freeze",
     "schedule": "0 9 * * MON-FRI",

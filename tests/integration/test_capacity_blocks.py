@@ -18,9 +18,10 @@ import pytest
 
 from gpuwarden.adapters.scheduler import EventBridgeScheduler, at_expression
 from gpuwarden.domain.policy import Policy
+from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.services.dispatch import handle_batch, handle_tick
 from gpuwarden.services.engine.context import Deps
-from gpuwarden.services.routes import handle_batch, handle_tick
-from gpuwarden.sources import parse_notices, parse_window_tick
+from gpuwarden.sources import parse_window_tick
 from sim import KubeSim
 from sim.actors.capacity_reservations import Block, CapacityReservations
 from sim.builders import gpu_node, job, nodepool, training_pod

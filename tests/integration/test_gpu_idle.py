@@ -14,8 +14,8 @@ import boto3
 import pytest
 
 from gpuwarden.domain.policy import GpuIdlePolicy, Policy
-from gpuwarden.services.routes import handle_batch
-from gpuwarden.sources import parse_notices
+from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.services.dispatch import handle_batch
 from sim import KubeSim
 from sim.builders import daemonset_pod, gpu_node, inference_pod, nodeclaim_for, nodepool, pdb, training_pod
 from tests.integration.conftest import World, load_event

@@ -1,4 +1,4 @@
-"""One ledger entry per answer, written in one place (services/routes.py via `record_result`).
+"""One ledger entry per answer, written in one place (engine/result.py: `answered` via `record_result`).
 
 Every outcome path a notice or a tick can take ends in the ledger under its event id, with the
 outcome and reason of the answer: handled, ignored (for each kind of reason: at parse time, not
@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 from gpuwarden.domain.policy import Policy
-from gpuwarden.services.routes import handle_batch, handle_tick
-from gpuwarden.sources import parse_notices, parse_window_tick
+from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.services.dispatch import handle_batch, handle_tick
+from gpuwarden.sources import parse_window_tick
 from sim.clock import rfc3339
 from tests.integration.conftest import World, load_event
 from tests.integration.scenarios import spot_node
@@ -206,14 +207,14 @@ def test_a_failed_tick_is_recorded_as_failed(world: World) -> None:
 # --------------------------------------------------------------------------- one place
 
 
-def test_answers_are_written_to_the_ledger_only_by_the_routing_table() -> None:
-    """`record_result` is called from services/routes.py only; every other ledger write is a state
+def test_answers_are_written_to_the_ledger_only_by_the_result_module() -> None:
+    """`record_result` is called from engine/result.py only; every other ledger write is a state
     record of its own key (a plan, a NodePool's saved fields, a runbook request), never an answer."""
     calls, writes = [], []
     for path in SERVICES.rglob("*.py"):
         text = path.read_text()
         rel = path.relative_to(SERVICES).as_posix()
-        if re.search(r"\brecord_result\(", text) and rel not in ("routes.py", "engine/result.py"):
+        if re.search(r"\brecord_result\(", text) and rel != "engine/result.py":
             calls.append(rel)
         for match in re.finditer(r"ledger\.(record|count_duplicate)\(\s*([^,]+),", text):
             writes.append((rel, match.group(2).strip()))

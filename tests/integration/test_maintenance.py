@@ -17,10 +17,11 @@ import pytest
 
 from gpuwarden.adapters.scheduler import EventBridgeScheduler
 from gpuwarden.domain.policy import Policy
+from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.services.dispatch import handle_batch, handle_tick
 from gpuwarden.services.engine.context import Deps
 from gpuwarden.services.notices.maintenance import plan_id_for
-from gpuwarden.services.routes import handle_batch, handle_tick
-from gpuwarden.sources import parse_notices, parse_window_tick
+from gpuwarden.sources import parse_window_tick
 from tests.integration.conftest import EVENTS, World, load_event
 from tests.integration.scenarios import spot_node
 

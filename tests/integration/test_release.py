@@ -18,9 +18,10 @@ from click.testing import CliRunner
 from gpuwarden.cli import main
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.policy import Policy
+from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.services.dispatch import handle_batch, handle_release, handle_tick
 from gpuwarden.services.engine.context import Deps
-from gpuwarden.services.routes import handle_batch, handle_release, handle_tick
-from gpuwarden.sources import parse_notices, parse_window_tick
+from gpuwarden.sources import parse_window_tick
 from tests.integration.conftest import World, load_event
 from tests.integration.scenarios import Scenario, spot_node
 

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from gpuwarden.domain.policy import Policy
+from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.services.dispatch import handle_batch, handle_tick
 from gpuwarden.services.engine.context import Deps
-from gpuwarden.services.routes import handle_batch, handle_tick
-from gpuwarden.sources import parse_notices, parse_window_tick
+from gpuwarden.sources import parse_window_tick
 from sim.builders import gpu_node, nodepool
 from tests.integration.conftest import EVENTS, World, load_event
 from tests.integration.scenarios import spot_node

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuwarden.domain.policy import Policy
-from gpuwarden.services.routes import handle_tick
+from gpuwarden.services.dispatch import handle_tick
 from gpuwarden.sources import parse_window_tick
 from sim.builders import nodepool
 from tests.integration.conftest import EVENTS, World

@@ -78,6 +78,9 @@ class Deps:
     ledger: LedgerPort
     http: HttpPort
     policy: Policy
+    #: The kinds that are voluntary (ask the windows, never override a PDB, honour do-not-disrupt),
+    #: as their specs say (gpuwarden/kinds/): a node's mark names its kind, and a run asks this.
+    voluntary_kinds: frozenset[str]
     clock: Callable[[], datetime] = utcnow
     #: The clock for window decisions: GPUWARDEN_NOW when set (docs/policy.md), else `clock`.
     window_clock: Callable[[], datetime] = utcnow
@@ -93,6 +96,10 @@ class Deps:
     remaining: Callable[[], float] | None = None
     #: Set by a fan-out over several nodes of one notice (a Capacity Block's), for its runs.
     fan_out: FanOut | None = None
+
+    def is_voluntary(self, kind: str) -> bool:
+        """Whether ``kind`` is voluntary (a kind this version does not know is not)."""
+        return kind in self.voluntary_kinds
 
     def time_left(self, wanted: float) -> float:
         """``wanted`` seconds of waiting, cut to what the invocation has left (never below 0)."""

@@ -1,12 +1,11 @@
-"""One notice for one node through the one sequence, as a loss warning asks: the node-level plan
-(`domain.decide.plan_interruption`), the mark, then `pipeline.run`. The Spot and capacity warnings,
-a rebalance recommendation and every node of a Capacity Block come here with their kind's hooks,
-which the routing table (`services.routes`) hands in."""
+"""One notice for one node through the one sequence: the node-level plan (the kind's
+`KindHooks.plan`), the mark, then `pipeline.run`. The Spot and capacity warnings, a rebalance
+recommendation and every node of a Capacity Block come here with their kind's hooks, which the
+dispatch hands in from the kind's spec (gpuwarden/kinds/)."""
 
 from __future__ import annotations
 
 from gpuwarden.domain.actions import ActionType
-from gpuwarden.domain.decide import plan_interruption
 from gpuwarden.domain.drain import DrainContext, decide_round
 from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.schedule import Allowance, voluntary_allowance
@@ -21,18 +20,17 @@ from gpuwarden.services.engine.result import Outcome, Result, notice_result
 
 def _allowance(notice: Notice, deps: Deps, node: NodeView) -> Allowance:
     """Only a voluntary kind asks the windows (spot interruptions and state changes never wait)."""
-    windows, now = deps.policy.windows, deps.window_clock()
-    if notice.kind.voluntary:
-        return window_allowance(deps.kube, windows, now, node)
-    return voluntary_allowance(windows, now, node.nodepool, in_progress=0)
+    if deps.is_voluntary(notice.kind):
+        return window_allowance(deps, node)
+    return voluntary_allowance(deps.policy.windows, deps.window_clock(), node.nodepool, in_progress=0)
 
 
 def disrupt(notice: Notice, deps: Deps, hooks: KindHooks, node: NodeView, *, drain_locally: bool = True) -> Result:
     """The node's plan for this notice, then the sequence with the kind's hooks."""
     d = Disruption(notice, deps, node, hooks, drain_locally)
     # An involuntary notice cordons before anything else is read: its plan needs no pods.
-    pods = d.pods if notice.kind.voluntary else []
-    plan = plan_interruption(notice.kind, node, pods, deps.policy, _allowance(notice, deps, node))
+    pods = d.pods if deps.is_voluntary(notice.kind) else []
+    plan = hooks.plan(node, pods, deps.policy, _allowance(notice, deps, node))
     claim = mark_claim(node, notice, deps.policy.replacement) if plan.replace and hooks.claim_with_mark else None
     taken = take(d, plan.reason, claim)
     if taken.stopped:
@@ -63,7 +61,7 @@ def answer(d: Disruption, taken: Taken, state: DrainState | None, reason: str) -
     )
 
 
-def disrupt_notice(notice: Notice, deps: Deps, hooks: KindHooks, *, drain_locally: bool = True) -> Result:
+def disrupt_notice(notice: Notice, deps: Deps, hooks: KindHooks, drain_locally: bool = True) -> Result:
     """Resolve the notice's node (not ours: ignored, with the reason), then `disrupt` it."""
     node = find_node(deps.kube, deps.cloud, notice.instance_id, notice.node_name)
     if node is None:
@@ -76,7 +74,7 @@ def dry_run_plan(notice: Notice, deps: Deps, pods: list[PodView]) -> list[dict[s
     """What a drain round would do to each pod now (the dry run's `plan`)."""
     ctx = DrainContext(
         event_id=notice.event_id,
-        involuntary=not notice.kind.voluntary,
+        involuntary=not deps.is_voluntary(notice.kind),
         deadline=notice.deadline,
         now=deps.clock(),
         default_checkpoint_timeout=deps.policy.checkpoint.default_timeout_seconds,

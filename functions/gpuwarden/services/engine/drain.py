@@ -95,7 +95,7 @@ def _context(
     return DrainContext(
         gangs=gangs or {},
         event_id=state.event_id,
-        involuntary=not state.kind.voluntary,
+        involuntary=not recorder.deps.is_voluntary(state.kind),
         deadline=state.deadline,
         now=now,
         default_checkpoint_timeout=policy.checkpoint.default_timeout_seconds,
@@ -188,7 +188,7 @@ def _next_due(state: DrainState, steps: list[PodStep], pods: dict[str, PodView],
     """Seconds until the first per-pod time the backoff must not sleep past (involuntary): a blocked
     pod's `deadline - grace` (deleted then, or it would get less grace than it asked for) and a
     held pod's `hold_until` (asked to leave then, whatever lower-priority pods still do)."""
-    if state.kind.voluntary or state.deadline is None:
+    if not ctx.involuntary or state.deadline is None:
         return None
     deadline = state.deadline
     times = [deadline - timedelta(seconds=pods[s.pod].grace_seconds) for s in steps if s.blocked]
@@ -223,7 +223,7 @@ def _progress(recorder: Recorder, state: DrainState, node: NodeView, steps: list
         put(Metric.DRAINS_PAST_DEADLINE)
         return state.model_copy(update={"done": True, "outcome": DrainOutcome.DEADLINE_PASSED})
     limit = recorder.deps.policy.drain.voluntary_limit_seconds
-    if state.kind.voluntary and (now - state.started_at).total_seconds() > limit:
+    if recorder.deps.is_voluntary(state.kind) and (now - state.started_at).total_seconds() > limit:
         recorder.add(ActionType.DRAIN_BLOCKED, node, reason=f"not drained after {limit}s: " + "; ".join(blocked[:5]))
         recorder.flush()
         return state.model_copy(update={"done": True, "outcome": DrainOutcome.BLOCKED})

@@ -8,8 +8,8 @@ A kind changes the sequence only through its `KindHooks` (what its guards are, w
 carries, what runs after the mark, what is done to a pod before it is asked to checkpoint,
 when no replacement may be launched, what "settled" means after a drain round) and through
 `Steps` (which of checkpoint / replacement / drain this notice asks for). Whether a PDB may be
-overridden at the deadline is the kind's own `Kind.voluntary`. `services.kinds` maps every kind
-to its hooks, for the drain workflow's rounds.
+overridden at the deadline is the kind's own `voluntary` (`Deps.is_voluntary`). The kinds' specs
+(gpuwarden/kinds/) hold every kind's hooks; the drain workflow's rounds read them there too.
 
 Inside Lambda every wait here is cut to the invocation's time budget (`Deps.remaining`): what
 does not fit is handed to the drain workflow, whose rounds are re-entrant.
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.actions import ActionType
+from gpuwarden.domain.decide import Plan, record_loss
 from gpuwarden.domain.gangs import Gang
 from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.views import NodeView, PodView
@@ -59,8 +60,11 @@ def as_is(_: Recorder, state: DrainState) -> DrainState:
 
 @dataclass(frozen=True)
 class KindHooks:
-    """What one kind changes in the sequence. The defaults are an involuntary kind's."""
+    """What one kind changes in the sequence (its spec's `hooks`: gpuwarden/kinds/). The defaults
+    are an involuntary kind's, with no steps planned."""
 
+    #: What a notice of the kind asks of the node (cordon, checkpoint, replace, drain) and why.
+    plan: Plan = record_loss
     #: Before the mark: a refusal (with its reason) leaves the node untouched.
     guard: Guard = no_guard
     #: Annotations the mark writes with gpuwarden's own (one write).
@@ -158,7 +162,8 @@ def take(d: Disruption, why: str, claim: str | None = None) -> Taken:
     refused = d.hooks.guard(d)
     if refused is not None:
         return Taken(d.node, refused=refused)
-    mark = mark_node(d.deps.kube, d.node, d.notice, extra=d.hooks.mark_extra(d), claim=claim)
+    voluntary = d.deps.voluntary_kinds
+    mark = mark_node(d.deps.kube, d.node, d.notice, voluntary=voluntary, extra=d.hooks.mark_extra(d), claim=claim)
     if mark.held_by is not None:
         return Taken(mark.node, held_by=mark.held_by)
     d.node = mark.node

@@ -1,4 +1,5 @@
-"""The JSON answer of every entry point (docs/results.md)."""
+"""The JSON answer of every entry point (docs/results.md): its shape, how several answers make one,
+and where every answer leaves the services: its ledger entry and its metric (`answered`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field
 
 from gpuwarden.domain.actions import ActionType
+from gpuwarden.domain.errors import CloudError
 from gpuwarden.domain.gang_progress import merge_looks
+from gpuwarden.observability import count_event, logger
 
 if TYPE_CHECKING:
     from gpuwarden.domain.notice import Notice
@@ -80,7 +83,7 @@ class Result(BaseModel):
 
 
 def notice_result(notice: Notice, recorder: Recorder, node: NodeView | None, **fields: Any) -> Result:
-    """The answer to one notice (the routing table records it in the ledger: `record_result`)."""
+    """The answer to one notice (the dispatch records it in the ledger: `answered`)."""
     return Result(
         kind=notice.kind.value,
         node=node.name if node else notice.node_name,
@@ -100,8 +103,8 @@ def _history(previous: dict[str, Any]) -> str:
 
 
 def record_result(result: Result, deps: Deps) -> Result:
-    """The answer written to the ledger under its event id: the one place, called by the routing
-    table where a notice's or a tick's answer leaves the services (docs/results.md, "The ledger").
+    """The answer written to the ledger under its event id: the one place, called by `answered`
+    where a notice's or a tick's answer leaves the services (docs/results.md, "The ledger").
 
     A duplicate (and an event ignored again) is counted on the event's record. A redelivery that
     resumed work an earlier delivery had failed to finish (its record says `failed`) is that
@@ -127,3 +130,71 @@ def record_result(result: Result, deps: Deps) -> Result:
         entry["history"] = _history(previous)
     deps.ledger.record(event_id, entry | {"caller": deps.caller})
     return result
+
+
+# --------------------------------------------------------------------------- leaving the services
+
+
+def _recorded(result: Result, deps: Deps) -> Result:
+    """The answers it sums first (each under its own event id: a Capacity Block's nodes), then itself."""
+    children = [_recorded(child, deps) for child in result.results or []]
+    if children:
+        result = result.model_copy(update={"results": children})
+    return record_result(result, deps)
+
+
+def answered(result: Result, deps: Deps, *, count: bool = True) -> Result:
+    """Where an answer leaves the services: recorded in the ledger (`record_result`), its own and
+    the answers it sums, and counted (the ``Events`` metric) unless ``count`` is False."""
+    result = _recorded(result, deps)
+    if count:
+        count_event(result.kind, result.outcome)
+    return result
+
+
+def failed(result: Result, deps: Deps) -> Result:
+    """A failed answer (`failures.failed_result` counted it) is recorded too; a ledger that fails as
+    well is not the failure reported."""
+    try:
+        return _recorded(result, deps)
+    except CloudError as ledger_err:
+        logger.warning("failure not recorded in the ledger", extra={"error": str(ledger_err)})
+        return result
+
+
+def summed(results: list[Result]) -> Result:
+    """Several notices' answers (already answered each) as one: failed if any failed, else handled if
+    any was; their actions in order; each answer under ``results``."""
+    if len(results) == 1:
+        return results[0]
+    outcomes = {r.outcome for r in results}
+    outcome = "failed" if "failed" in outcomes else "handled" if "handled" in outcomes else results[0].outcome
+    return Result(
+        outcome=outcome,
+        kind=results[0].kind,
+        reason=f"{len(results)} instances: " + "; ".join(f"{r.node or r.instance_id}: {r.outcome}" for r in results),
+        actions=[a for r in results for a in r.actions],
+        results=results,
+    )
+
+
+def alerts_answer(
+    results: list[Result], acted: list[Result], deps: Deps, *, message_id: str, lost: str | None
+) -> Result:
+    """An Alertmanager notification's answer (docs/gpu-signals.md): with nothing acted on, one
+    ignored answer recorded under the message id, the alerts' reasons in it; with one node acted on
+    (a dcgm-exporter alert fires per GPU), that node's answer with the others beside it. What a
+    truncated message lost is said in the reason."""
+    if not acted:
+        reasons = [r.reason for r in results] or [f"notification {message_id} carries no alert"]
+        reason = "; ".join([*reasons[:10], *([lost] if lost else [])])
+        kind = results[0].kind if results else "gpu-unhealthy"
+        ignored = answered(Result(outcome="ignored", kind=kind, reason=reason, event_id=message_id), deps)
+        return ignored.model_copy(update={"results": results}) if len(results) > 1 else ignored
+    answer = acted[0] if len(results) == 1 else summed(results)
+    if len(acted) == 1 and len(results) > 1:
+        answer = acted[0].model_copy(update={"results": results})
+    if lost:
+        logger.warning("alertmanager notification truncated", extra={"message_id": message_id, "lost": lost})
+        answer = answer.model_copy(update={"reason": f"{answer.reason}; {lost}"})
+    return answer

@@ -82,7 +82,7 @@ def _per_node(notice: Notice, node: NodeView) -> Notice:
 
 def _guarded(notice: Notice, deps: Deps, hooks: KindHooks, drain_locally: bool) -> Result:
     try:
-        return disrupt_notice(notice, deps, hooks, drain_locally=drain_locally)
+        return disrupt_notice(notice, deps, hooks, drain_locally)
     except GpuwardenError as err:
         return failed_notice(notice, err)
     finally:
@@ -121,7 +121,7 @@ def drain_nodes(notice: Notice, nodes: Sequence[NodeView], deps: Deps, hooks: Ki
 # --------------------------------------------------------------------------- the expiration warning
 
 
-def handle_block_expiry(notice: Notice, deps: Deps, hooks: KindHooks, *, drain_locally: bool = True) -> Result:
+def handle_block_expiry(notice: Notice, deps: Deps, hooks: KindHooks, drain_locally: bool = True) -> Result:
     """Every node in the block, as a Spot interruption with the warning's deadline."""
     assert notice.capacity_reservation_id is not None  # the source model requires it
     nodes = nodes_in_reservation(deps, notice.capacity_reservation_id)
@@ -218,7 +218,7 @@ def plan_block(
     )
 
 
-def handle_block_delivered(notice: Notice, deps: Deps, hooks: KindHooks, *, drain_locally: bool = True) -> Result:
+def handle_block_delivered(notice: Notice, deps: Deps, hooks: KindHooks, drain_locally: bool = True) -> Result:
     """``Capacity Block Delivered``: plan from its end date (read from EC2 when the event has none)."""
     reservation_id = notice.capacity_reservation_id
     assert reservation_id is not None  # the source model requires it
@@ -233,7 +233,7 @@ def handle_block_delivered(notice: Notice, deps: Deps, hooks: KindHooks, *, drai
     return plan_block(reservation_id, end, deps, hooks, drain_locally, event_id=notice.event_id, source=notice.source)
 
 
-def run_block_plan(reservation_id: str, deps: Deps, hooks: KindHooks, *, drain_locally: bool = True) -> Result:
+def run_block_plan(reservation_id: str, deps: Deps, hooks: KindHooks, drain_locally: bool = True) -> Result:
     """The scheduled tick: read the block again (it may have been extended), then drain or move the plan."""
     block = _block(deps, reservation_id)
     if block is None or block.end is None or block.state in ("expired", "cancelled", "failed"):
@@ -244,7 +244,7 @@ def run_block_plan(reservation_id: str, deps: Deps, hooks: KindHooks, *, drain_l
     return plan_block(reservation_id, block.end, deps, hooks, drain_locally, event_id=event_id, source="aws.scheduler")
 
 
-def plan_blocks_in_use(deps: Deps, hooks: KindHooks, *, drain_locally: bool = True) -> list[Result]:
+def plan_blocks_in_use(deps: Deps, hooks: KindHooks, drain_locally: bool = True) -> list[Result]:
     """The reconcile: every Capacity Block the cluster's nodes run in gets its plan (a missed delivery)."""
     nodes = deps.kube.list_nodes()
     ids = {n.capacity_reservation_id for n in nodes if n.capacity_reservation_id}
@@ -266,18 +266,15 @@ def plan_blocks_in_use(deps: Deps, hooks: KindHooks, *, drain_locally: bool = Tr
     return results
 
 
-def reconcile_blocks(
-    recorder: Recorder, hooks: KindHooks, *, drain_locally: bool = True, planned: list[Result] | None = None
-) -> str:
+def reconcile_blocks(recorder: Recorder, hooks: KindHooks, drain_locally: bool, planned: list[Result]) -> str:
     """The reconcile's Capacity Block part, into the tick's record: what was planned, or why it could
     not look (EC2 unreachable must not stop the NodePools from being reconciled). Each plan's own
-    answer is added to ``planned``, for the routing table to record."""
+    answer is added to ``planned``, for the dispatch to record."""
     try:
-        results = plan_blocks_in_use(recorder.deps, hooks, drain_locally=drain_locally)
+        results = plan_blocks_in_use(recorder.deps, hooks, drain_locally)
     except CloudError as err:
         recorder.add(ActionType.CAPACITY_BLOCKS_UNKNOWN, reason=str(err))
         return f"; Capacity Blocks not checked: {err}"
     recorder.actions += [a for r in results for a in r.actions]
-    if planned is not None:
-        planned += results
+    planned += results
     return "".join(f"; {r.reason}" for r in results)

@@ -29,11 +29,10 @@ from gpuwarden.domain.gpu_health import breaker_for, condition_notice, failing_c
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.views import NodeView
 from gpuwarden.observability import Metric, put
-from gpuwarden.services.engine import karpenter
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.disrupt import answer
 from gpuwarden.services.engine.node_ops import find_node, not_ours
-from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Steps, run, take
+from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Steps, no_guard, run, take
 from gpuwarden.services.engine.result import Outcome, Result, notice_result
 
 WHY = "gpu unhealthy: Karpenter node repair / EKS auto repair replace the node at the deadline"
@@ -48,7 +47,7 @@ def _pool_nodes(deps: Deps, node: NodeView) -> list[NodeView]:
     return [n for n in listed if pool_of(n) == pool_of(node)]
 
 
-def _breaker(d: Disruption) -> str | None:
+def breaker(d: Disruption) -> str | None:
     """Before the mark: the pool's count, unless this notice holds the node already (a resume)."""
     if d.node.annotations.get(ann.EVENT_ID) == d.notice.event_id:
         return None
@@ -56,20 +55,11 @@ def _breaker(d: Disruption) -> str | None:
     return breaker_for(d.node, _pool_nodes(d.deps, d.node), policy).refusal(d.node.name, policy.max_unhealthy_percent)
 
 
-def _recount(d: Disruption) -> str | None:
+def recount(d: Disruption) -> str | None:
     """After the mark: the pool listed again, this node counted with its mark."""
     policy = d.deps.policy.gpu_health
     nodes = [n for n in _pool_nodes(d.deps, d.node) if n.name != d.node.name] + [d.node]
     return breaker_for(d.node, nodes, policy).refusal(d.node.name, policy.max_unhealthy_percent)
-
-
-#: As Spot's (`karpenter.INVOLUNTARY`: pods protected from Karpenter's drain, no second
-#: replacement), with the breaker before and after the mark.
-HOOKS = replace(karpenter.INVOLUNTARY, guard=_breaker, after_mark=_recount)
-
-
-#: A scan decided the pool's room from its own listing: no second LIST before the cordon.
-_ADMITTED = replace(HOOKS, guard=lambda _: None)
 
 
 def _disabled(notice: Notice, deps: Deps) -> Result | None:
@@ -79,7 +69,7 @@ def _disabled(notice: Notice, deps: Deps) -> Result | None:
     return notice_result(notice, recorder, None, outcome="ignored", reason="gpu_health.enabled is false in the policy")
 
 
-def handle_gpu_unhealthy(notice: Notice, deps: Deps, drain_locally: bool = True) -> Result:
+def handle_gpu_unhealthy(notice: Notice, deps: Deps, hooks: KindHooks, drain_locally: bool = True) -> Result:
     """One gpu-unhealthy notice (an Alertmanager alert, or a scan's node)."""
     off = _disabled(notice, deps)
     if off is not None:
@@ -93,7 +83,7 @@ def handle_gpu_unhealthy(notice: Notice, deps: Deps, drain_locally: bool = True)
             outcome="ignored",
             reason=not_ours(notice, deps.policy.cluster),
         )
-    return _disrupt(notice, deps, node, HOOKS, drain_locally)
+    return _disrupt(notice, deps, node, hooks, drain_locally)
 
 
 def _disrupt(notice: Notice, deps: Deps, node: NodeView, hooks: KindHooks, drain_locally: bool) -> Result:
@@ -118,7 +108,7 @@ def _hold_back(notice: Notice, recorder: Recorder, node: NodeView, reason: str) 
 # --------------------------------------------------------------------------- the scan
 
 
-def scan(deps: Deps, *, drain_locally: bool = True) -> Result:
+def scan(deps: Deps, hooks: KindHooks, drain_locally: bool = True) -> Result:
     """One GPU-health scan: one LIST of the GPU nodes, each failing condition a notice."""
     policy = deps.policy.gpu_health
     kind = Kind.GPU_UNHEALTHY.value
@@ -135,6 +125,8 @@ def scan(deps: Deps, *, drain_locally: bool = True) -> Result:
         key=lambda pair: (pair[1].event_time, pair[0].name),  # the oldest failures first
     )
     admitted = _admit(notices, nodes, deps)
+    # the scan decided each pool's room from its own listing: no second LIST before the cordon
+    scanned = replace(hooks, guard=no_guard)
     # new failures first (their cordon is the urgent write), then what an earlier scan started
     fresh = [p for p in notices if p[0].annotations.get(ann.EVENT_ID) != p[1].event_id]
     resumed = [p for p in notices if p[0].annotations.get(ann.EVENT_ID) == p[1].event_id]
@@ -143,7 +135,7 @@ def scan(deps: Deps, *, drain_locally: bool = True) -> Result:
         for batch in (fresh, resumed):
             for (node, _), result in zip(
                 batch,
-                pool.map(lambda pair: _scan_one(pair[0], pair[1], deps, admitted, drain_locally), batch),
+                pool.map(lambda pair: _scan_one(pair[0], pair[1], deps, scanned, admitted, drain_locally), batch),
                 strict=True,
             ):
                 by_node[node.name] = result
@@ -174,7 +166,7 @@ def _admit(notices: Sequence[tuple[NodeView, Notice]], nodes: Sequence[NodeView]
 
 
 def _scan_one(
-    node: NodeView, notice: Notice, deps: Deps, admitted: dict[str, str | None], drain_locally: bool
+    node: NodeView, notice: Notice, deps: Deps, hooks: KindHooks, admitted: dict[str, str | None], drain_locally: bool
 ) -> Result:
     from gpuwarden.domain.errors import GpuwardenError
     from gpuwarden.services.engine.failures import failed_notice
@@ -186,7 +178,7 @@ def _scan_one(
         if _already_draining(node, notice):
             reason = f"event {notice.event_id} is already being handled on {node.name}: the scan changes nothing"
             return notice_result(notice, Recorder(deps, notice.event_id), node, outcome="duplicate", reason=reason)
-        return _disrupt(notice, deps, node, _ADMITTED, drain_locally)
+        return _disrupt(notice, deps, node, hooks, drain_locally)
     except GpuwardenError as err:
         return failed_notice(notice, err)
 

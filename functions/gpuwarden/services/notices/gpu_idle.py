@@ -47,7 +47,7 @@ from gpuwarden.services.engine.result import Outcome, Result, notice_result
 from gpuwarden.services.notices.gpu_idle_reschedule import comes_back_refusal
 
 
-def handle_gpu_idle(notice: Notice, deps: Deps, drain_locally: bool = True) -> Result:
+def handle_gpu_idle(notice: Notice, deps: Deps, hooks: KindHooks, drain_locally: bool = True) -> Result:
     recorder = Recorder(deps, notice.event_id)
     refused = state_refusal(notice.detail.get("state"))
     if refused is not None:
@@ -55,7 +55,7 @@ def handle_gpu_idle(notice: Notice, deps: Deps, drain_locally: bool = True) -> R
     node = find_node(deps.kube, deps.cloud, notice.instance_id, notice.node_name)
     if node is None:
         return _skip(notice, recorder, None, not_ours(notice, deps.policy.cluster))
-    d = Disruption(notice, deps, node, HOOKS, drain_locally)
+    d = Disruption(notice, deps, node, hooks, drain_locally)
     d.recorder = recorder
     resumed = node.annotations.get(ann.EVENT_ID) == notice.event_id
     taken = take(d, "gpu idle: reclaiming the node")
@@ -68,7 +68,8 @@ def handle_gpu_idle(notice: Notice, deps: Deps, drain_locally: bool = True) -> R
 # ------------------------------------------------------------------ guardrails
 
 
-def _guardrails(d: Disruption) -> str | None:
+def guardrails(d: Disruption) -> str | None:
+    """The guard: every guardrail of the module's docstring, a window's refusal first."""
     deps, node = d.deps, d.node
     refused = gpu_refusal(node) or held_elsewhere(node, d.notice.event_id)
     if refused is not None or node.annotations.get(ann.EVENT_ID) == d.notice.event_id:
@@ -95,15 +96,16 @@ def _guardrails(d: Disruption) -> str | None:
 
 def _window_refusal(deps: Deps, node: NodeView) -> str | None:
     """The windows' allowance, counting the voluntary disruptions under way in what they cover."""
-    return window_refusal(window_allowance(deps.kube, deps.policy.windows, deps.window_clock(), node))
+    return window_refusal(window_allowance(deps, node))
 
 
-def _claim_time(d: Disruption) -> dict[str, str]:
+def claim_time(d: Disruption) -> dict[str, str]:
     """The mark carries the slot's claim time: racers order themselves by it (see the module doc)."""
     return {CLAIMED_AT: d.node.annotations.get(CLAIMED_AT) or claim_stamp(d.deps.clock())}
 
 
-def _cap(d: Disruption) -> str | None:
+def within_cap(d: Disruption) -> str | None:
+    """After the mark: the cap on nodes reclaiming at once, with this node's slot in it."""
     return _over_cap(d.deps, d.node)
 
 
@@ -178,10 +180,6 @@ def _retire(recorder: Recorder, node_name: str) -> None:
             reason = "neither a Karpenter NodeClaim's node nor an Auto Scaling group member: left cordoned and drained"
             recorder.add(ActionType.RETIRE_SKIPPED, node, reason=reason)
     recorder.flush()
-
-
-#: The gpu-idle kind: its guardrails, the slot taken with the mark, retire or give back when settled.
-HOOKS = KindHooks(guard=_guardrails, mark_extra=_claim_time, after_mark=_cap, settle=settle_round)
 
 
 # ------------------------------------------------------------------ results

@@ -56,11 +56,13 @@ from gpuwarden.sources.runbook import RunbookAction
 __all__ = ["READ_ONLY_ACTIONS", "DrainProgress", "Progress", "run_runbook"]
 
 SOURCE = "gpuwarden.runbook"
+_KNOWN_KINDS = frozenset(Kind)
 
 
 def run_runbook(
     request: RunbookRequest,
     deps: Deps,
+    hooks: KindHooks,
     *,
     drain_locally: bool = True,
     progress: Progress | None = None,
@@ -87,6 +89,7 @@ def run_runbook(
         pods=pods,
         notice=notice,
         pdbs=_pdbs(deps, pods),
+        hooks=hooks,
         drain_locally=drain_locally,
         progress=progress,
     )
@@ -134,7 +137,8 @@ def _pdbs(deps: Deps, pods: list[PodView]) -> list[PdbView]:
     return [pdb_from_json(obj) for namespace in namespaces for obj in deps.kube.list_pdbs(namespace)]
 
 
-def _manual_guard(d: Disruption) -> str | None:
+def manual_guard(d: Disruption) -> str | None:
+    """The manual kind's guard: the windows and do-not-disrupt refuse it unless forced."""
     return manual_refusal(d.deps, d.node, d.pods, bool(d.notice.detail.get("force")))
 
 
@@ -148,11 +152,6 @@ def _drain_started(d: Disruption) -> str | None:
 
 def _at(at: str) -> Patch:
     return annotate({ann.DRAIN_STARTED: at})
-
-
-#: The manual kind: the windows and do-not-disrupt refuse it unless forced.
-HOOKS = KindHooks(guard=_manual_guard)
-_DRAIN_HOOKS = replace(HOOKS, after_mark=_drain_started)
 
 
 # --------------------------------------------------------------------------- cordon / uncordon
@@ -175,7 +174,7 @@ def _take_node(run: Run, d: Disruption) -> Taken | Answer:
 
 
 def _cordon(run: Run, plan: list[dict[str, Any]]) -> Answer:
-    taken = _take_node(run, _disruption(run, HOOKS))
+    taken = _take_node(run, _disruption(run, run.hooks))
     if isinstance(taken, Answer):
         return taken
     run.recorder.flush()
@@ -187,7 +186,7 @@ def _cordon(run: Run, plan: list[dict[str, Any]]) -> Answer:
 def _uncordon(run: Run, plan: list[dict[str, Any]]) -> Answer:
     node = run.node
     kind = node.annotations.get(ann.KIND)
-    if kind and kind in {k.value for k in Kind if not k.voluntary} and not run.request.force:
+    if kind and kind in _KNOWN_KINDS and not run.deps.is_voluntary(kind) and not run.request.force:
         why = f"{node.name} is held for {kind} ({node.annotations.get(ann.EVENT_ID)}): its instance is going away"
         return refuse(run, why + FORCE_HINT)
     cordoned_by_us = node.annotations.get(ann.CORDONED_BY_US) == "true"
@@ -276,7 +275,7 @@ def _drain_answer(run: Run, state: DrainState) -> Answer:
 
 
 def _drain(run: Run, plan: list[dict[str, Any]]) -> Answer:
-    d = _disruption(run, _DRAIN_HOOKS)
+    d = _disruption(run, replace(run.hooks, after_mark=_drain_started))
     taken = _take_node(run, d)
     if isinstance(taken, Answer):
         return taken

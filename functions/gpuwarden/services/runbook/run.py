@@ -19,6 +19,7 @@ from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.drain import DrainState
 from gpuwarden.services.engine.node_ops import window_allowance
+from gpuwarden.services.engine.pipeline import KindHooks
 from gpuwarden.services.engine.result import Outcome
 from gpuwarden.sources import RunbookRequest
 
@@ -53,6 +54,8 @@ class Run:
     pods: list[PodView]
     notice: Notice
     pdbs: list[PdbView]
+    #: The manual kind's hooks (its spec's: gpuwarden/kinds/manual.py).
+    hooks: KindHooks
     drain_locally: bool
     progress: Progress | None
 
@@ -77,7 +80,7 @@ def manual_refusal(deps: Deps, node: NodeView, pods: list[PodView], force: bool)
         return None
     refused = None
     if deps.policy.windows:
-        refused = window_refusal(window_allowance(deps.kube, deps.policy.windows, deps.window_clock(), node))
+        refused = window_refusal(window_allowance(deps, node))
     refused = refused or do_not_disrupt_reason(node, pods)
     return refused + FORCE_HINT if refused else None
 
