@@ -32,7 +32,7 @@ from gpuwarden.domain.decide import drain_with
 from gpuwarden.domain.notice import Kind
 from gpuwarden.kinds.spec import KindSpec
 from gpuwarden.services.engine import karpenter
-from gpuwarden.services.engine.disrupt import disrupt_notice
+from gpuwarden.services.engine.disrupt import disrupt
 from gpuwarden.sources import Envelope, NoticeBatch
 from gpuwarden.sources._common import FrozenModel, NodeName, add_seconds
 from gpuwarden.sources.rules import rule_of
@@ -63,7 +63,7 @@ SPEC = KindSpec(
     route="interruption",
     doc="docs/events.md#the-kinds",
     hooks=replace(karpenter.INVOLUNTARY, plan=drain_with("toy reclaim: out before the deadline", replace=False)),
-    handle=disrupt_notice,
+    handle=disrupt,
     models=(ToyReclaimRequest,),
     rules=lambda _: (rule_of("ToyReclaim", "toy reclaim requests", ToyReclaimRequest),),
 )

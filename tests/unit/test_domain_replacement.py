@@ -160,7 +160,7 @@ def plan_interruption(
     kind: Kind, node: NodeView, pods: list[PodView], policy: Policy, allowance: Allowance
 ) -> NodePlan:
     """The kind's own plan, as its spec names it."""
-    return spec_of(kind).hooks.plan(node, pods, policy, allowance)
+    return spec_of(kind).hooks.plan(node, pods, policy, lambda: allowance)
 
 
 ANY = Allowance(allowed=None, window=None, reason="no budget windows configured")
@@ -228,7 +228,7 @@ def test_every_kind_that_disrupts_a_node_plans_it_with_a_reason() -> None:
         if spec.handle is None or spec.kind is Kind.INSTANCE_STOPPING:
             continue
         # When its plan is asked, Then it cordons, checkpoints and says why
-        plan = spec.hooks.plan(node(), [], Policy(cluster="c"), ANY)
+        plan = spec.hooks.plan(node(), [], Policy(cluster="c"), lambda: ANY)
         assert (plan.cordon, plan.checkpoint) == (True, True), spec.kind
         assert plan.reason, spec.kind
 

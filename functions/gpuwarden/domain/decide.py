@@ -37,16 +37,19 @@ def window_refusal(allowance: Allowance) -> str | None:
     return allowance.reason
 
 
+#: What the windows allow a voluntary disruption of the node now, asked only when a plan needs it
+#: (it may list the nodes).
+AskWindows = Callable[[], Allowance]
 #: A kind's plan: the node-level steps one notice asks for, decided on the node, its pods, the
 #: policy and what the windows allow (each kind's spec names its own: gpuwarden/kinds/).
-Plan = Callable[[NodeView, Sequence[PodView], Policy, Allowance], NodePlan]
+Plan = Callable[[NodeView, Sequence[PodView], Policy, AskWindows], NodePlan]
 
 
 def loss_warning(reason: str) -> Plan:
     """The plan of a warning that the node is about to be lost: cordon, checkpoint, replace (as the
     policy allows) and drain before the deadline, whatever the windows or do-not-disrupt say."""
 
-    def plan(node: NodeView, pods: Sequence[PodView], policy: Policy, allowance: Allowance) -> NodePlan:
+    def plan(node: NodeView, pods: Sequence[PodView], policy: Policy, windows: AskWindows) -> NodePlan:
         return NodePlan(True, True, policy.replacement.enabled, True, reason)
 
     return plan
@@ -56,25 +59,25 @@ def drain_with(reason: str, *, replace: bool = True) -> Plan:
     """Cordon, checkpoint, drain; a replacement where ``replace`` and the policy allow one. The kind's
     guards (windows, do-not-disrupt, its own) decide before the mark."""
 
-    def plan(node: NodeView, pods: Sequence[PodView], policy: Policy, allowance: Allowance) -> NodePlan:
+    def plan(node: NodeView, pods: Sequence[PodView], policy: Policy, windows: AskWindows) -> NodePlan:
         return NodePlan(True, True, replace and policy.replacement.enabled, True, reason)
 
     return plan
 
 
-def record_loss(node: NodeView, pods: Sequence[PodView], policy: Policy, allowance: Allowance) -> NodePlan:
+def record_loss(node: NodeView, pods: Sequence[PodView], policy: Policy, windows: AskWindows) -> NodePlan:
     """An instance stopping: nothing to do to the node any more, only the loss to record."""
     return NodePlan(False, False, False, False, "instance is stopping: record the loss")
 
 
-def plan_rebalance(node: NodeView, pods: Sequence[PodView], policy: Policy, allowance: Allowance) -> NodePlan:
+def plan_rebalance(node: NodeView, pods: Sequence[PodView], policy: Policy, windows: AskWindows) -> NodePlan:
     """A rebalance recommendation (docs/events.md): prepare the node, and drain it only where the
     policy says ``drain`` and neither a window nor do-not-disrupt refuses."""
     replace = policy.replacement.enabled
     if policy.rebalance.action == "prepare":
         return NodePlan(True, True, replace, False, "rebalance: prepare (policy rebalance.action=prepare)")
     # a window's refusal is the reason given, whatever else would also refuse: the user configured it
-    refused = window_refusal(allowance) or do_not_disrupt_reason(node, pods)
+    refused = window_refusal(windows()) or do_not_disrupt_reason(node, pods)
     if refused is not None:
         return NodePlan(True, True, replace, False, "rebalance: prepare only", refused=refused)
     return NodePlan(True, True, replace, True, "rebalance: drain (policy rebalance.action=drain)")

@@ -6,7 +6,7 @@ from gpuwarden.domain.decide import loss_warning
 from gpuwarden.domain.notice import Kind
 from gpuwarden.kinds.spec import KindSpec
 from gpuwarden.services.engine import karpenter
-from gpuwarden.services.engine.disrupt import disrupt_notice
+from gpuwarden.services.engine.disrupt import disrupt
 from gpuwarden.sources.ec2 import CapacityReservationInterruptionWarning
 from gpuwarden.sources.rules import rule_of
 
@@ -20,7 +20,7 @@ SPEC = KindSpec(
         karpenter.INVOLUNTARY,
         plan=loss_warning("capacity reservation reclaimed: the instance stops at the deadline"),
     ),
-    handle=disrupt_notice,
+    handle=disrupt,
     models=(CapacityReservationInterruptionWarning,),
     rules=lambda _: (
         rule_of(

@@ -49,6 +49,8 @@ SPEC = KindSpec(
         mark_extra=gpu_idle.claim_time,  # the cap's slot is taken with the mark itself
         after_mark=gpu_idle.within_cap,
         settle=gpu_idle.settle_round,  # retire the node once drained, give it back when blocked
+        stopped=gpu_idle.skipped,
+        answer=gpu_idle.reclaimed,
     ),
     handle=gpu_idle.handle_gpu_idle,
     karpenter_reason="Underutilized",

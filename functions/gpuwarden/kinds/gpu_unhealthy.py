@@ -15,9 +15,15 @@ SPEC = KindSpec(
     route="gpu_signals",
     doc="docs/gpu-signals.md#the-gpu-health-scan",
     # as Spot's (pods protected from Karpenter's drain, no second replacement), with the breaker
-    # (gpu_health.max_unhealthy_percent) before and after the mark
+    # (gpu_health.max_unhealthy_percent) before and after the mark; the mark carries no replacement
+    # claim: a node the recount gives back must not keep one
     hooks=replace(
-        karpenter.INVOLUNTARY, plan=drain_with(gpu_health.WHY), guard=gpu_health.breaker, after_mark=gpu_health.recount
+        karpenter.INVOLUNTARY,
+        plan=drain_with(gpu_health.WHY),
+        guard=gpu_health.breaker,
+        after_mark=gpu_health.recount,
+        claim_with_mark=False,
+        stopped=gpu_health.held_back,
     ),
     handle=gpu_health.handle_gpu_unhealthy,
     switch="gpu_health.enabled",

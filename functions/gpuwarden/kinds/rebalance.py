@@ -6,7 +6,7 @@ from gpuwarden.domain.decide import plan_rebalance
 from gpuwarden.domain.notice import Kind
 from gpuwarden.kinds.spec import KindSpec
 from gpuwarden.services.engine import karpenter
-from gpuwarden.services.engine.disrupt import disrupt_notice
+from gpuwarden.services.engine.disrupt import disrupt
 from gpuwarden.sources.ec2 import RebalanceRecommendation
 from gpuwarden.sources.rules import rule_of
 
@@ -18,7 +18,7 @@ SPEC = KindSpec(
     doc="docs/events.md#the-kinds",
     # no do-not-disrupt mark (nothing is evicted unless the policy drains), no second replacement
     hooks=replace(karpenter.REBALANCE, plan=plan_rebalance),
-    handle=disrupt_notice,
+    handle=disrupt,
     switch="rebalance.enabled",
     models=(RebalanceRecommendation,),
     rules=lambda _: (rule_of("Rebalance", "EC2 instance rebalance recommendations", RebalanceRecommendation),),

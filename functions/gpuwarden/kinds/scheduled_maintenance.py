@@ -22,7 +22,12 @@ SPEC = KindSpec(
     voluntary=True,  # until its deadline: then the drain runs whatever the windows say
     route="planning",
     doc="docs/events.md#the-kinds",
-    hooks=KindHooks(plan=drain_with("scheduled maintenance"), guard=maintenance.no_do_not_disrupt),
+    hooks=KindHooks(
+        plan=drain_with("scheduled maintenance"),  # for the reason the use case gives: a window, or no time left
+        guard=maintenance.no_do_not_disrupt,
+        stopped=maintenance.refused,
+        answer=maintenance.drained,
+    ),
     handle=maintenance.handle_maintenance,
     switch="maintenance.enabled",
     models=(HealthEvent,),

@@ -6,7 +6,7 @@ from gpuwarden.domain.decide import loss_warning
 from gpuwarden.domain.notice import Kind
 from gpuwarden.kinds.spec import KindSpec
 from gpuwarden.services.engine import karpenter
-from gpuwarden.services.engine.disrupt import disrupt_notice
+from gpuwarden.services.engine.disrupt import disrupt
 from gpuwarden.sources.ec2 import SpotInterruptionWarning
 from gpuwarden.sources.rules import rule_of
 
@@ -17,7 +17,7 @@ SPEC = KindSpec(
     route="interruption",
     doc="docs/events.md#the-kinds",
     hooks=replace(karpenter.INVOLUNTARY, plan=loss_warning("spot interruption: the instance stops at the deadline")),
-    handle=disrupt_notice,
+    handle=disrupt,
     models=(SpotInterruptionWarning,),
     rules=lambda _: (
         rule_of("SpotInterruption", "EC2 Spot two-minute interruption warnings", SpotInterruptionWarning),

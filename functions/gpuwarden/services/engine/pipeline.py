@@ -1,15 +1,18 @@
-"""The one disruption sequence every kind runs (docs: the pipeline).
+"""The steps of the one disruption sequence every kind runs (docs/architecture.md, "The pipeline");
+`engine.disrupt` runs them from a notice to its answer.
 
-    resolve the node (the caller) → guards → mark (cordon + taint + annotations) → urgent
-    deliveries (checkpoint requests) → replacement → first drain rounds → hand off to the drain
-    workflow (deployed) or loop here (locally) → settle each round (retire / give back).
+    resolve the node (`disrupt`) → guards → mark (cordon + taint + annotations): `guard_and_mark`
+    → urgent deliveries (checkpoint requests) → replacement → first drain rounds → hand off to the
+    drain workflow (deployed) or loop here (locally): `run_steps` → settle each round (retire /
+    give back): `round_of`.
 
-A kind changes the sequence only through its `KindHooks` (what its guards are, what the mark
-carries, what runs after the mark, what is done to a pod before it is asked to checkpoint,
-when no replacement may be launched, what "settled" means after a drain round) and through
-`Steps` (which of checkpoint / replacement / drain this notice asks for). Whether a PDB may be
-overridden at the deadline is the kind's own `voluntary` (`Deps.is_voluntary`). The kinds' specs
-(gpuwarden/kinds/) hold every kind's hooks; the drain workflow's rounds read them there too.
+A kind changes the sequence only through its `KindHooks` (its plan, what its guards are, what the
+mark carries, what runs after the mark, what is done to a pod before it is asked to checkpoint,
+when no replacement may be launched, what "settled" means after a drain round, how a stop and a
+run are answered) and through `Steps` (which of checkpoint / replacement / drain its plan asks
+for). Whether a PDB may be overridden at the deadline is the kind's own `voluntary`
+(`Deps.is_voluntary`). The kinds' specs (gpuwarden/kinds/) hold every kind's hooks; the drain
+workflow's rounds read them there too.
 
 Inside Lambda every wait here is cut to the invocation's time budget (`Deps.remaining`): what
 does not fit is handed to the drain workflow, whose rounds are re-entrant.
@@ -35,7 +38,7 @@ from gpuwarden.services.engine.drain import DrainState, drain_step
 from gpuwarden.services.engine.gangs import ask_gangs, find_gangs
 from gpuwarden.services.engine.node_ops import mark_node
 from gpuwarden.services.engine.replace import drop_claim, ensure_replacement
-from gpuwarden.services.engine.result import KARPENTER
+from gpuwarden.services.engine.result import KARPENTER, Result
 from gpuwarden.services.engine.writes import release_node
 
 #: How long the first drain round and the replacement wait for the checkpoint requests to be out.
@@ -44,6 +47,10 @@ REQUESTS_FIRST_SECONDS = 5.0
 Guard = Callable[["Disruption"], str | None]
 Settle = Callable[[Recorder, DrainState], DrainState]
 RoundReport = Callable[[DrainState], None]
+#: The answer when the sequence stops before acting (not ours, refused, held by another notice).
+Stopped = Callable[["Stop"], Result]
+#: The answer once the sequence ran, with the reason it ran for.
+Answer = Callable[["Disruption", "Marked", DrainState | None, str], Result]
 
 
 def no_guard(_: Disruption) -> str | None:
@@ -86,6 +93,10 @@ class KindHooks:
     #: Deployed: start the drain workflow before the first round, beside the deliveries
     #: (an involuntary notice's drain must not wait for this invocation).
     hand_off_at_once: bool = False
+    #: The answer when the sequence stops before acting (None: `disrupt.ignored`, with the reason).
+    stopped: Stopped | None = None
+    #: The answer once it ran (None: `disrupt.result_of`: handled, duplicate or dry-run).
+    answer: Answer | None = None
 
 
 #: Spot interruptions and rebalance recommendations (and the capacity-reservation kinds): no
@@ -114,7 +125,7 @@ class Disruption:
     recorder: Recorder = field(init=False)
     #: Called with the state after every drain round this process runs (a terminal's progress).
     on_round: RoundReport | None = None
-    #: This run's mark wrote the replacement's claim (`take`).
+    #: This run's mark wrote the replacement's claim (`guard_and_mark`).
     claimed: bool = False
     _pods: list[PodView] | None = None
     _gangs: list[Gang] | None = None
@@ -140,13 +151,30 @@ class Disruption:
 
 
 @dataclass(frozen=True)
-class Taken:
+class Stop:
+    """Why the sequence stops before acting on the node, for the kind's `KindHooks.stopped`."""
+
+    notice: Notice
+    recorder: Recorder
+    #: None: the notice names no node of the cluster.
+    node: NodeView | None
+    reason: str
+    #: What the sequence was for (the plan's reason, or the use case's).
+    why: str
+    #: A guard refused (else: not ours, or another notice holds the node).
+    refused: bool = False
+
+
+@dataclass(frozen=True)
+class Marked:
     """What the guards and the mark decided. ``refused``/``held_by`` set: nothing more happens."""
 
     node: NodeView
     changed: bool = False
     refused: str | None = None
     held_by: str | None = None
+    #: The node carried this notice's mark before (a redelivery, or a run the drain workflow resumed).
+    resumed: bool = False
 
     @property
     def stopped(self) -> bool:
@@ -156,16 +184,17 @@ class Taken:
         return f"node {self.node.name} is already being handled for {self.held_by}"
 
 
-def take(d: Disruption, why: str, claim: str | None = None) -> Taken:
+def guard_and_mark(d: Disruption, why: str, claim: str | None = None) -> Marked:
     """Guards, then the mark (recorded as `cordon` when this run wrote it; with ``claim``, the
     replacement's claim in the same write), then `after_mark`."""
+    resumed = d.node.annotations.get(ann.EVENT_ID) == d.notice.event_id
     refused = d.hooks.guard(d)
     if refused is not None:
-        return Taken(d.node, refused=refused)
+        return Marked(d.node, refused=refused, resumed=resumed)
     voluntary = d.deps.voluntary_kinds
     mark = mark_node(d.deps.kube, d.node, d.notice, voluntary=voluntary, extra=d.hooks.mark_extra(d), claim=claim)
     if mark.held_by is not None:
-        return Taken(mark.node, held_by=mark.held_by)
+        return Marked(mark.node, held_by=mark.held_by, resumed=resumed)
     d.node = mark.node
     d.claimed = mark.changed and claim is not None and d.node.annotations.get(ann.REPLACEMENT) == claim
     if mark.changed:
@@ -174,8 +203,8 @@ def take(d: Disruption, why: str, claim: str | None = None) -> Taken:
     refused = d.hooks.after_mark(d)
     if refused is not None:
         give_back(d.recorder, d.node.name, d.notice.event_id, refused)
-        return Taken(d.node, changed=mark.changed, refused=refused)
-    return Taken(d.node, changed=mark.changed)
+        return Marked(d.node, changed=mark.changed, refused=refused, resumed=resumed)
+    return Marked(d.node, changed=mark.changed, resumed=resumed)
 
 
 def give_back(recorder: Recorder, node: str, event_id: str, reason: str) -> None:
@@ -186,7 +215,7 @@ def give_back(recorder: Recorder, node: str, event_id: str, reason: str) -> None
         recorder.flush()
 
 
-def run(d: Disruption, steps: Steps) -> DrainState | None:
+def run_steps(d: Disruption, steps: Steps) -> DrainState | None:
     """Urgent deliveries, replacement, first rounds; then the drain workflow or the local loop.
     None when no drain runs (a dry run, or a notice that only prepares the node)."""
     deps = d.deps

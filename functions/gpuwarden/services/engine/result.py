@@ -3,6 +3,7 @@ and where every answer leaves the services: its ledger entry and its metric (`an
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -162,19 +163,31 @@ def failed(result: Result, deps: Deps) -> Result:
         return result
 
 
-def summed(results: list[Result]) -> Result:
-    """Several notices' answers (already answered each) as one: failed if any failed, else handled if
-    any was; their actions in order; each answer under ``results``."""
+#: How several answers sum up: the first of these any of them has (none of them: ignored).
+_SUMMED_BY: tuple[Outcome, ...] = ("failed", "handled", "dry-run", "duplicate")
+
+
+def summed_outcome(results: Sequence[Result]) -> Outcome:
+    """The outcome of several answers taken together: failed if any failed, else handled if any was,
+    else dry-run, else duplicate, else ignored."""
+    outcomes = {r.outcome for r in results}
+    return next((o for o in _SUMMED_BY if o in outcomes), "ignored")
+
+
+def summed(results: list[Result], *, where: str = "instances", **fields: Any) -> Result:
+    """Several answers (already answered each: notices of one event, the nodes of a Capacity Block,
+    a scan's kinds) as one: `summed_outcome`, their actions in order, each answer under
+    ``results``; ``where`` says what they are answers for, ``fields`` what else the sum carries."""
     if len(results) == 1:
         return results[0]
-    outcomes = {r.outcome for r in results}
-    outcome = "failed" if "failed" in outcomes else "handled" if "handled" in outcomes else results[0].outcome
+    described = "; ".join(f"{r.node or r.instance_id}: {r.outcome}" for r in results)
     return Result(
-        outcome=outcome,
+        outcome=summed_outcome(results),
         kind=results[0].kind,
-        reason=f"{len(results)} instances: " + "; ".join(f"{r.node or r.instance_id}: {r.outcome}" for r in results),
+        reason=f"{len(results)} {where}: {described}",
         actions=[a for r in results for a in r.actions],
         results=results,
+        **fields,
     )
 
 

@@ -27,10 +27,10 @@ from gpuwarden.domain.notice import CAPACITY_BLOCK_TERMINATION_LEAD_SECONDS, Kin
 from gpuwarden.domain.ports import CapacityReservation
 from gpuwarden.domain.views import NodeView
 from gpuwarden.services.engine.context import Deps, FanOut, Recorder
-from gpuwarden.services.engine.disrupt import disrupt_notice
+from gpuwarden.services.engine.disrupt import disrupt
 from gpuwarden.services.engine.failures import failed_notice
 from gpuwarden.services.engine.pipeline import KindHooks
-from gpuwarden.services.engine.result import Result, merged_checkpoints
+from gpuwarden.services.engine.result import Result, merged_checkpoints, summed
 
 DUE_ACTION = "capacity-block-due"
 PLAN = Kind.CAPACITY_BLOCK_PLAN
@@ -82,7 +82,7 @@ def _per_node(notice: Notice, node: NodeView) -> Notice:
 
 def _guarded(notice: Notice, deps: Deps, hooks: KindHooks, drain_locally: bool) -> Result:
     try:
-        return disrupt_notice(notice, deps, hooks, drain_locally)
+        return disrupt(notice, deps, hooks, drain_locally)
     except GpuwardenError as err:
         return failed_notice(notice, err)
     finally:
@@ -101,19 +101,12 @@ def drain_nodes(notice: Notice, nodes: Sequence[NodeView], deps: Deps, hooks: Ki
     shared = replace(deps, fan_out=FanOut(frozenset(n.name for n in nodes))) if len(nodes) > 1 else deps
     with ThreadPoolExecutor(max_workers=min(_MAX_PARALLEL, len(per_node))) as pool:
         results = list(pool.map(lambda n: _guarded(n, shared, hooks, drain_locally), per_node))
-    if len(results) == 1:
-        return results[0]
-    outcomes = {r.outcome for r in results}
-    outcome = next((o for o in ("failed", "handled", "dry-run", "duplicate") if o in outcomes), "ignored")
     # each node's answer is recorded under its own id; the notice's own id gets the whole answer
-    return Result(
-        outcome=outcome,  # type: ignore[arg-type]
-        kind=notice.kind.value,
+    return summed(
+        results,
+        where=f"nodes in {where}",
         event_id=notice.event_id,
         deadline=notice.deadline,
-        reason=f"{len(results)} nodes in {where}: " + "; ".join(f"{r.node}: {r.outcome}" for r in results),
-        actions=[a for r in results for a in r.actions],
-        results=results,
         checkpoints=merged_checkpoints(results),  # one handshake per gang for the whole block
     )
 

@@ -30,10 +30,9 @@ from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.views import NodeView
 from gpuwarden.observability import Metric, put
 from gpuwarden.services.engine.context import Deps, Recorder
-from gpuwarden.services.engine.disrupt import answer
-from gpuwarden.services.engine.node_ops import find_node, not_ours
-from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Steps, no_guard, run, take
-from gpuwarden.services.engine.result import Outcome, Result, notice_result
+from gpuwarden.services.engine.disrupt import disrupt, ignored
+from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Stop, no_guard
+from gpuwarden.services.engine.result import Result, notice_result, summed_outcome
 
 WHY = "gpu unhealthy: Karpenter node repair / EKS auto repair replace the node at the deadline"
 
@@ -74,35 +73,17 @@ def handle_gpu_unhealthy(notice: Notice, deps: Deps, hooks: KindHooks, drain_loc
     off = _disabled(notice, deps)
     if off is not None:
         return off
-    node = find_node(deps.kube, deps.cloud, notice.instance_id, notice.node_name)
-    if node is None:
-        return notice_result(
-            notice,
-            Recorder(deps, notice.event_id),
-            None,
-            outcome="ignored",
-            reason=not_ours(notice, deps.policy.cluster),
-        )
-    return _disrupt(notice, deps, node, hooks, drain_locally)
+    return disrupt(notice, deps, hooks, drain_locally)
 
 
-def _disrupt(notice: Notice, deps: Deps, node: NodeView, hooks: KindHooks, drain_locally: bool) -> Result:
-    """The breaker and the mark (`take`), then the one sequence as a Spot warning runs it."""
-    d = Disruption(notice, deps, node, hooks, drain_locally)
-    taken = take(d, WHY)
-    if taken.held_by is not None:
-        return notice_result(notice, d.recorder, taken.node, outcome="ignored", reason=taken.held_reason())
-    if taken.refused is not None:
-        return _hold_back(notice, d.recorder, taken.node, taken.refused)
-    state = run(d, Steps(replace=deps.policy.replacement.enabled))
-    return answer(d, taken, state, WHY)
-
-
-def _hold_back(notice: Notice, recorder: Recorder, node: NodeView, reason: str) -> Result:
-    """Left untouched by the breaker: the reason, a Warning Event on the node, the metric."""
-    recorder.add(ActionType.HELD_BACK, node, reason=reason)
-    recorder.flush()
-    return notice_result(notice, recorder, node, outcome="ignored", reason=reason)
+def held_back(stop: Stop) -> Result:
+    """The kind's answer to a stop: a node the breaker refused is left untouched and reported (the
+    reason, a Warning Event on the node, the metric); the other stops are ignored with the reason."""
+    if not stop.refused or stop.node is None:
+        return ignored(stop)
+    stop.recorder.add(ActionType.HELD_BACK, stop.node, reason=stop.reason)
+    stop.recorder.flush()
+    return notice_result(stop.notice, stop.recorder, stop.node, outcome="ignored", reason=stop.reason)
 
 
 # --------------------------------------------------------------------------- the scan
@@ -143,7 +124,7 @@ def scan(deps: Deps, hooks: KindHooks, drain_locally: bool = True) -> Result:
     reason = f"scanned {len(nodes)} GPU nodes ({policy.node_selector}): {len(failing)} with a failing GPU condition"
     if results:
         reason += ": " + "; ".join(f"{r.node}: {r.outcome}" for r in results[:20])
-    return Result(outcome=_summed(results, deps), kind=kind, reason=reason, results=results)
+    return Result(outcome=summed_outcome(results), kind=kind, reason=reason, results=results)
 
 
 def _admit(notices: Sequence[tuple[NodeView, Notice]], nodes: Sequence[NodeView], deps: Deps) -> dict[str, str | None]:
@@ -174,11 +155,11 @@ def _scan_one(
     refusal = admitted.get(node.name)
     try:
         if refusal is not None:
-            return _hold_back(notice, Recorder(deps, notice.event_id), node, refusal)
+            return held_back(Stop(notice, Recorder(deps, notice.event_id), node, refusal, WHY, refused=True))
         if _already_draining(node, notice):
             reason = f"event {notice.event_id} is already being handled on {node.name}: the scan changes nothing"
             return notice_result(notice, Recorder(deps, notice.event_id), node, outcome="duplicate", reason=reason)
-        return _disrupt(notice, deps, node, hooks, drain_locally)
+        return disrupt(notice, deps, hooks, drain_locally, node=node)
     except GpuwardenError as err:
         return failed_notice(notice, err)
 
@@ -186,12 +167,3 @@ def _scan_one(
 def _already_draining(node: NodeView, notice: Notice) -> bool:
     """The mark for this failure is on the node and its drain has started: nothing left to start."""
     return node.annotations.get(ann.EVENT_ID) == notice.event_id and ann.DRAIN_STARTED in node.annotations
-
-
-def _summed(results: Sequence[Result], deps: Deps) -> Outcome:
-    outcomes = {r.outcome for r in results}
-    order: tuple[Outcome, ...] = ("failed", "handled", "dry-run", "duplicate")
-    for outcome in order:
-        if outcome in outcomes:
-            return outcome
-    return "ignored"

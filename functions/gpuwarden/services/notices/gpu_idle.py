@@ -40,29 +40,21 @@ from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.views import NodeView
 from gpuwarden.observability import logger
 from gpuwarden.services.engine.context import Deps, Recorder
+from gpuwarden.services.engine.disrupt import disrupt
 from gpuwarden.services.engine.drain import DrainState
-from gpuwarden.services.engine.node_ops import find_node, not_ours, window_allowance
-from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Steps, give_back, run, take
+from gpuwarden.services.engine.node_ops import window_allowance
+from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Marked, Stop, give_back
 from gpuwarden.services.engine.result import Outcome, Result, notice_result
 from gpuwarden.services.notices.gpu_idle_reschedule import comes_back_refusal
 
 
 def handle_gpu_idle(notice: Notice, deps: Deps, hooks: KindHooks, drain_locally: bool = True) -> Result:
-    recorder = Recorder(deps, notice.event_id)
+    """An alarm in ALARM through the one sequence (the guardrails are the kind's guard); any other
+    state is ignored before the node is looked up."""
     refused = state_refusal(notice.detail.get("state"))
     if refused is not None:
-        return _skip(notice, recorder, None, refused)
-    node = find_node(deps.kube, deps.cloud, notice.instance_id, notice.node_name)
-    if node is None:
-        return _skip(notice, recorder, None, not_ours(notice, deps.policy.cluster))
-    d = Disruption(notice, deps, node, hooks, drain_locally)
-    d.recorder = recorder
-    resumed = node.annotations.get(ann.EVENT_ID) == notice.event_id
-    taken = take(d, "gpu idle: reclaiming the node")
-    if taken.stopped:
-        return _skip(notice, recorder, taken.node, taken.refused or taken.held_reason())
-    state = run(d, Steps(replace=False))
-    return _finish(notice, recorder, d.node, state, resumed)
+        return skipped(Stop(notice, Recorder(deps, notice.event_id), None, refused, ""))
+    return disrupt(notice, deps, hooks, drain_locally)
 
 
 # ------------------------------------------------------------------ guardrails
@@ -185,17 +177,21 @@ def _retire(recorder: Recorder, node_name: str) -> None:
 # ------------------------------------------------------------------ results
 
 
-def _skip(notice: Notice, recorder: Recorder, node: NodeView | None, reason: str) -> Result:
+def skipped(stop: Stop) -> Result:
+    """The kind's answer to a stop: a guardrail's refusal (or another notice's hold) is recorded on
+    the node as `refused`, with its Event; an alarm for no node of the cluster is logged."""
+    notice, recorder, node = stop.notice, stop.recorder, stop.node
     if node is not None:
-        recorder.add(ActionType.REFUSED, node, reason=reason)
+        recorder.add(ActionType.REFUSED, node, reason=stop.reason)
         recorder.flush()
     else:
-        logger.info("gpu-idle ignored", extra={"event_id": notice.event_id, "reason": reason})
-    return notice_result(notice, recorder, node, outcome="ignored", reason=reason)
+        logger.info("gpu-idle ignored", extra={"event_id": notice.event_id, "reason": stop.reason})
+    return notice_result(notice, recorder, node, outcome="ignored", reason=stop.reason)
 
 
-def _finish(notice: Notice, recorder: Recorder, node: NodeView, state: DrainState | None, resumed: bool) -> Result:
-    deps = recorder.deps
+def reclaimed(d: Disruption, marked: Marked, state: DrainState | None, why: str) -> Result:
+    """The kind's answer once it ran: what the drain (and the retirement) came to."""
+    notice, recorder, node, deps, resumed = d.notice, d.recorder, d.node, d.deps, marked.resumed
     outcome: Outcome = "dry-run" if deps.dry_run else "duplicate" if resumed else "handled"
     if state is None:
         reason = f"gpu idle: would reclaim node {node.name}"

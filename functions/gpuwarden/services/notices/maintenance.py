@@ -27,9 +27,11 @@ from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.schedule import OpenWindow, latest_allowed_window_before
 from gpuwarden.domain.views import NodeView
 from gpuwarden.services.engine.context import Deps, Recorder
+from gpuwarden.services.engine.disrupt import disrupt, ignored
+from gpuwarden.services.engine.drain import DrainState
 from gpuwarden.services.engine.node_ops import find_node, not_ours, window_allowance
-from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Steps, run, take
-from gpuwarden.services.engine.result import Result, notice_result
+from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Marked, Stop
+from gpuwarden.services.engine.result import Outcome, Result, notice_result
 from gpuwarden.services.engine.writes import Patch, annotate, update_node
 
 KIND = Kind.SCHEDULED_MAINTENANCE.value
@@ -250,22 +252,27 @@ def no_do_not_disrupt(d: Disruption) -> str | None:
 def _execute(
     notice: Notice, recorder: Recorder, node: NodeView, hooks: KindHooks, drain_locally: bool, why: str
 ) -> Result:
-    """Cordon + taint ``scheduled-maintenance``, checkpoint, replace, drain with the voluntary rules."""
-    deps = recorder.deps
-    d = Disruption(notice, deps, node, hooks, drain_locally)
-    d.recorder = recorder
-    taken = take(d, why)
-    if taken.refused is not None:
-        recorder.add(ActionType.REFUSED, node, reason=taken.refused)
-        recorder.flush()
-        return notice_result(notice, recorder, node, outcome="ignored", reason=f"{why}; refused: {taken.refused}")
-    if taken.held_by is not None:
-        return notice_result(notice, recorder, node, outcome="ignored", reason=taken.held_reason())
-    state = run(d, Steps(replace=deps.policy.replacement.enabled))
-    outcome = "dry-run" if deps.dry_run else "handled" if taken.changed else "duplicate"
+    """Cordon + taint ``scheduled-maintenance``, checkpoint, replace, drain with the voluntary rules:
+    the one sequence, for the reason the plan gives now."""
+    return disrupt(notice, recorder.deps, hooks, drain_locally, node=node, recorder=recorder, why=why)
+
+
+def refused(stop: Stop) -> Result:
+    """The kind's answer to a stop: do-not-disrupt's refusal is recorded on the node, with its Event."""
+    if not stop.refused or stop.node is None:
+        return ignored(stop)
+    stop.recorder.add(ActionType.REFUSED, stop.node, reason=stop.reason)
+    stop.recorder.flush()
+    reason = f"{stop.why}; refused: {stop.reason}"
+    return notice_result(stop.notice, stop.recorder, stop.node, outcome="ignored", reason=reason)
+
+
+def drained(d: Disruption, marked: Marked, state: DrainState | None, why: str) -> Result:
+    """The kind's answer once it ran: the plan's reason, whether the drain began now or resumed."""
+    outcome: Outcome = "dry-run" if d.deps.dry_run else "handled" if marked.changed else "duplicate"
     return notice_result(
-        notice,
-        recorder,
+        d.notice,
+        d.recorder,
         d.node,
         outcome=outcome,
         reason=why,

@@ -1,6 +1,6 @@
 """Runbook actions (docs/cli.md): one on-call request against one node.
 
-The same use cases and decisions as the automated paths: the pipeline's `take` cordons, the
+The same use cases and decisions as the automated paths: the pipeline's `guard_and_mark` cordons, the
 checkpoint handshake asks, the pipeline drains, `ensure_replacement` launches, and every plan
 comes from `domain.drain.decide_round`. The manual kind's rules are in `runbook_run`, the
 read-only actions (`plan`, `status`) in `runbook_read`.
@@ -31,8 +31,7 @@ from gpuwarden.services.engine.drain import DrainState
 from gpuwarden.services.engine.gangs import ask_gangs
 from gpuwarden.services.engine.karpenter import give_back_pods
 from gpuwarden.services.engine.node_ops import find_node
-from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Steps, Taken, take
-from gpuwarden.services.engine.pipeline import run as run_pipeline
+from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Marked, Steps, guard_and_mark, run_steps
 from gpuwarden.services.engine.replace import ensure_replacement
 from gpuwarden.services.engine.result import Result, gangs_of
 from gpuwarden.services.engine.writes import Patch, annotate, release_node, update_node
@@ -163,9 +162,9 @@ def _disruption(run: Run, hooks: KindHooks) -> Disruption:
     return d
 
 
-def _take_node(run: Run, d: Disruption) -> Taken | Answer:
+def _take_node(run: Run, d: Disruption) -> Marked | Answer:
     """Cordon + taint for a manual action, after the windows and do-not-disrupt allow it."""
-    taken = take(d, who(run))
+    taken = guard_and_mark(d, who(run))
     if taken.refused is not None:
         return refuse(run, taken.refused)
     if taken.held_by is not None:
@@ -280,7 +279,7 @@ def _drain(run: Run, plan: list[dict[str, Any]]) -> Answer:
     if isinstance(taken, Answer):
         return taken
     d.on_round = _reporter(run, run.deps.clock())
-    state = run_pipeline(d, Steps(replace=False))
+    state = run_steps(d, Steps(replace=False))
     if state is None:
         moving = sum(1 for s in plan if s["step"] != "skip")
         return Answer("dry-run", f"dry run: would cordon {d.node.name} and drain {moving} pods (see plan)")
