@@ -113,7 +113,7 @@ def lambda_process(role: str, index: int, plan: dict[str, Any], tasks: Any, out:
                     out.put(("finished", {**result.drain, "at": clock().isoformat()}))
                 continue
             recorder = Recorder(deps, task["event_id"])
-            state = drain_step(recorder, DrainState.model_validate(task))
+            state = drain_step(recorder, DrainState.model_validate(task)).state
             late = [a["at"] for a in recorder.actions if a["type"] == "signal"]  # a round asked before the invocation
             if late:
                 out.put(("signalled", {"node": state.node, "signal": late}))

@@ -174,7 +174,7 @@ def handle_release(deps: Deps, node: str | None) -> Result:
 
 def drain_round(recorder: Recorder, state: DrainState) -> DrainState:
     """One round of the drain workflow, settled by its kind's hooks."""
-    return round_of(recorder, state, spec_of(state.kind).hooks)
+    return round_of(recorder, state, spec_of(state.kind).hooks).state
 
 
 # --------------------------------------------------------------------------- before routing

@@ -18,10 +18,18 @@ from gpuwarden.domain.drain import DrainContext, decide_round
 from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.schedule import Allowance, voluntary_allowance
 from gpuwarden.domain.views import NodeView, PodView
-from gpuwarden.services.engine.context import Deps, Recorder
-from gpuwarden.services.engine.drain import DrainState
+from gpuwarden.services.engine.context import Deps, FanOut, Recorder
 from gpuwarden.services.engine.node_ops import find_node, not_ours, window_allowance
-from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Marked, Steps, Stop, guard_and_mark, run_steps
+from gpuwarden.services.engine.pipeline import (
+    Disruption,
+    KindHooks,
+    Marked,
+    Ran,
+    Steps,
+    Stop,
+    guard_and_mark,
+    run_steps,
+)
 from gpuwarden.services.engine.replace import mark_claim
 from gpuwarden.services.engine.result import Outcome, Result, notice_result
 
@@ -35,16 +43,18 @@ def disrupt(
     node: NodeView | None = None,
     recorder: Recorder | None = None,
     why: str | None = None,
+    fan_out: FanOut | None = None,
 ) -> Result:
     """The one sequence for ``notice`` with its kind's ``hooks``. ``node``: already resolved by the
     use case; ``recorder``: the use case's own, when it recorded steps before; ``why``: the reason
-    the use case gives for acting now, in place of the plan's."""
+    the use case gives for acting now, in place of the plan's; ``fan_out``: the other runs of one
+    Capacity Block beside this one."""
     recorder = recorder or Recorder(deps, notice.event_id)
     if node is None:
         node = find_node(deps.kube, deps.cloud, notice.instance_id, notice.node_name)
         if node is None:
             return _stopped(hooks, Stop(notice, recorder, None, not_ours(notice, deps.policy.cluster), why or ""))
-    d = Disruption(notice, deps, node, hooks, drain_locally)
+    d = Disruption(notice, deps, node, hooks, drain_locally, fan_out=fan_out)
     d.recorder = recorder
     voluntary = deps.is_voluntary(notice.kind)
     # An involuntary notice cordons before anything else is read: its plan needs no pods.
@@ -58,9 +68,9 @@ def disrupt(
         return _stopped(hooks, Stop(notice, recorder, marked.node, reason, why, refused=marked.refused is not None))
     if plan.refused:
         recorder.add(ActionType.REFUSED, d.node, reason=plan.refused)
-    state = run_steps(d, Steps(checkpoint=plan.checkpoint, replace=plan.replace, drain=plan.drain))
+    ran = run_steps(d, Steps(checkpoint=plan.checkpoint, replace=plan.replace, drain=plan.drain))
     reason = why if not plan.refused else f"{why}; drain refused: {plan.refused}"
-    return (hooks.answer or result_of)(d, marked, state, reason)
+    return (hooks.answer or result_of)(d, marked, ran, reason)
 
 
 def _allowance(deps: Deps, node: NodeView, voluntary: bool) -> Allowance:
@@ -79,10 +89,10 @@ def ignored(stop: Stop) -> Result:
     return notice_result(stop.notice, stop.recorder, stop.node, outcome="ignored", reason=stop.reason)
 
 
-def result_of(d: Disruption, marked: Marked, state: DrainState | None, reason: str) -> Result:
+def result_of(d: Disruption, marked: Marked, ran: Ran, reason: str) -> Result:
     """The default answer once the sequence ran: handled (dry-run), or duplicate when the mark was
     this notice's already (a redelivery that resumed what was left)."""
-    deps, notice = d.deps, d.notice
+    deps, notice, state = d.deps, d.notice, ran.state
     outcome: Outcome = "dry-run" if deps.dry_run else "handled" if marked.changed else "duplicate"
     if outcome == "duplicate":
         reason = f"event {notice.event_id} was already applied to {d.node.name}; resumed what was left"
@@ -95,6 +105,7 @@ def result_of(d: Disruption, marked: Marked, state: DrainState | None, reason: s
         drain=state.model_dump(mode="json") if state else None,
         seconds_left=state.seconds_left if state else None,
         plan=dry_run_plan(notice, deps, d.pods) if deps.dry_run else None,
+        checkpoints=ran.looks.as_result(),
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -29,7 +30,7 @@ from gpuwarden.domain.drain import (
     on_eviction_blocked,
 )
 from gpuwarden.domain.errors import NotFound
-from gpuwarden.domain.gang_progress import GangHold
+from gpuwarden.domain.gang_progress import GangHold, Looks
 from gpuwarden.domain.notice import Kind
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.observability import Metric, put
@@ -63,6 +64,14 @@ class DrainState(BaseModel):
     opted_in: list[str] = []
     checkpointed: list[str] = []
     not_checkpointed: list[str] = []
+
+
+@dataclass(frozen=True)
+class Round:
+    """What one round answers: the drain's next state, and where the node's gangs stand."""
+
+    state: DrainState
+    looks: Looks = field(default_factory=Looks)
 
 
 def _evict(recorder: Recorder, node: NodeView, pod: PodView, step: PodStep, ctx: DrainContext) -> PodStep:
@@ -114,13 +123,14 @@ def drain_step(
     state: DrainState,
     pool: ThreadPoolExecutor | None = None,
     prepare: PreparePod | None = None,
-) -> DrainState:
-    """One round. Returns the next state; `done` when only skipped pods remain (or the node is gone)."""
+) -> Round:
+    """One round: the next state (`done` when only skipped pods remain, or the node is gone), and
+    the round's look at the node's gangs."""
     deps = recorder.deps
     state = state.model_copy(update={"round": state.round + 1})
     node = deps.kube.get_node(state.node)
     if node is None:
-        return _gone_early(recorder, state, deps.clock())
+        return Round(_gone_early(recorder, state, deps.clock()))
     pods = [p for p in deps.kube.list_pods_on_node(state.node) if p.node_name == state.node]
     state = _seen(state, pods, deps.clock())
     by_key = {p.key: p for p in pods}
@@ -129,11 +139,11 @@ def drain_step(
     try:
         # the node's gangs first: a gang's pod here leaves only once its gang has checkpointed
         asking = Asking(recorder, node, state.deadline, pool, prepare)
-        gangs, asked = gang_round(asking, pods)
+        gangs = gang_round(asking, pods)
         now = deps.clock()  # the time of the observation the round decides on
-        ctx = _context(state, recorder, now, gangs)
+        ctx = _context(state, recorder, now, gangs.holds)
         steps = decide_round(pods, ctx)
-        late = [by_key[s.pod] for s in steps if s.step == "signal" and s.pod not in asked]
+        late = [by_key[s.pod] for s in steps if s.step == "signal" and s.pod not in gangs.asked]
         if late:
             request_checkpoints(asking, late)
         results: list[PodStep] = []
@@ -145,9 +155,9 @@ def drain_step(
     final = {s.pod: s for s in steps} | {r.pod: r for r in results}
     next_state = _progress(recorder, state, node, list(final.values()), now)
     due = _next_due(state, list(final.values()), by_key, ctx)
-    if next_state.done or due is None or due >= next_state.wait_seconds:
-        return next_state
-    return next_state.model_copy(update={"wait_seconds": max(0.05, due)})
+    if not (next_state.done or due is None or due >= next_state.wait_seconds):
+        next_state = next_state.model_copy(update={"wait_seconds": max(0.05, due)})
+    return Round(next_state, gangs.looks)
 
 
 def _seen(state: DrainState, pods: list[PodView], now: datetime) -> DrainState:

@@ -29,15 +29,16 @@ from dataclasses import dataclass, field
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.decide import Plan, record_loss
+from gpuwarden.domain.gang_progress import Looks
 from gpuwarden.domain.gangs import Gang
 from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.engine.checkpoint import Asking, PreparePod
-from gpuwarden.services.engine.context import Deps, Recorder, worker_pool
-from gpuwarden.services.engine.drain import DrainState, drain_step
+from gpuwarden.services.engine.context import Deps, FanOut, Recorder, worker_pool
+from gpuwarden.services.engine.drain import DrainState, Round, drain_step
 from gpuwarden.services.engine.gangs import ask_gangs, find_gangs
 from gpuwarden.services.engine.node_ops import mark_node
-from gpuwarden.services.engine.replace import drop_claim, ensure_replacement
+from gpuwarden.services.engine.replace import drop_claim, ensure_replacement, gang_peers
 from gpuwarden.services.engine.result import KARPENTER, Result
 from gpuwarden.services.engine.writes import release_node
 
@@ -50,7 +51,7 @@ RoundReport = Callable[[DrainState], None]
 #: The answer when the sequence stops before acting (not ours, refused, held by another notice).
 Stopped = Callable[["Stop"], Result]
 #: The answer once the sequence ran, with the reason it ran for.
-Answer = Callable[["Disruption", "Marked", DrainState | None, str], Result]
+Answer = Callable[["Disruption", "Marked", "Ran", str], Result]
 
 
 def no_guard(_: Disruption) -> str | None:
@@ -127,6 +128,8 @@ class Disruption:
     on_round: RoundReport | None = None
     #: This run's mark wrote the replacement's claim (`guard_and_mark`).
     claimed: bool = False
+    #: The runs of one Capacity Block side by side in this process (each asks its own node's pods).
+    fan_out: FanOut | None = None
     _pods: list[PodView] | None = None
     _gangs: list[Gang] | None = None
 
@@ -146,7 +149,7 @@ class Disruption:
         """The gangs of the node's pods (docs/training-jobs.md), listed once (one LIST per gang) when
         first needed; bad gang input is reported then."""
         if self._gangs is None:
-            self._gangs = find_gangs(self.recorder, self.pods, report=True)
+            self._gangs = find_gangs(self.recorder, self.pods, report=True, fan_out=self.fan_out)
         return self._gangs
 
 
@@ -215,34 +218,47 @@ def give_back(recorder: Recorder, node: str, event_id: str, reason: str) -> None
         recorder.flush()
 
 
-def run_steps(d: Disruption, steps: Steps) -> DrainState | None:
-    """Urgent deliveries, replacement, first rounds; then the drain workflow or the local loop.
-    None when no drain runs (a dry run, or a notice that only prepares the node)."""
+@dataclass(frozen=True)
+class Ran:
+    """What `run_steps` answers: the drain's state (None: no drain ran here, a dry run or a notice
+    that only prepares the node), and where the gangs it asked stand."""
+
+    state: DrainState | None
+    looks: Looks = field(default_factory=Looks)
+
+
+def run_steps(d: Disruption, steps: Steps) -> Ran:
+    """Urgent deliveries, replacement, first rounds; then the drain workflow or the local loop."""
     deps = d.deps
     state = _start(d) if steps.drain and not deps.dry_run else None
+    looks = Looks()
     handed_off = False
     with worker_pool() as pool:
         deliveries: list[Future[None]] = []
         sent = threading.Event()  # the urgent work first: rounds and replacement wait for the requests
+        peers = None
         if steps.checkpoint:
             # the node's pods and every gang they belong to, each pod asked once (docs/training-jobs.md)
-            asking = Asking(d.recorder, d.node, d.notice.deadline, pool, d.hooks.prepare_pod)
-            deliveries = ask_gangs(asking, d.pods, sent, d.gangs)
+            asking = Asking(d.recorder, d.node, d.notice.deadline, pool, d.hooks.prepare_pod, d.fan_out)
+            asked = ask_gangs(asking, d.pods, sent, d.gangs)
+            deliveries, looks, peers = asked.deliveries, asked.looks, gang_peers(d.gangs, d.pods)
         else:
             sent.set()
         if steps.replace:
-            deliveries.append(pool.submit(_replace, d, sent))
+            deliveries.append(pool.submit(_replace, d, sent, peers))
         if state is not None:  # no pod is asked to leave before every checkpoint request is out
             sent.wait(deps.time_left(REQUESTS_FIRST_SECONDS))
         if state is not None and d.hooks.hand_off_at_once and _hand_off(d, state):
             handed_off = True
         elif state is not None:
-            state = _first_rounds(d, state, deliveries, pool)
+            first = _first_rounds(d, state, deliveries, pool)
+            state, looks = first.state, looks | first.looks
         _settle_deliveries(deliveries)
         d.recorder.flush()
     if state is None or state.done or handed_off or _hand_off(d, state):
-        return state
-    return drain_to_end(d.recorder, state, d.hooks, d.on_round)
+        return Ran(state, looks)
+    rest = drain_to_end(d.recorder, state, d.hooks, d.on_round)
+    return Ran(rest.state, looks | rest.looks)
 
 
 def _hand_off(d: Disruption, state: DrainState) -> bool:
@@ -264,20 +280,20 @@ def _start(d: Disruption) -> DrainState:
     )
 
 
-def _replace(d: Disruption, sent: threading.Event) -> None:
+def _replace(d: Disruption, sent: threading.Event, peers: list[PodView] | None) -> None:
     # after this node's checkpoint requests (a Capacity Block's: every node's), one wait of at most 5 s
     until = time.monotonic() + d.deps.time_left(REQUESTS_FIRST_SECONDS)
     sent.wait(until - time.monotonic())
-    if d.deps.fan_out is not None:
-        d.deps.fan_out.sent(d.node.name)
-        d.deps.fan_out.wait_all_sent(max(0.0, until - time.monotonic()))
+    if d.fan_out is not None:
+        d.fan_out.sent(d.node.name)
+        d.fan_out.wait_all_sent(max(0.0, until - time.monotonic()))
     refused = d.hooks.replacement_guard(d)
     if refused is not None:
         if d.claimed:
             drop_claim(d.deps.kube, d.node.name)
         d.recorder.add(ActionType.REPLACEMENT_SKIPPED, reason=refused, left_to=KARPENTER)
         return
-    ensure_replacement(d.recorder, d.node, d.notice, d.pods, claimed=d.claimed)
+    ensure_replacement(d.recorder, d.node, d.notice, d.pods, peers, claimed=d.claimed)
 
 
 def _settle_deliveries(deliveries: list[Future[None]]) -> None:
@@ -286,43 +302,44 @@ def _settle_deliveries(deliveries: list[Future[None]]) -> None:
         future.result()
 
 
-def round_of(
-    recorder: Recorder, state: DrainState, hooks: KindHooks, pool: ThreadPoolExecutor | None = None
-) -> DrainState:
+def round_of(recorder: Recorder, state: DrainState, hooks: KindHooks, pool: ThreadPoolExecutor | None = None) -> Round:
     """One drain round and the kind's `settle` after it (here, and in the drain workflow)."""
-    return hooks.settle(recorder, drain_step(recorder, state, pool, hooks.prepare_pod))
+    drained = drain_step(recorder, state, pool, hooks.prepare_pod)
+    return Round(hooks.settle(recorder, drained.state), drained.looks)
 
 
-def _first_rounds(
-    d: Disruption, state: DrainState, deliveries: list[Future[None]], pool: ThreadPoolExecutor
-) -> DrainState:
+def _first_rounds(d: Disruption, state: DrainState, deliveries: list[Future[None]], pool: ThreadPoolExecutor) -> Round:
     """Drain rounds while the checkpoint deliveries (exec, POST) are still under way, within the
     invocation's time budget."""
-    state = _report(d, round_of(d.recorder, state, d.hooks, pool))
-    while not state.done and not d.deps.out_of_time:
+    rounds = _report(d, round_of(d.recorder, state, d.hooks, pool))
+    while not rounds.state.done and not d.deps.out_of_time:
         # only the deliveries still running: a finished one would end every wait at once (a hot loop)
         pending = [f for f in deliveries if not f.done()]
         if not pending:
             break
-        wait(pending, timeout=d.deps.time_left(state.wait_seconds), return_when="FIRST_COMPLETED")
-        state = _report(d, round_of(d.recorder, state, d.hooks, pool))
-    return state
+        wait(pending, timeout=d.deps.time_left(rounds.state.wait_seconds), return_when="FIRST_COMPLETED")
+        later = _report(d, round_of(d.recorder, rounds.state, d.hooks, pool))
+        rounds = Round(later.state, rounds.looks | later.looks)
+    return rounds
 
 
-def _report(d: Disruption, state: DrainState) -> DrainState:
+def _report(d: Disruption, rounds: Round) -> Round:
     if d.on_round is not None:
-        d.on_round(state)
-    return state
+        d.on_round(rounds.state)
+    return rounds
 
 
 def drain_to_end(
     recorder: Recorder, state: DrainState, hooks: KindHooks = URGENT, on_round: RoundReport | None = None
-) -> DrainState:
+) -> Round:
     """The local driver of the rounds (deployed, the Step Functions loop does this). Inside a
-    Lambda with no drain workflow it stops at the time budget, the drain not done."""
-    while not state.done and not recorder.deps.out_of_time:
-        recorder.deps.sleep(state.wait_seconds)
-        state = round_of(recorder, state, hooks)
+    Lambda with no drain workflow it stops at the time budget, the drain not done. Answers the
+    last state and where the gangs stood over every round."""
+    rounds = Round(state)
+    while not rounds.state.done and not recorder.deps.out_of_time:
+        recorder.deps.sleep(rounds.state.wait_seconds)
+        later = round_of(recorder, rounds.state, hooks)
+        rounds = Round(later.state, rounds.looks | later.looks)
         if on_round is not None:
-            on_round(state)
-    return state
+            on_round(rounds.state)
+    return rounds

@@ -37,11 +37,6 @@ def replacement_of(actions: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def gangs_of(recorder: Recorder) -> list[dict[str, Any]] | None:
-    """The result's ``checkpoints``: the gangs the run asked, as their last look found them."""
-    return [recorder.checkpoints[k] for k in sorted(recorder.checkpoints)] or None
-
-
 def merged_checkpoints(results: list[Result]) -> list[dict[str, Any]] | None:
     """One entry per gang over several nodes' results (a Capacity Block's): every node's looks
     merged (`merge_looks`)."""
@@ -84,7 +79,8 @@ class Result(BaseModel):
 
 
 def notice_result(notice: Notice, recorder: Recorder, node: NodeView | None, **fields: Any) -> Result:
-    """The answer to one notice (the dispatch records it in the ledger: `answered`)."""
+    """The answer to one notice (the dispatch records it in the ledger: `answered`): the run's
+    actions and replacement, and ``fields`` (a run that asked gangs passes their ``checkpoints``)."""
     return Result(
         kind=notice.kind.value,
         node=node.name if node else notice.node_name,
@@ -92,7 +88,7 @@ def notice_result(notice: Notice, recorder: Recorder, node: NodeView | None, **f
         event_id=notice.event_id,
         deadline=notice.deadline,
         actions=recorder.actions,
-        **({"replacement": replacement_of(recorder.actions), "checkpoints": gangs_of(recorder)} | fields),
+        **({"replacement": replacement_of(recorder.actions)} | fields),
     )
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from datetime import datetime, timedelta
 
 from gpuwarden.domain import annotations as ann
@@ -80,14 +79,14 @@ def _per_node(notice: Notice, node: NodeView) -> Notice:
     )
 
 
-def _guarded(notice: Notice, deps: Deps, hooks: KindHooks, drain_locally: bool) -> Result:
+def _guarded(notice: Notice, deps: Deps, hooks: KindHooks, drain_locally: bool, fan_out: FanOut | None) -> Result:
     try:
-        return disrupt(notice, deps, hooks, drain_locally)
+        return disrupt(notice, deps, hooks, drain_locally, fan_out=fan_out)
     except GpuwardenError as err:
         return failed_notice(notice, err)
     finally:
-        if deps.fan_out is not None and notice.node_name:  # a run that stopped early holds no one up
-            deps.fan_out.sent(notice.node_name)
+        if fan_out is not None and notice.node_name:  # a run that stopped early holds no one up
+            fan_out.sent(notice.node_name)
 
 
 def drain_nodes(notice: Notice, nodes: Sequence[NodeView], deps: Deps, hooks: KindHooks, drain_locally: bool) -> Result:
@@ -98,9 +97,9 @@ def drain_nodes(notice: Notice, nodes: Sequence[NodeView], deps: Deps, hooks: Ki
         return Result(outcome="ignored", kind=notice.kind.value, event_id=notice.event_id, reason=reason)
     per_node = [_per_node(notice, node) for node in nodes]
     # one handshake per gang for the whole block: each run asks its own node's pods (FanOut)
-    shared = replace(deps, fan_out=FanOut(frozenset(n.name for n in nodes))) if len(nodes) > 1 else deps
+    fan_out = FanOut(frozenset(n.name for n in nodes)) if len(nodes) > 1 else None
     with ThreadPoolExecutor(max_workers=min(_MAX_PARALLEL, len(per_node))) as pool:
-        results = list(pool.map(lambda n: _guarded(n, shared, hooks, drain_locally), per_node))
+        results = list(pool.map(lambda n: _guarded(n, deps, hooks, drain_locally, fan_out), per_node))
     # each node's answer is recorded under its own id; the notice's own id gets the whole answer
     return summed(
         results,

@@ -43,7 +43,7 @@ from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.disrupt import disrupt
 from gpuwarden.services.engine.drain import DrainState
 from gpuwarden.services.engine.node_ops import window_allowance
-from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Marked, Stop, give_back
+from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Marked, Ran, Stop, give_back
 from gpuwarden.services.engine.result import Outcome, Result, notice_result
 from gpuwarden.services.notices.gpu_idle_reschedule import comes_back_refusal
 
@@ -189,15 +189,16 @@ def skipped(stop: Stop) -> Result:
     return notice_result(notice, recorder, node, outcome="ignored", reason=stop.reason)
 
 
-def reclaimed(d: Disruption, marked: Marked, state: DrainState | None, why: str) -> Result:
+def reclaimed(d: Disruption, marked: Marked, ran: Ran, why: str) -> Result:
     """The kind's answer once it ran: what the drain (and the retirement) came to."""
-    notice, recorder, node, deps, resumed = d.notice, d.recorder, d.node, d.deps, marked.resumed
+    notice, recorder, node, deps, resumed, state = d.notice, d.recorder, d.node, d.deps, marked.resumed, ran.state
+    checkpoints = ran.looks.as_result()
     outcome: Outcome = "dry-run" if deps.dry_run else "duplicate" if resumed else "handled"
     if state is None:
         reason = f"gpu idle: would reclaim node {node.name}"
     elif state.outcome is DrainOutcome.SUPERSEDED:
         taken = next(a for a in reversed(recorder.actions) if a["type"] is ActionType.SUPERSEDED)
-        return notice_result(notice, recorder, node, outcome="ignored", reason=taken["reason"])
+        return notice_result(notice, recorder, node, outcome="ignored", reason=taken["reason"], checkpoints=checkpoints)
     elif state.outcome is DrainOutcome.BLOCKED:
         reason = f"gpu idle: drain of {node.name} blocked, node uncordoned: " + "; ".join(state.blocked[:3])
     elif state.done:
@@ -208,4 +209,4 @@ def reclaimed(d: Disruption, marked: Marked, state: DrainState | None, why: str)
     if resumed and not deps.dry_run:
         reason = f"event {notice.event_id} was already applied to {node.name}; resumed: {reason}"
     drain = state.model_dump(mode="json") if state else None
-    return notice_result(notice, recorder, node, outcome=outcome, reason=reason, drain=drain)
+    return notice_result(notice, recorder, node, outcome=outcome, reason=reason, drain=drain, checkpoints=checkpoints)

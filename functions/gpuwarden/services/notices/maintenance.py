@@ -28,9 +28,8 @@ from gpuwarden.domain.schedule import OpenWindow, latest_allowed_window_before
 from gpuwarden.domain.views import NodeView
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.disrupt import disrupt, ignored
-from gpuwarden.services.engine.drain import DrainState
 from gpuwarden.services.engine.node_ops import find_node, not_ours, window_allowance
-from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Marked, Stop
+from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Marked, Ran, Stop
 from gpuwarden.services.engine.result import Outcome, Result, notice_result
 from gpuwarden.services.engine.writes import Patch, annotate, update_node
 
@@ -267,9 +266,10 @@ def refused(stop: Stop) -> Result:
     return notice_result(stop.notice, stop.recorder, stop.node, outcome="ignored", reason=reason)
 
 
-def drained(d: Disruption, marked: Marked, state: DrainState | None, why: str) -> Result:
+def drained(d: Disruption, marked: Marked, ran: Ran, why: str) -> Result:
     """The kind's answer once it ran: the plan's reason, whether the drain began now or resumed."""
     outcome: Outcome = "dry-run" if d.deps.dry_run else "handled" if marked.changed else "duplicate"
+    state = ran.state
     return notice_result(
         d.notice,
         d.recorder,
@@ -278,4 +278,5 @@ def drained(d: Disruption, marked: Marked, state: DrainState | None, why: str) -
         reason=why,
         drain=state.model_dump(mode="json") if state else None,
         seconds_left=state.seconds_left if state else None,
+        checkpoints=ran.looks.as_result(),
     )

@@ -33,7 +33,7 @@ from gpuwarden.services.engine.karpenter import give_back_pods
 from gpuwarden.services.engine.node_ops import find_node
 from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Marked, Steps, guard_and_mark, run_steps
 from gpuwarden.services.engine.replace import ensure_replacement
-from gpuwarden.services.engine.result import Result, gangs_of
+from gpuwarden.services.engine.result import Result
 from gpuwarden.services.engine.writes import Patch, annotate, release_node, update_node
 from gpuwarden.services.runbook.read import plan_answer, plan_steps, status_answer
 from gpuwarden.services.runbook.run import (
@@ -206,13 +206,16 @@ def _uncordon(run: Run, plan: list[dict[str, Any]]) -> Answer:
 
 def _checkpoint(run: Run, plan: list[dict[str, Any]]) -> Answer:
     with worker_pool() as pool:
-        for future in ask_gangs(Asking(run.recorder, run.node, None, pool), run.pods):
+        asking = ask_gangs(Asking(run.recorder, run.node, None, pool), run.pods)
+        for future in asking.deliveries:
             future.result()
     run.recorder.flush()
     asked = [a["pod"] for a in run.recorder.actions if a["type"] is ActionType.CHECKPOINT_REQUESTED]
     if asked:
-        gangs = f" and their gangs ({', '.join(sorted(run.recorder.checkpoints))})" if run.recorder.checkpoints else ""
-        return done(run, True, f"asked {len(asked)} pods on {run.node.name}{gangs} to checkpoint ({who(run)})")
+        by_gang = asking.looks.by_gang
+        gangs = f" and their gangs ({', '.join(sorted(by_gang))})" if by_gang else ""
+        answer = done(run, True, f"asked {len(asked)} pods on {run.node.name}{gangs} to checkpoint ({who(run)})")
+        return replace(answer, looks=asking.looks)
     opted = [p.key for p in run.pods if checkpoint_spec(p) is not None]
     if opted:
         return done(run, False, f"every opted-in pod on {run.node.name} was already asked for {run.notice.event_id}")
@@ -279,11 +282,11 @@ def _drain(run: Run, plan: list[dict[str, Any]]) -> Answer:
     if isinstance(taken, Answer):
         return taken
     d.on_round = _reporter(run, run.deps.clock())
-    state = run_steps(d, Steps(replace=False))
-    if state is None:
+    ran = run_steps(d, Steps(replace=False))
+    if ran.state is None:
         moving = sum(1 for s in plan if s["step"] != "skip")
         return Answer("dry-run", f"dry run: would cordon {d.node.name} and drain {moving} pods (see plan)")
-    return _drain_answer(run, state)
+    return replace(_drain_answer(run, ran.state), looks=ran.looks)
 
 
 #: The one table of runbook actions (their names are `sources.runbook.RUNBOOK_ACTIONS`).
@@ -321,7 +324,7 @@ def _result(
         reason=answer.reason,
         plan=plan,
         actions=recorder.actions,
-        checkpoints=gangs_of(recorder),
+        checkpoints=answer.looks.as_result(),
         status=answer.status,
         drain=answer.drain.model_dump(mode="json") if answer.drain else None,
     )

@@ -8,11 +8,12 @@ PodDisruptionBudget.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.decide import do_not_disrupt_reason, window_refusal
+from gpuwarden.domain.gang_progress import Looks
 from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.pdb import PdbView
 from gpuwarden.domain.views import NodeView, PodView
@@ -66,6 +67,8 @@ class Answer:
     reason: str
     status: dict[str, Any] | None = None
     drain: DrainState | None = None
+    #: The gangs the action asked, as their last look found them (the result's ``checkpoints``).
+    looks: Looks = field(default_factory=Looks)
 
 
 def who(run: Run) -> str:
