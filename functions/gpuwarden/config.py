@@ -143,8 +143,10 @@ def parse_policy(text: str, source: str) -> Policy:
         raise InvalidPolicy(f"{source}: not YAML/JSON: {err}") from err
     if not isinstance(document, dict):
         raise InvalidPolicy(f"{source}: the policy must be a mapping, not {type(document).__name__}")
+    from gpuwarden.kinds.registry import POLICY  # the sections the kinds add (gpuwarden/kinds/)
+
     try:
-        return Policy.model_validate(document)
+        return POLICY.model_validate(document)
     except ValidationError as err:
         raise InvalidPolicy(f"{source}: {err}") from err
 

@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any
 from gpuwarden.config import Settings
 from gpuwarden.domain.errors import GpuwardenError, InvalidPolicy
 from gpuwarden.kinds.inputs import parse_event
+from gpuwarden.kinds.registry import SCAN_KIND
 from gpuwarden.services.dispatch import (
+    fallback_kind,
     handle_alerts,
     handle_batch,
     handle_release,
@@ -25,7 +27,7 @@ from gpuwarden.services.dispatch import (
     tick_kind,
 )
 from gpuwarden.services.engine.failures import failed_result
-from gpuwarden.sources import AlertBatch, NoticeBatch, RunbookRequest, ScanTick, WindowTick
+from gpuwarden.sources import AlertBatch, NoticeBatch, RunbookRequest, ScanTick, SchedulerTick
 from gpuwarden.wiring import build_deps, deployed_rules, runbook_deps
 
 if TYPE_CHECKING:
@@ -43,7 +45,7 @@ def run_event(raw: object, deps: Deps | None = None, *, dry_run: bool = False) -
     parsed = parse_event(raw, deployed=deployed_rules(settings))
     if isinstance(parsed, RunbookRequest):  # as a direct invoke of the runbook function would
         return run_runbook(parsed.model_copy(update={"dry_run": True}) if dry_run else parsed)
-    if isinstance(parsed, WindowTick):
+    if isinstance(parsed, SchedulerTick):
         return _answered(
             lambda: handle_tick(parsed, deps or build_deps(settings, caller="cli")).to_json(),
             tick_kind(parsed),
@@ -55,7 +57,7 @@ def run_event(raw: object, deps: Deps | None = None, *, dry_run: bool = False) -
         batch = parsed
         return _answered(
             lambda: handle_alerts(batch, deps or build_deps(settings, caller="cli"), drain_locally=True).to_json(),
-            "gpu-unhealthy",
+            fallback_kind(raw),
             event_id=batch.message_id,
         )
     if not isinstance(parsed, NoticeBatch):
@@ -77,7 +79,7 @@ def run_scan(deps: Deps | None = None) -> dict[str, Any]:
     def answer() -> dict[str, Any]:
         return handle_scan(None, deps or build_deps(Settings.from_env(), caller="cli"), drain_locally=True).to_json()
 
-    return _answered(answer, "gpu-unhealthy")
+    return _answered(answer, SCAN_KIND.value)
 
 
 def run_runbook(request: RunbookRequest, progress: Callable[[DrainProgress], None] | None = None) -> dict[str, Any]:

@@ -72,12 +72,4 @@ def gpu_idle_scene(sim: KubeSim) -> SceneSummary:
         label = _LABELS.get(action["type"])
         print(line.replace(action["type"], label, 1) if label else line)
     print(f"  {result['outcome']}: {result['reason']}")
-    actions = result["actions"]
-    return SceneSummary(
-        scene="gpu-idle reclaim",
-        outcome=result["outcome"],
-        nodes=1,
-        checkpointed=sum(1 for a in actions if a["type"] == "evict" and a.get("reason") == "checkpoint acknowledged"),
-        evicted=sum(1 for a in actions if a["type"] in ("evict", "delete")),
-        seconds_left=None,
-    )
+    return SceneSummary.of("gpu-idle reclaim", result)

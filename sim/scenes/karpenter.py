@@ -109,15 +109,7 @@ def karpenter_scene(sim: KubeSim) -> SceneSummary:
     ]
     print(f"  replacement: Karpenter's {', '.join(replacements) or 'none'}; gpuwarden's: {_ours(result)}")
     karpenter.interruption_queue = False
-    actions = result["actions"]
-    return SceneSummary(
-        scene="spot + Karpenter",
-        outcome=result["outcome"],
-        nodes=1,
-        checkpointed=sum(1 for a in actions if a["type"] == "evict" and a.get("reason") == "checkpoint acknowledged"),
-        evicted=sum(1 for a in actions if a["type"] in ("evict", "delete")),
-        seconds_left=result.get("seconds_left"),
-    )
+    return SceneSummary.of("spot + Karpenter", result)
 
 
 def _launched(sim: KubeSim, claim: str) -> bool:

@@ -45,12 +45,4 @@ def runbook_scene(sim: KubeSim) -> SceneSummary:
         shown.add(key)
         print(timeline_line(action, start))
     print(f"    {result['outcome']}: {result['reason']}")
-    actions = result["actions"]
-    return SceneSummary(
-        scene="runbook drain",
-        outcome=result["outcome"],
-        nodes=1,
-        checkpointed=sum(1 for a in actions if a["type"] == "evict" and a.get("reason") == "checkpoint acknowledged"),
-        evicted=sum(1 for a in actions if a["type"] in ("evict", "delete")),
-        seconds_left=None,
-    )
+    return SceneSummary.of("runbook drain", result)

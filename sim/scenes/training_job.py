@@ -81,11 +81,4 @@ def training_job_scene(sim: KubeSim) -> SceneSummary:
     if claim:
         zone = _launched_zone(sim, claim.split("/", 1)[-1])
         print(f"  replacement {claim} launched in {zone or 'not yet launched'} (the gang runs in {ZONE})")
-    return SceneSummary(
-        scene="training job",
-        outcome=result["outcome"],
-        nodes=1,
-        checkpointed=sum(1 for a in actions if a["type"] == "evict" and a.get("reason") == "checkpoint acknowledged"),
-        evicted=len(evicted),
-        seconds_left=result.get("seconds_left"),
-    )
+    return SceneSummary.of("training job", result, evicted=len(evicted))

@@ -17,9 +17,8 @@ from typing import Any
 import pytest
 
 from gpuwarden.domain.policy import Policy
-from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.kinds.inputs import parse_notices, parse_scheduler_tick
 from gpuwarden.services.dispatch import handle_batch, handle_tick
-from gpuwarden.sources import parse_window_tick
 from sim.clock import rfc3339
 from tests.integration.conftest import World, load_event
 from tests.integration.scenarios import spot_node
@@ -182,13 +181,13 @@ def test_a_redelivery_that_finishes_after_a_partial_failure_is_handled_with_the_
 
 def test_a_tick_answer_is_recorded_under_its_plan_or_execution(world: World) -> None:
     spot_node(world.sim)
-    due = parse_window_tick(
+    due = parse_scheduler_tick(
         {"gpuwarden": "budget-window", "action": "maintenance-due", "plan_id": "maint-gone", "execution_id": "x-1"}
     )
     result = handle_tick(due, world.deps())
     assert result.outcome == "ignored"
     assert entry(world, "maint-gone")["outcome"] == "ignored"
-    reconcile = parse_window_tick({"gpuwarden": "budget-window", "action": "reconcile", "execution_id": "x-2"})
+    reconcile = parse_scheduler_tick({"gpuwarden": "budget-window", "action": "reconcile", "execution_id": "x-2"})
     answer = handle_tick(reconcile, world.deps(Policy(cluster="ml-prod")))
     assert answer.event_id is not None
     assert entry(world, answer.event_id)["outcome"] == answer.outcome
@@ -196,7 +195,7 @@ def test_a_tick_answer_is_recorded_under_its_plan_or_execution(world: World) -> 
 
 def test_a_failed_tick_is_recorded_as_failed(world: World) -> None:
     world.sim.faults.inject(reset=True)
-    due = parse_window_tick(
+    due = parse_scheduler_tick(
         {"gpuwarden": "budget-window", "action": "maintenance-due", "plan_id": "maint-1", "execution_id": "x-3"}
     )
     result = handle_tick(due, world.deps())

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from gpuwarden.domain.policy import DrainPolicy, Policy
-from gpuwarden.domain.schedule import Window
+from gpuwarden.domain.windows import Window
 from gpuwarden.services.dispatch import handle_runbook
 from gpuwarden.sources import parse_runbook
 from gpuwarden.wiring import runbook_deps

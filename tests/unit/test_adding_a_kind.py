@@ -1,11 +1,12 @@
 """A new kind is its name, one spec and its source model: nothing else in functions/ changes.
 
 Given a copy of the runtime package with exactly that added (one line in `domain.notice.Kind`, one
-new module in `gpuwarden/kinds/` holding the toy kind's EventBridge model and its spec), when a
-sample event of the toy kind is run through the copy as `gpuwarden invoke` runs one (the deployed
-rules' filter, the dispatch, the one sequence) against the simulator, then the node is cordoned,
-tainted with the toy kind, its opted-in pod asked to checkpoint and the node drained; the
-registry routes the event to the spec's function, and the stack would deploy the spec's rule.
+new module in `gpuwarden/kinds/` holding the toy kind's EventBridge model, its policy section and
+its spec), when a sample event of the toy kind is run through the copy as `gpuwarden invoke` runs
+one (the deployed rules' filter, the dispatch, the one sequence) against the simulator, then the
+node is cordoned, tainted with the toy kind, its opted-in pod asked to checkpoint and the node
+drained; the registry routes the event to the spec's function, the stack would deploy the spec's
+rule, the policy document takes the kind's section, and its switch turns the kind off.
 """
 
 from __future__ import annotations
@@ -26,16 +27,25 @@ TOY_SPEC = '''"""`toy-reclaim`: a toy kind, for tests/unit/test_adding_a_kind.py
 from dataclasses import replace
 from typing import Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from gpuwarden.domain.decide import drain_with
 from gpuwarden.domain.notice import Kind
-from gpuwarden.kinds.spec import KindSpec
+from gpuwarden.kinds.spec import KindSpec, PolicySection
 from gpuwarden.services.engine import karpenter
 from gpuwarden.services.engine.disrupt import disrupt
 from gpuwarden.sources import Envelope, NoticeBatch
 from gpuwarden.sources._common import FrozenModel, NodeName, add_seconds
 from gpuwarden.sources.rules import rule_of
+
+
+class ToyReclaimPolicy(BaseModel):
+    """The kind's own policy section: `toy_reclaim: {enabled, note}`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    enabled: bool = True
+    note: str = ""
 
 
 class ToyDetail(FrozenModel):
@@ -64,6 +74,8 @@ SPEC = KindSpec(
     doc="docs/events.md#the-kinds",
     hooks=replace(karpenter.INVOLUNTARY, plan=drain_with("toy reclaim: out before the deadline", replace=False)),
     handle=disrupt,
+    switch="toy_reclaim.enabled",
+    policy=PolicySection("toy_reclaim", ToyReclaimPolicy),
     models=(ToyReclaimRequest,),
     rules=lambda _: (rule_of("ToyReclaim", "toy reclaim requests", ToyReclaimRequest),),
 )
@@ -78,16 +90,26 @@ from sim.builders import gpu_node, training_pod
 from sim.clock import rfc3339
 from sim.wiring import sim_deps
 import gpuwarden
+from gpuwarden.config import parse_policy
+from gpuwarden.domain.errors import InvalidPolicy
 from gpuwarden.kinds.inputs import parse_event, route_of
-from gpuwarden.kinds.registry import SPECS
+from gpuwarden.kinds.registry import SPECS, SWITCHES
 from gpuwarden.local import run_event
 from infra.components.event_rules import kind_rules
+
+off = parse_policy('{"cluster": "ml-prod", "toy_reclaim": {"enabled": false, "note": "off"}}', "test")
+try:
+    parse_policy('{"cluster": "ml-prod", "toy_reclaim": {"enabeld": false}}', "test")
+    refused = None
+except InvalidPolicy as err:
+    refused = str(err)
 
 with KubeSim(clock_speed=20.0) as sim:
     Workloads(sim, delay=1.0).install()
     sim.create(gpu_node("toy-node", "i-0abc1234def567890"))
     sim.create(training_pod("trainer-0", "toy-node", checkpoint="annotate"))
     event = json.loads(sys.argv[1]) | {"time": rfc3339(sim.clock.now())}
+    switched_off = run_event(event | {"id": "toy-off"}, sim_deps(sim, caller="test", policy=off))
     result = run_event(event, sim_deps(sim, caller="test"))
     node = sim.get("Node", "toy-node")
     print(json.dumps({
@@ -95,6 +117,10 @@ with KubeSim(clock_speed=20.0) as sim:
         "kinds": [s.kind.value for s in SPECS],
         "route": route_of(parse_event(event)),
         "rules": [r.name for r in kind_rules("interruption")],
+        "switches": list(SWITCHES),
+        "section": off.toy_reclaim.model_dump(),
+        "typo": refused,
+        "switched_off": switched_off,
         "result": result,
         "taints": node["spec"].get("taints", []),
         "unschedulable": node["spec"].get("unschedulable"),
@@ -161,6 +187,13 @@ def test_a_toy_kind_added_in_one_spec_is_routed_end_to_end(tmp_path: Path) -> No
     # and the event went to the spec's function, whose rules the stack would deploy
     assert seen["route"] == "interruption"
     assert "ToyReclaim" in seen["rules"]
+    # and the policy takes its section (a typo in it is refused), whose switch turns the kind off
+    assert "toy_reclaim.enabled" in seen["switches"]
+    assert seen["section"] == {"enabled": False, "note": "off"}
+    assert seen["typo"] is not None
+    assert "enabeld" in seen["typo"]
+    assert seen["switched_off"]["outcome"] == "ignored", seen["switched_off"]
+    assert "toy_reclaim.enabled is false" in seen["switched_off"]["reason"]
     # and the one sequence ran it: cordon, checkpoint, drain, in that order
     result = seen["result"]
     assert result["outcome"] == "handled", result

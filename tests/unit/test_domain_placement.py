@@ -9,8 +9,8 @@ import pytest
 
 from gpuwarden.domain.errors import NoFittingReplacement
 from gpuwarden.domain.placement import chosen_term, gang_zone, pod_requirements, values_for
+from gpuwarden.domain.predicates import tolerates
 from gpuwarden.domain.replacement import nodeclaim_manifest, place
-from gpuwarden.domain.scheduling import tolerates
 from gpuwarden.domain.views import NodeSelectorRequirement, NodeView, PodView, Taint, Toleration, pod_from_json
 
 ITYPE, ZONE, CAP = "node.kubernetes.io/instance-type", "topology.kubernetes.io/zone", "karpenter.sh/capacity-type"

@@ -10,8 +10,8 @@ from gpuwarden.domain.decide import NodePlan
 from gpuwarden.domain.notice import Kind
 from gpuwarden.domain.policy import Policy, RebalancePolicy, ReplacementPolicy
 from gpuwarden.domain.replacement import choose_replacement, nodeclaim_manifest, nodeclaim_name, steering
-from gpuwarden.domain.schedule import Allowance
 from gpuwarden.domain.views import NodeView, PodView, Toleration, node_from_json, pod_from_json
+from gpuwarden.domain.windows import Allowance
 from gpuwarden.kinds.registry import SPECS, spec_of
 
 ITYPE, ZONE, CAP = "node.kubernetes.io/instance-type", "topology.kubernetes.io/zone", "karpenter.sh/capacity-type"

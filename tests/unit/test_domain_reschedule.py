@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from gpuwarden.domain.predicates import tolerates
 from gpuwarden.domain.reschedule import candidates, free_gpus, must_place, recreated, would_come_back
-from gpuwarden.domain.scheduling import tolerates
 from gpuwarden.domain.views import NodeSelectorRequirement, NodeView, PodView, Taint, Toleration
 
 GPU_TAINT = Taint("nvidia.com/gpu", "NoSchedule", "true")

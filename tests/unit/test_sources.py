@@ -16,7 +16,7 @@ from gpuwarden.domain.errors import InvalidEvent
 from gpuwarden.domain.gpu_idle import IdleMetric
 from gpuwarden.domain.notice import SPOT_NOTICE_SECONDS, Kind, Notice
 from gpuwarden.kinds.inputs import DETAIL_TYPES, parse_event, parse_notices, route_of
-from gpuwarden.sources import AlertBatch, NoticeBatch, RunbookRequest, ScanTick, WindowTick, parse_runbook
+from gpuwarden.sources import AlertBatch, NoticeBatch, RunbookRequest, ScanTick, SchedulerTick, parse_runbook
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 INSTANCE = "i-0abc1234def567890"
@@ -398,7 +398,7 @@ def test_event_bridge_only_entry_point_rejects_a_runbook_payload() -> None:
 
 def test_scheduler_window_open_sample_is_a_window_tick() -> None:
     tick = parse_event(load("scheduler-window-open.json"))
-    assert isinstance(tick, WindowTick)
+    assert isinstance(tick, SchedulerTick)
     assert route_of(tick) == "scheduled"
     assert (tick.action, tick.window, tick.attempt) == ("open", "night-cap", 1)
     assert tick.scheduled_time == datetime(2026, 6, 1, 22, 0, tzinfo=UTC)
@@ -413,7 +413,7 @@ def test_scheduler_keywords_left_unreplaced_read_as_not_given() -> None:
             "execution_id": "<aws.scheduler.execution-id>",
         }
     )
-    assert isinstance(tick, WindowTick)
+    assert isinstance(tick, SchedulerTick)
     assert (tick.scheduled_time, tick.execution_id) == (None, None)
 
 
@@ -537,7 +537,7 @@ def test_mutated_real_payloads_either_parse_or_raise_invalid_event(raw: object) 
         assert str(rejected)
         json.dumps(rejected.errors)  # what reaches the dead-letter queue and the CLI's stderr
         return
-    assert isinstance(parsed, NoticeBatch | RunbookRequest | WindowTick | ScanTick | AlertBatch)
+    assert isinstance(parsed, NoticeBatch | RunbookRequest | SchedulerTick | ScanTick | AlertBatch)
     if isinstance(parsed, AlertBatch):  # an Alertmanager notification (docs/gpu-signals.md)
         assert all(a.name and a.status in ("firing", "resolved") for a in parsed.alerts)
         assert all(a.starts_at is None or a.starts_at.tzinfo is not None for a in parsed.alerts)

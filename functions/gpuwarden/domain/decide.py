@@ -6,8 +6,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gpuwarden.domain.policy import Policy
-from gpuwarden.domain.schedule import Allowance
 from gpuwarden.domain.views import NodeView, PodView
+from gpuwarden.domain.windows import Allowance
 
 
 @dataclass(frozen=True)
@@ -65,19 +65,10 @@ def drain_with(reason: str, *, replace: bool = True) -> Plan:
     return plan
 
 
-def record_loss(node: NodeView, pods: Sequence[PodView], policy: Policy, windows: AskWindows) -> NodePlan:
-    """An instance stopping: nothing to do to the node any more, only the loss to record."""
-    return NodePlan(False, False, False, False, "instance is stopping: record the loss")
+def nothing_to_do(reason: str) -> Plan:
+    """No step on the node (an instance already stopping: only its loss is recorded)."""
 
+    def plan(node: NodeView, pods: Sequence[PodView], policy: Policy, windows: AskWindows) -> NodePlan:
+        return NodePlan(False, False, False, False, reason)
 
-def plan_rebalance(node: NodeView, pods: Sequence[PodView], policy: Policy, windows: AskWindows) -> NodePlan:
-    """A rebalance recommendation (docs/events.md): prepare the node, and drain it only where the
-    policy says ``drain`` and neither a window nor do-not-disrupt refuses."""
-    replace = policy.replacement.enabled
-    if policy.rebalance.action == "prepare":
-        return NodePlan(True, True, replace, False, "rebalance: prepare (policy rebalance.action=prepare)")
-    # a window's refusal is the reason given, whatever else would also refuse: the user configured it
-    refused = window_refusal(windows()) or do_not_disrupt_reason(node, pods)
-    if refused is not None:
-        return NodePlan(True, True, replace, False, "rebalance: prepare only", refused=refused)
-    return NodePlan(True, True, replace, True, "rebalance: drain (policy rebalance.action=drain)")
+    return plan

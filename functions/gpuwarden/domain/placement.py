@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpuwarden.domain.scheduling import requirement_matches, tolerates
+from gpuwarden.domain.predicates import requirement_matches, tolerates
 from gpuwarden.domain.views import (
     CAPACITY_TYPE_LABEL,
     NODEPOOL_LABEL,

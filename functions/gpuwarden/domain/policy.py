@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeVar, cast
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
 
-from gpuwarden.domain.schedule import Windows, parse_duration
+from gpuwarden.domain.windows import Windows, parse_duration
 
 
 class _Frozen(BaseModel):
@@ -111,3 +112,24 @@ class Policy(_Frozen):
     alerts: dict[Annotated[str, Field(min_length=1, max_length=256)], AlertKind] = Field(default_factory=dict)
     maintenance: MaintenancePolicy = MaintenancePolicy()
     nodepool_windows: NodePoolWindowsPolicy = NodePoolWindowsPolicy()
+
+
+Section = TypeVar("Section", bound=BaseModel)
+
+
+def with_sections(sections: Mapping[str, type[BaseModel]]) -> type[Policy]:
+    """The policy model with the sections the kinds add (their spec's ``policy``: gpuwarden/kinds/),
+    each at its model's defaults when the document leaves it out; unknown keys are still refused."""
+    clash = sorted(set(sections) & set(Policy.model_fields))
+    if clash:
+        raise TypeError(f"a kind's policy section takes a key the policy already has: {', '.join(clash)}")
+    if not sections:
+        return Policy
+    fields: dict[str, object] = {key: (model, model()) for key, model in sections.items()}
+    return cast("type[Policy]", create_model("Policy", __base__=Policy, **fields))  # type: ignore[call-overload]
+
+
+def section_of(policy: Policy, key: str, model: type[Section]) -> Section:
+    """A kind's own section of ``policy`` (its defaults where the policy was made without it)."""
+    value = getattr(policy, key, None)
+    return value if isinstance(value, model) else model()

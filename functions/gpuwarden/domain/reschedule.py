@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from gpuwarden.domain.scheduling import requirement_matches, tolerates
+from gpuwarden.domain.predicates import requirement_matches, tolerates
 from gpuwarden.domain.views import NodeView, PodView
 
 #: Controller kinds that do not recreate a pod elsewhere (Karpenter's IsOwnedByDaemonSet / ByNode).

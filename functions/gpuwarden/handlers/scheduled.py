@@ -11,10 +11,10 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from gpuwarden.handlers._runtime import deps, invocation_deps, prepare, respond, settings
+from gpuwarden.kinds.inputs import parse_scheduler_tick
 from gpuwarden.observability import logger, metrics
 from gpuwarden.services.dispatch import handle_tick
 from gpuwarden.services.engine.context import Deps
-from gpuwarden.sources import parse_window_tick
 from gpuwarden.wiring import scheduler_for
 
 
@@ -30,7 +30,7 @@ def _deps(own_arn: str) -> Deps:
 @logger.inject_lambda_context(correlation_id_path="execution_id")
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    tick = parse_window_tick(event)  # raises InvalidEvent: the async invoke fails into the DLQ
+    tick = parse_scheduler_tick(event)  # raises InvalidEvent: the async invoke fails into the DLQ
     current = invocation_deps(context, _deps(context.invoked_function_arn))
     return respond(handle_tick(tick, current, drain_locally=False))  # counted and recorded there
 

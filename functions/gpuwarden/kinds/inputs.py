@@ -2,7 +2,7 @@
 
 - an EventBridge event → the registry's one discriminated union of the kinds' source models →
   :class:`NoticeBatch`; only what a deployed rule would deliver is parsed
-- a Scheduler input → :class:`WindowTick` or :class:`ScanTick`; an SNS event → :class:`AlertBatch`;
+- a Scheduler input → :class:`SchedulerTick` or :class:`ScanTick`; an SNS event → :class:`AlertBatch`;
   a runbook payload → :class:`RunbookRequest`
 
 Anything else, or anything malformed, raises :class:`~gpuwarden.domain.errors.InvalidEvent`
@@ -20,7 +20,7 @@ from typing import Annotated, Any, assert_never, cast
 from pydantic import Field, TypeAdapter, ValidationError
 
 from gpuwarden.domain.errors import InvalidEvent
-from gpuwarden.kinds.registry import KIND_OF, SPECS, route_of_kind, rules, spec_of
+from gpuwarden.kinds.registry import KIND_OF, SPECS, TICK_ACTIONS, route_of_kind, rules, spec_of
 from gpuwarden.kinds.spec import Route
 from gpuwarden.sources import (
     SCAN_MARKER,
@@ -29,20 +29,19 @@ from gpuwarden.sources import (
     Rule,
     RunbookRequest,
     ScanTick,
-    WindowTick,
+    SchedulerTick,
     as_mapping,
     is_sns_event,
     parse_runbook,
     parse_scan_tick,
     parse_sns,
-    parse_window_tick,
 )
 from gpuwarden.sources._common import invalid, shown
 from gpuwarden.sources.lenient import RECEIVED, with_aliases
 from gpuwarden.sources.rules import rule_for
-from gpuwarden.sources.scheduler import MARKER
+from gpuwarden.sources.ticks import MARKER
 
-Parsed = NoticeBatch | RunbookRequest | WindowTick | ScanTick | AlertBatch
+Parsed = NoticeBatch | RunbookRequest | SchedulerTick | ScanTick | AlertBatch
 
 _MODELS = tuple(model for spec in SPECS for model in spec.models)
 #: The one discriminated union of the EventBridge events gpuwarden accepts: every kind's models,
@@ -108,6 +107,20 @@ def _unknown_detail_type(tag: object, source: object) -> InvalidEvent:
     )
 
 
+def parse_scheduler_tick(raw: object) -> SchedulerTick:
+    """A Scheduler input of the windows function, whose action is one a kind runs."""
+    try:
+        tick = SchedulerTick.model_validate(as_mapping(raw, "a Scheduler input"))
+    except ValidationError as error:
+        raise invalid("Scheduler input", error) from None
+    if tick.action not in TICK_ACTIONS:
+        msg = f"action {tick.action!r} is not one gpuwarden runs; expected one of: {', '.join(TICK_ACTIONS)}"
+        raise InvalidEvent(
+            f"Scheduler input does not parse: {msg}", errors=[{"type": "unknown_action", "loc": ["action"], "msg": msg}]
+        )
+    return tick
+
+
 def parse_event(raw: object, *, deployed: Sequence[Rule] = DEFAULT_RULES) -> Parsed:
     """Any input, routed by its shape exactly as the deployed rules and invokes would."""
     event = with_aliases(as_mapping(raw, "an event"))
@@ -116,7 +129,7 @@ def parse_event(raw: object, *, deployed: Sequence[Rule] = DEFAULT_RULES) -> Par
     if event.get("gpuwarden") == SCAN_MARKER:
         return parse_scan_tick(event)
     if "gpuwarden" in event:
-        return parse_window_tick(event)
+        return parse_scheduler_tick(event)
     if is_sns_event(event):
         return parse_sns(event)
     if "action" in event:
@@ -131,7 +144,7 @@ def route_of(parsed: Parsed) -> Route:
     """The deployed function a parsed input goes to."""
     if isinstance(parsed, NoticeBatch):
         return route_of_kind(parsed.reported_kind)
-    if isinstance(parsed, WindowTick):
+    if isinstance(parsed, SchedulerTick):
         return "scheduled"
     if isinstance(parsed, RunbookRequest):
         return "runbook"

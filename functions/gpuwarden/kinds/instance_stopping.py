@@ -1,5 +1,8 @@
 """`instance-stopping`: an EC2 instance stopping or terminated (docs/events.md)."""
 
+from dataclasses import replace
+
+from gpuwarden.domain.decide import nothing_to_do
 from gpuwarden.domain.notice import Kind
 from gpuwarden.kinds.spec import KindSpec
 from gpuwarden.services.engine.pipeline import URGENT
@@ -13,7 +16,7 @@ SPEC = KindSpec(
     voluntary=False,
     route="interruption",
     doc="docs/events.md#the-kinds",
-    hooks=URGENT,  # its plan is `record_loss`: nothing is done to the node, the loss is recorded
+    hooks=replace(URGENT, plan=nothing_to_do("instance is stopping: record the loss")),
     handle=handle_instance_stopping,
     models=(InstanceStateChange,),
     rules=lambda _: (

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from gpuwarden import kinds as _package
 from gpuwarden.domain.notice import Kind
+from gpuwarden.domain.policy import Policy, with_sections
 from gpuwarden.kinds.spec import KindSpec, Route
 from gpuwarden.sources.rules import DEFAULT_ALARM_PREFIX, Rule
 
@@ -53,9 +54,17 @@ KIND_OF: dict[str, Kind] = {detail_type: spec.kind for spec in SPECS for detail_
 
 #: The spec that runs each Scheduler tick action.
 _TICKS: dict[str, KindSpec] = {action: spec for spec in SPECS for action in spec.ticks}
+#: Every Scheduler tick action a kind runs.
+TICK_ACTIONS: tuple[str, ...] = tuple(_TICKS)
 
 #: Every policy switch, in the kinds' order (`doctor` prints them).
 SWITCHES: tuple[str, ...] = tuple(dict.fromkeys(spec.switch for spec in SPECS if spec.switch))
+
+#: The policy document's model: `Policy` with every section a kind adds (`KindSpec.policy`).
+POLICY: type[Policy] = with_sections({spec.policy.key: spec.policy.model for spec in SPECS if spec.policy})
+
+#: The kind a GPU-health scan reports as (the first kind with a part in it).
+SCAN_KIND: Kind = next(spec.kind for spec in SPECS if spec.scan is not None)
 
 
 def spec_of(kind: Kind | str) -> KindSpec:

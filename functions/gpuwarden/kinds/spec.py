@@ -15,11 +15,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pydantic import BaseModel
+
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.pipeline import KindHooks
 from gpuwarden.services.engine.result import Result
-from gpuwarden.sources import Envelope, Rule, WindowTick
+from gpuwarden.sources import Envelope, Rule, SchedulerTick
 from gpuwarden.sources.rules import detail_types_of
 
 Route = Literal["interruption", "planning", "gpu_signals", "scheduled", "runbook"]
@@ -43,7 +45,7 @@ Scan = Callable[[Deps, KindHooks, bool], Result]
 class TickCall:
     """One Scheduler tick, as a kind's tick runs it."""
 
-    tick: WindowTick
+    tick: SchedulerTick
     deps: Deps
     hooks: KindHooks
     drain_locally: bool
@@ -53,11 +55,20 @@ class TickCall:
 
 @dataclass(frozen=True)
 class Tick:
-    """A Scheduler tick action a kind runs (its input: `sources.scheduler`)."""
+    """A Scheduler tick action a kind runs (its input: `sources.ticks`)."""
 
     run: Callable[[TickCall], Result]
     #: Whether the kind's switch turns this tick off (the reconcile runs whatever is switched off).
     switched: bool = True
+
+
+@dataclass(frozen=True)
+class PolicySection:
+    """A section a kind adds to the policy document (docs/policy.md): its key and its model, read
+    with `domain.policy.section_of` (the model's defaults when the document leaves it out)."""
+
+    key: str
+    model: type[BaseModel]
 
 
 def no_rules(prefixes: Sequence[str]) -> tuple[Rule, ...]:
@@ -87,6 +98,8 @@ class KindSpec:
     karpenter_reason: str | None = None
     #: The policy switch that turns the kind off (docs/policy.md#switches); None: always on.
     switch: str | None = None
+    #: The section the kind adds to the policy, when its settings are its own.
+    policy: PolicySection | None = None
     #: The EventBridge event models its notices come from (their ``detail_type`` Literals).
     models: tuple[type[Envelope], ...] = ()
     #: The EventBridge rules that deliver its events, given the GPU-idle alarm name prefixes.

@@ -20,7 +20,7 @@ from gpuwarden.domain.alerts import alert_plan
 from gpuwarden.domain.errors import GpuwardenError
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.switches import is_on, off_reason
-from gpuwarden.kinds.registry import KIND_OF, SPECS, spec_of, tick_spec, tick_switch
+from gpuwarden.kinds.registry import KIND_OF, SCAN_KIND, SPECS, spec_of, tick_spec, tick_switch
 from gpuwarden.kinds.spec import TickCall
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.drain import DrainState
@@ -31,7 +31,7 @@ from gpuwarden.services.release import release
 from gpuwarden.services.runbook import actions as runbook
 from gpuwarden.services.runbook.run import Progress
 from gpuwarden.services.windows import windows
-from gpuwarden.sources import AlertBatch, NoticeBatch, RunbookRequest, ScanTick, WindowTick
+from gpuwarden.sources import SCAN_MARKER, AlertBatch, NoticeBatch, RunbookRequest, ScanTick, SchedulerTick
 
 # --------------------------------------------------------------------------- notices
 
@@ -80,7 +80,7 @@ def handle_scan(tick: ScanTick | None, deps: Deps, *, drain_locally: bool = True
         scanned = [spec.scan(deps, spec.hooks, drain_locally) for spec in scanners if spec.scan is not None]
     except GpuwardenError as err:
         scan_id = tick.execution_id if tick is not None else None
-        return failed(failed_result(Kind.GPU_UNHEALTHY.value, err, event_id=scan_id), deps)
+        return failed(failed_result(SCAN_KIND.value, err, event_id=scan_id), deps)
     return answered(summed(scanned), deps)
 
 
@@ -101,12 +101,12 @@ def handle_alerts(batch: AlertBatch, deps: Deps, *, drain_locally: bool = True) 
 # --------------------------------------------------------------------------- Scheduler ticks
 
 
-def tick_kind(tick: WindowTick) -> str:
+def tick_kind(tick: SchedulerTick) -> str:
     """The contract kind a Scheduler tick reports as: the kind whose tick it is."""
     return tick_spec(tick.action).kind.value
 
 
-def handle_tick(tick: WindowTick, deps: Deps, *, drain_locally: bool = True) -> Result:
+def handle_tick(tick: SchedulerTick, deps: Deps, *, drain_locally: bool = True) -> Result:
     """One Scheduler tick, run by its kind: a maintenance or Capacity Block plan falling due runs
     it; open / close / reconcile keep the NodePools in step, and the reconcile also runs every
     switched-on kind's reconcile part (the Capacity Blocks in use are planned). A switched-off
@@ -186,7 +186,9 @@ def fallback_kind(raw: object) -> str:
         tag = raw.get("detail-type", raw.get("detail_type"))
         if isinstance(tag, str) and tag in KIND_OF:
             return KIND_OF[tag].value
-        if raw.get("gpuwarden") == "gpu-health-scan" or "Records" in raw:
+        if raw.get("gpuwarden") == SCAN_MARKER:
+            return SCAN_KIND.value
+        if "Records" in raw:  # an Alertmanager notification: its alerts' kind, gpu-unhealthy unless mapped
             return Kind.GPU_UNHEALTHY.value
         if "gpuwarden" in raw:
             return Kind.BUDGET_WINDOW.value

@@ -4,7 +4,7 @@
   `health`, `cloudwatch`), each turning into a :class:`NoticeBatch` of :class:`Notice`; the kinds'
   specs name their models and one discriminated union of them parses an event
   (`gpuwarden.kinds.inputs`)
-- our Scheduler target input (``"gpuwarden": "budget-window"``) → :class:`WindowTick`
+- our Scheduler target input (``"gpuwarden": "budget-window"``) → :class:`SchedulerTick`
 - the GPU-health scan's Scheduler input (``"gpuwarden": "gpu-health-scan"``) → :class:`ScanTick`
 - a Lambda SNS event carrying an Alertmanager notification → :class:`AlertBatch`
 - a runbook payload (``action``, no ``detail-type``) → :class:`RunbookRequest`
@@ -26,8 +26,8 @@ from ._common import Envelope, NoticeBatch, invalid
 from .rules import Rule
 from .runbook import RunbookRequest
 from .scan import SCAN_MARKER, ScanTick
-from .scheduler import MARKER, WindowTick
 from .sns import AlertBatch, is_sns_event, parse_sns
+from .ticks import MARKER, SchedulerTick
 
 __all__ = [
     "MARKER",
@@ -39,13 +39,12 @@ __all__ = [
     "Rule",
     "RunbookRequest",
     "ScanTick",
-    "WindowTick",
+    "SchedulerTick",
     "as_mapping",
     "is_sns_event",
     "parse_runbook",
     "parse_scan_tick",
     "parse_sns",
-    "parse_window_tick",
 ]
 
 
@@ -64,13 +63,6 @@ def parse_runbook(raw: object) -> RunbookRequest:
         return RunbookRequest.model_validate(as_mapping(raw, "a runbook request"))
     except ValidationError as error:
         raise invalid("runbook request", error) from None
-
-
-def parse_window_tick(raw: object) -> WindowTick:
-    try:
-        return WindowTick.model_validate(as_mapping(raw, "a Scheduler input"))
-    except ValidationError as error:
-        raise invalid("Scheduler input", error) from None
 
 
 def parse_scan_tick(raw: object) -> ScanTick:

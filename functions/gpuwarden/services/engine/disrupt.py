@@ -16,8 +16,8 @@ from functools import cache
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.drain import DrainContext, decide_round
 from gpuwarden.domain.notice import Notice
-from gpuwarden.domain.schedule import Allowance, voluntary_allowance
 from gpuwarden.domain.views import NodeView, PodView
+from gpuwarden.domain.windows import Allowance, voluntary_allowance
 from gpuwarden.services.engine.context import Deps, FanOut, Recorder
 from gpuwarden.services.engine.node_ops import find_node, not_ours, window_allowance
 from gpuwarden.services.engine.pipeline import (

@@ -11,8 +11,8 @@ from gpuwarden.domain.errors import KubeError
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.ports import CloudPort, KubePort
 from gpuwarden.domain.replacement import claimable
-from gpuwarden.domain.schedule import Allowance, Window, voluntary_allowance
 from gpuwarden.domain.views import NodeView, Taint
+from gpuwarden.domain.windows import Allowance, Window, voluntary_allowance
 from gpuwarden.services.engine.context import Deps
 from gpuwarden.services.engine.writes import Patch, update_node
 

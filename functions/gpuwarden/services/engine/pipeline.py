@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.actions import ActionType
-from gpuwarden.domain.decide import Plan, record_loss
+from gpuwarden.domain.decide import Plan, nothing_to_do
 from gpuwarden.domain.gang_progress import Looks
 from gpuwarden.domain.gangs import Gang
 from gpuwarden.domain.notice import Notice
@@ -44,6 +44,9 @@ from gpuwarden.services.engine.writes import release_node
 
 #: How long the first drain round and the replacement wait for the checkpoint requests to be out.
 REQUESTS_FIRST_SECONDS = 5.0
+
+#: The plan of a kind that asks nothing of the node (the default).
+NO_STEPS = nothing_to_do("this kind plans no step on the node")
 
 Guard = Callable[["Disruption"], str | None]
 Settle = Callable[[Recorder, DrainState], DrainState]
@@ -72,7 +75,7 @@ class KindHooks:
     are an involuntary kind's, with no steps planned."""
 
     #: What a notice of the kind asks of the node (cordon, checkpoint, replace, drain) and why.
-    plan: Plan = record_loss
+    plan: Plan = NO_STEPS
     #: Before the mark: a refusal (with its reason) leaves the node untouched.
     guard: Guard = no_guard
     #: Annotations the mark writes with gpuwarden's own (one write).

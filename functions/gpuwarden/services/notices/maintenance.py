@@ -24,8 +24,8 @@ from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.decide import do_not_disrupt_reason
 from gpuwarden.domain.notice import Kind, Notice
-from gpuwarden.domain.schedule import OpenWindow, latest_allowed_window_before
 from gpuwarden.domain.views import NodeView
+from gpuwarden.domain.windows import OpenWindow, latest_allowed_window_before
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.disrupt import disrupt, ignored
 from gpuwarden.services.engine.node_ops import find_node, not_ours, window_allowance

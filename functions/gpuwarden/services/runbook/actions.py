@@ -2,8 +2,8 @@
 
 The same use cases and decisions as the automated paths: the pipeline's `guard_and_mark` cordons, the
 checkpoint handshake asks, the pipeline drains, `ensure_replacement` launches, and every plan
-comes from `domain.drain.decide_round`. The manual kind's rules are in `runbook_run`, the
-read-only actions (`plan`, `status`) in `runbook_read`.
+comes from `domain.drain.decide_round`. The manual kind's rules are in `run`, the read-only
+actions (`plan`, `status`) in `read`; its hooks are its spec's (gpuwarden/kinds/manual.py).
 
 Every request is written to the ledger under its own id (who asked, why, what came of it);
 a request that acted on a node's event also leaves a line on that event's entry, which is
