@@ -201,10 +201,11 @@ def scan(as_json: bool) -> None:
     """One GPU-health scan, as the deployed schedule runs it every minute: every GPU node whose
     AcceleratedHardwareReady or GPUHealthy condition is False is handled as gpu-unhealthy.
     Exit as for invoke. KUBECONFIG, GPUWARDEN_POLICY_FILE and DRY_RUN apply."""
+    from gpuwarden.kinds.registry import SCAN_KIND
     from gpuwarden.local import run_scan
     from gpuwarden.terminal import scan_lines
 
-    result = _guarded(run_scan, "gpu-unhealthy")
+    result = _guarded(run_scan, SCAN_KIND.value)
     if as_json or not sys.stdout.isatty():
         _emit(result)
     click.echo("\n".join(scan_lines(result)))

@@ -65,7 +65,7 @@ def run_event(raw: object, deps: Deps | None = None, *, dry_run: bool = False) -
     first = parsed.notices[0] if parsed.notices else None
     return _answered(
         lambda: handle_batch(parsed, deps or build_deps(settings, caller="cli"), drain_locally=True).to_json(),
-        parsed.reported_kind.value,
+        parsed.kind.value,
         event_id=first.event_id if first else parsed.event_id,
         node=first.node_name if first else None,
         instance_id=first.instance_id if first else None,

@@ -143,7 +143,7 @@ def parse_event(raw: object, *, deployed: Sequence[Rule] = DEFAULT_RULES) -> Par
 def route_of(parsed: Parsed) -> Route:
     """The deployed function a parsed input goes to."""
     if isinstance(parsed, NoticeBatch):
-        return route_of_kind(parsed.reported_kind)
+        return route_of_kind(parsed.kind)
     if isinstance(parsed, SchedulerTick):
         return "scheduled"
     if isinstance(parsed, RunbookRequest):

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from gpuwarden.domain.alerts import alert_plan
+from gpuwarden.domain.alerts import UNMAPPED_KIND, alert_plan
 from gpuwarden.domain.errors import GpuwardenError
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.switches import is_on, off_reason
@@ -62,7 +62,7 @@ def _one(notice: Notice, deps: Deps, drain_locally: bool) -> Result:
 
 def handle_batch(batch: NoticeBatch, deps: Deps, *, drain_locally: bool = True) -> Result:
     """Every notice of one event through its kind; several notices make one summed answer."""
-    kind = batch.reported_kind.value
+    kind = batch.kind.value
     if batch.ignored is not None or not batch.notices:
         reason = batch.ignored or "the event names no instance"
         return answered(Result(outcome="ignored", kind=kind, event_id=batch.event_id, reason=reason), deps)
@@ -188,8 +188,8 @@ def fallback_kind(raw: object) -> str:
             return KIND_OF[tag].value
         if raw.get("gpuwarden") == SCAN_MARKER:
             return SCAN_KIND.value
-        if "Records" in raw:  # an Alertmanager notification: its alerts' kind, gpu-unhealthy unless mapped
-            return Kind.GPU_UNHEALTHY.value
+        if "Records" in raw:  # an Alertmanager notification
+            return UNMAPPED_KIND.value
         if "gpuwarden" in raw:
             return Kind.BUDGET_WINDOW.value
     return Kind.MANUAL.value

@@ -39,17 +39,11 @@ class NoticeBatch:
     """
 
     notices: tuple[Notice, ...]
+    #: The contract kind the event is reported as, even when it is ignored.
+    kind: Kind
     ignored: str | None = None
     #: The envelope's id, so that an ignored event is recorded in the ledger too.
     event_id: str | None = None
-    #: The contract kind the event is reported as, even when it is ignored.
-    kind: Kind | None = None
-
-    @property
-    def reported_kind(self) -> Kind:
-        if self.kind is not None:
-            return self.kind
-        return self.notices[0].kind if self.notices else Kind.SPOT_INTERRUPTION
 
 
 INSTANCE_ID_RE = re.compile(r"^i-[0-9a-f]{8}([0-9a-f]{9})?$")

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field
 
 from gpuwarden.domain.actions import ActionType
+from gpuwarden.domain.alerts import UNMAPPED_KIND
 from gpuwarden.domain.errors import CloudError
 from gpuwarden.domain.gang_progress import merge_looks
 from gpuwarden.observability import count_event, logger
@@ -197,7 +198,7 @@ def alerts_answer(
     if not acted:
         reasons = [r.reason for r in results] or [f"notification {message_id} carries no alert"]
         reason = "; ".join([*reasons[:10], *([lost] if lost else [])])
-        kind = results[0].kind if results else "gpu-unhealthy"
+        kind = results[0].kind if results else UNMAPPED_KIND.value
         ignored = answered(Result(outcome="ignored", kind=kind, reason=reason, event_id=message_id), deps)
         return ignored.model_copy(update={"results": results}) if len(results) > 1 else ignored
     answer = acted[0] if len(results) == 1 else summed(results)
