@@ -4,19 +4,11 @@ from dataclasses import replace
 
 from gpuwarden.domain.decide import loss_warning
 from gpuwarden.domain.notice import Kind
-from gpuwarden.kinds.spec import KindSpec, Tick, TickCall
+from gpuwarden.kinds.spec import KindSpec, plan_due
 from gpuwarden.services.engine import karpenter
-from gpuwarden.services.engine.result import Result
 from gpuwarden.services.notices import capacity
 from gpuwarden.sources.capacity import CapacityBlockDelivered
 from gpuwarden.sources.rules import rule_of
-
-
-def _due(call: TickCall) -> Result:
-    """The plan's one-time schedule fired: read the block again, then drain or move the plan."""
-    assert call.tick.plan_id is not None  # the model requires it for capacity-block-due
-    return capacity.run_block_plan(call.tick.plan_id, call.deps, call.hooks, call.drain_locally)
-
 
 SPEC = KindSpec(
     kind=Kind.CAPACITY_BLOCK_PLAN,
@@ -39,6 +31,6 @@ SPEC = KindSpec(
         ),
     ),
     samples=("capacity-block-delivered.json", "capacity-block-reservation-delivered.json"),
-    ticks={capacity.DUE_ACTION: Tick(_due)},
+    ticks={capacity.DUE_ACTION: plan_due(capacity.run_block_plan)},  # read the block again: drain, or move the plan
     reconcile=capacity.reconcile_blocks,  # the blocks the cluster's nodes run in, planned (a missed delivery)
 )

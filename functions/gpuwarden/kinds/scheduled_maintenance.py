@@ -2,19 +2,11 @@
 
 from gpuwarden.domain.decide import drain_with
 from gpuwarden.domain.notice import Kind
-from gpuwarden.kinds.spec import KindSpec, Tick, TickCall
+from gpuwarden.kinds.spec import KindSpec, plan_due
 from gpuwarden.services.engine.pipeline import KindHooks
-from gpuwarden.services.engine.result import Result
 from gpuwarden.services.notices import maintenance
 from gpuwarden.sources.health import HealthEvent, why_not_scheduled_change
 from gpuwarden.sources.rules import rule_of
-
-
-def _due(call: TickCall) -> Result:
-    """A plan's window opened: drain, windows permitting (they are asked again)."""
-    assert call.tick.plan_id is not None  # the model requires it for maintenance-due
-    return maintenance.run_plan(call.tick.plan_id, call.deps, call.hooks, call.drain_locally)
-
 
 SPEC = KindSpec(
     kind=Kind.SCHEDULED_MAINTENANCE,
@@ -45,5 +37,5 @@ SPEC = KindSpec(
         "health-scheduled-change-karpenter.json",
         "health-scheduled-change-nth.json",
     ),
-    ticks={"maintenance-due": Tick(_due)},
+    ticks={"maintenance-due": plan_due(maintenance.run_plan)},  # the windows are asked again, then the drain
 )

@@ -71,6 +71,17 @@ class PolicySection:
     model: type[BaseModel]
 
 
+def plan_due(run: Callable[[str, Deps, KindHooks, bool], Result]) -> Tick:
+    """The tick of a plan falling due (an action ending in ``-due``, its one-time schedule fired):
+    ``run`` the plan it names, with the kind's hooks."""
+
+    def due(call: TickCall) -> Result:
+        assert call.tick.plan_id is not None  # the model requires it of a '-due' action
+        return run(call.tick.plan_id, call.deps, call.hooks, call.drain_locally)
+
+    return Tick(due)
+
+
 def no_rules(prefixes: Sequence[str]) -> tuple[Rule, ...]:
     return ()
 
