@@ -124,12 +124,14 @@ def test_spot_warning_on_a_node_real_karpenter_launched(
     serving = _on_nodes(c, "serving", "app=inference", INFERENCE_REPLICAS)
     node_name = serving[0]["spec"]["nodeName"]
     assert {p["spec"]["nodeName"] for p in serving} == {node_name}, dump(serving)
+
     # (Karpenter removes the node's unregistered taint before it writes the NodeClaim's nodeName:
     # the pods can be running a moment before the claim names their node)
-    claims = plane.wait_for(
-        f"one NodeClaim for {node_name}",
-        lambda: (cl := c.nodeclaims()) and all(x.get("status", {}).get("nodeName") for x in cl) and cl,
-    )
+    def named() -> list[dict[str, Any]] | None:
+        claims = c.nodeclaims()
+        return claims if claims and all(cl.get("status", {}).get("nodeName") for cl in claims) else None
+
+    claims = plane.wait_for(f"the NodeClaims for {node_name} naming their node", named)
     assert [cl["status"]["nodeName"] for cl in claims] == [node_name], dump(claims)
     first_claim = claims[0]["metadata"]["name"]
     # and a training Job whose pod checkpoints through pods/exec (KWOK runs the command here):
