@@ -20,6 +20,7 @@ from tests.e2e.world import (
     NODEPOOL,
     AwsWorld,
     Cluster,
+    SignalAcknowledger,
     condition,
     invoke,
     rfc3339,
@@ -29,8 +30,7 @@ from tests.e2e.world import (
 
 pytestmark = pytest.mark.timeout(600)
 
-TRAINER_GPUS = 6
-INFERENCE_REPLICAS = 2  # 1 GPU each: with the trainer, one p4d.24xlarge (8 GPUs)
+INFERENCE_REPLICAS = 2  # 1 GPU each: with the two trainers (4 + 2), one p4d.24xlarge (8 GPUs)
 
 
 def _container(name: str, gpus: int) -> dict[str, Any]:
@@ -65,19 +65,20 @@ def inference(replicas: int) -> tuple[dict[str, Any], dict[str, Any]]:
     return deployment, pdb
 
 
-def trainer(checkpoint: str) -> dict[str, Any]:
+def trainer(name: str, checkpoint: str, gpus: int) -> dict[str, Any]:
+    """A training Job of one pod, labelled app=<name>, that opts in to ``checkpoint``."""
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": "train", "namespace": "ml"},
+        "metadata": {"name": name, "namespace": "ml"},
         "spec": {
             "backoffLimit": 6,
             "template": {
-                "metadata": {"labels": {"app": "trainer"}, "annotations": {ann.CHECKPOINT: checkpoint}},
+                "metadata": {"labels": {"app": name}, "annotations": {ann.CHECKPOINT: checkpoint}},
                 "spec": {
                     "restartPolicy": "Never",
                     "tolerations": [GPU_TOLERATION],
-                    "containers": [_container("trainer", TRAINER_GPUS)],
+                    "containers": [_container("trainer", gpus)],
                 },
             },
         },
@@ -134,19 +135,24 @@ def test_spot_warning_on_a_node_real_karpenter_launched(
     claims = plane.wait_for(f"the NodeClaims for {node_name} naming their node", named)
     assert [cl["status"]["nodeName"] for cl in claims] == [node_name], dump(claims)
     first_claim = claims[0]["metadata"]["name"]
-    # and a training Job whose pod checkpoints through pods/exec (KWOK runs the command here):
-    # it fits beside them, so kube-scheduler binds it to the same node and Karpenter launches nothing
+    # and two training Jobs that checkpoint through pods/exec (KWOK runs the command here): one
+    # by a command (its exit 0 is the acknowledgement), one by SIGUSR1 (it acknowledges on its
+    # pod); they fit beside the replicas, so kube-scheduler binds them to the same node and
+    # Karpenter launches nothing
     marker = plane.exec_dir / "checkpoints.log"
-    c.batch.create_namespaced_job("ml", trainer(f"exec:sh -c 'date -u +%s.%N >> {marker}'"))
+    c.batch.create_namespaced_job("ml", trainer("trainer", f"exec:sh -c 'date -u +%s.%N >> {marker}'", 4))
+    c.batch.create_namespaced_job("ml", trainer("trainer-signal", "signal:SIGUSR1", 2))
     (train_pod,) = _on_nodes(c, "ml", "app=trainer", 1)
-    assert train_pod["spec"]["nodeName"] == node_name
+    (signal_pod,) = _on_nodes(c, "ml", "app=trainer-signal", 1)
+    assert train_pod["spec"]["nodeName"] == signal_pod["spec"]["nodeName"] == node_name
     assert [cl["metadata"]["name"] for cl in c.nodeclaims()] == [first_claim]
     # and the instance behind the node in EC2 (moto)
     node = c.node(node_name)
     instance_id = aws.instance_for_node(node)
 
     # When gpuwarden is invoked on EC2's Spot warning for that instance
-    completed = invoke(plane, aws, spot_warning(instance_id), tmp_path)
+    with SignalAcknowledger(plane, "ml", "app=trainer-signal") as trainer_side:
+        completed = invoke(plane, aws, spot_warning(instance_id), tmp_path)
     (plane.artifacts / "spot-scene.invoke.stdout").write_text(completed.stdout)
     (plane.artifacts / "spot-scene.invoke.stderr").write_text(completed.stderr)
 
@@ -168,10 +174,15 @@ def test_spot_warning_on_a_node_real_karpenter_launched(
     ], dump(node["spec"])
     assert node["metadata"]["annotations"].get(ann.EVENT_ID) == result["event_id"], dump(node["metadata"])
 
-    # and the checkpoint command ran once, through the API server's pods/exec, before the trainer was evicted
+    # and each trainer was asked once through the API server's pods/exec and answered before its
+    # eviction: the command ran here once; the signal reached the "kubelet" once and the trainer's
+    # acknowledgement was on its pod before gpuwarden evicted it
     assert len(marker.read_text().split()) == 1
+    assert [line.split(" ", 1)[1] for line in plane.signals.read_text().splitlines()] == ["-s USR1 1"]
+    train_name, signal_name = train_pod["metadata"]["name"], signal_pod["metadata"]["name"]
+    assert [pod for pod, _ in trainer_side.acknowledged] == [signal_name]
+    assert sorted(result["drain"]["checkpointed"]) == sorted([f"ml/{train_name}", f"ml/{signal_name}"])
     ours = _requests(plane, GPUWARDEN_USER)
-    train_name = train_pod["metadata"]["name"]
 
     def at(subresource: str, name: str, code: int) -> list[Any]:
         return [
@@ -182,10 +193,23 @@ def test_spot_warning_on_a_node_real_karpenter_launched(
             and e.get("responseStatus", {}).get("code") == code
         ]
 
-    execs = [e for e in ours if e["objectRef"].get("subresource") == "exec"]
-    assert [e["objectRef"]["name"] for e in execs] == [train_name], dump(execs)
-    (evicted_at,) = at("eviction", train_name, 201)
-    assert rfc3339(execs[0]["stageTimestamp"]) < evicted_at
+    exec_events = [e for e in ours if e["objectRef"].get("subresource") == "exec"]
+    execs = {e["objectRef"]["name"]: rfc3339(e["stageTimestamp"]) for e in exec_events}  # the stream closed
+    asked = {e["objectRef"]["name"]: rfc3339(e["requestReceivedTimestamp"]) for e in exec_events}
+    assert sorted(execs) == sorted([train_name, signal_name]), dump(execs)
+    for name in (train_name, signal_name):
+        (evicted_at,) = at("eviction", name, 201)
+        assert execs[name] < evicted_at, name
+    acks = [
+        rfc3339(e["stageTimestamp"])
+        for e in plane.audit()
+        if e["user"]["username"] == "kubernetes-admin"
+        and e["verb"] == "patch"
+        and e["objectRef"].get("name") == signal_name
+        and not e["objectRef"].get("subresource")
+    ]
+    assert len(acks) == 1
+    assert asked[signal_name] < acks[0] < at("eviction", signal_name, 201)[0]
 
     # and the PDB held: no pod was deleted, every serving pod left through the eviction API once
     assert not [e for e in ours if e["verb"] == "delete" and e["objectRef"].get("resource") == "pods"]
@@ -211,7 +235,12 @@ def test_spot_warning_on_a_node_real_karpenter_launched(
     assert new_node["metadata"]["labels"].get("karpenter.sh/nodepool") == NODEPOOL
 
     # and the displaced pods run there: Karpenter's provisioner launched no second node for them
-    for namespace, selector, count in (("serving", "app=inference", INFERENCE_REPLICAS), ("ml", "app=trainer", 1)):
+    moving = (
+        ("serving", "app=inference", INFERENCE_REPLICAS),
+        ("ml", "app=trainer", 1),
+        ("ml", "app=trainer-signal", 1),
+    )
+    for namespace, selector, count in moving:
         moved = _on_nodes(c, namespace, selector, count)
         assert {p["spec"]["nodeName"] for p in moved} == {new_node["metadata"]["name"]}, dump(moved)
     assert sorted(cl["metadata"]["name"] for cl in c.nodeclaims()) == sorted([first_claim, claim_name]), dump(
