@@ -15,7 +15,6 @@ from gpuwarden.domain.accelerators import (
     ACCELERATOR_TABLE,
     EFA,
     GPU_COUNT_LABEL,
-    GPU_NAME_LABEL,
     NEURON,
     NEURONCORE,
     NEURONDEVICE,
@@ -28,6 +27,7 @@ from gpuwarden.domain.accelerators import (
     resource_claim_from_json,
 )
 from gpuwarden.domain.errors import NoFittingReplacement
+from gpuwarden.domain.placement import GPU_NAME_LABEL
 from gpuwarden.domain.replacement import nodeclaim_manifest
 from gpuwarden.domain.views import node_from_json, pod_from_json
 
@@ -35,11 +35,13 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 ITYPE, ZONE, CAP = "node.kubernetes.io/instance-type", "topology.kubernetes.io/zone", "karpenter.sh/capacity-type"
 
 
-def node_json(allocatable: dict[str, str], capacity: dict[str, str] | None = None, **labels: str) -> dict[str, Any]:
+def node_json(
+    allocatable: dict[str, str], capacity: dict[str, str] | None = None, labels: dict[str, str] | None = None
+) -> dict[str, Any]:
     return {
         "metadata": {
             "name": "trn-1",
-            "labels": {"karpenter.sh/nodepool": "trainium", ITYPE: "trn1.32xlarge", CAP: "on-demand", **labels},
+            "labels": {"karpenter.sh/nodepool": "trainium", ITYPE: "trn1.32xlarge", CAP: "on-demand", **(labels or {})},
         },
         "spec": {"providerID": "aws:///us-west-2b/i-0abc1234def567890"},
         "status": {"allocatable": allocatable, "capacity": capacity or allocatable},
@@ -195,7 +197,7 @@ def test_a_trainium_replacement_requests_every_neuron_device_and_efa_interface_i
 
 def test_mig_slices_keep_the_interrupted_nodes_gpu_count_and_model() -> None:
     labels = {GPU_COUNT_LABEL: "8", GPU_NAME_LABEL: "a100"}
-    node = node_from_json(node_json({"nvidia.com/mig-1g.10gb": "56"}, **labels))
+    node = node_from_json(node_json({"nvidia.com/mig-1g.10gb": "56"}, labels=labels))
     pods = [pod_from_json(pod_json("infer", {"nvidia.com/mig-1g.10gb": "2"}))]
     manifest, why = nodeclaim_manifest(NODEPOOL, node, pods, "evt-mig")
     requirements = manifest["spec"]["requirements"]
@@ -207,7 +209,7 @@ def test_mig_slices_keep_the_interrupted_nodes_gpu_count_and_model() -> None:
 
 def test_dra_devices_keep_the_model_of_their_drivers_family() -> None:
     labels = {GPU_COUNT_LABEL: "8", GPU_NAME_LABEL: "h100", ACCELERATOR_COUNT_LABEL: "1", ACCELERATOR_NAME_LABEL: "x"}
-    node = node_from_json(node_json({}, **labels))
+    node = node_from_json(node_json({}, labels=labels))
     claim = resource_claim_from_json(DRA_CLAIM)
     demand = replacement_demand([pod_from_json(dra_pod())], [claim])
     manifest, why = nodeclaim_manifest(NODEPOOL, node, [pod_from_json(dra_pod())], "evt-dra", claims=[claim])
@@ -220,7 +222,7 @@ def test_dra_devices_keep_the_model_of_their_drivers_family() -> None:
 
 def test_neurondevice_keeps_the_accelerator_model_and_says_when_the_node_has_none() -> None:
     pods = [pod_from_json(pod_json("rank-0", {NEURONDEVICE: "16"}))]
-    labelled = node_from_json(node_json({NEURONDEVICE: "16"}, **{ACCELERATOR_COUNT_LABEL: "16"}))
+    labelled = node_from_json(node_json({NEURONDEVICE: "16"}, labels={ACCELERATOR_COUNT_LABEL: "16"}))
     bare = node_from_json(node_json({NEURONDEVICE: "16"}))
     kept, _ = nodeclaim_manifest(NODEPOOL, labelled, pods, "evt-1")
     _, why = nodeclaim_manifest(NODEPOOL, bare, pods, "evt-2")
@@ -234,7 +236,7 @@ def test_a_kept_model_the_pool_rules_out_is_no_replacement() -> None:
         *NODEPOOL["spec"]["template"]["spec"]["requirements"],
         {"key": GPU_COUNT_LABEL, "operator": "In", "values": ["4"]},
     ]
-    node = node_from_json(node_json({"nvidia.com/mig-1g.10gb": "56"}, **{GPU_COUNT_LABEL: "8"}))
+    node = node_from_json(node_json({"nvidia.com/mig-1g.10gb": "56"}, labels={GPU_COUNT_LABEL: "8"}))
     pods = [pod_from_json(pod_json("infer", {"nvidia.com/mig-1g.10gb": "2"}))]
     with pytest.raises(NoFittingReplacement, match=GPU_COUNT_LABEL):
         nodeclaim_manifest(pool, node, pods, "evt-x")
