@@ -38,7 +38,7 @@ class ReplacementPolicy(_Frozen):
     fleet_instance_types: list[str] = Field(default_factory=list)
     fleet_subnets: list[str] = Field(default_factory=list)
     #: Keep a new replacement NodeClaim from consolidation (karpenter.sh/do-not-disrupt) until its
-    #: pods run on it, or this long at most (docs/cluster.md, "Replacements that survive").
+    #: pods run on it, or this long at most (docs/cluster.md, "Replacement capacity").
     hold_minutes: int = Field(default=15, ge=1, le=24 * 60)
     #: Launches per interrupted node, when one fails to launch (the next option each time).
     attempts: int = Field(default=3, ge=1, le=10)

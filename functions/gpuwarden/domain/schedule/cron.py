@@ -18,7 +18,7 @@ Syntax (read in the window's IANA time zone):
   never looks further than 28 years (``SEARCH_LIMIT``, a full cycle of weekdays).
 
 A second dialect, ``parse_robfig``, reads a schedule as Karpenter reads a NodePool budget's
-``schedule``: robfig/cron v3's ``ParseStandard`` (docs/windows.md, "The NodePool's own budgets").
+``schedule``: robfig/cron v3's ``ParseStandard`` (docs/cluster.md, "The NodePool's own rules").
 It differs from the above in four places, each from robfig/cron's parser.go / spec.go: ``?`` is
 ``*``; day-of-week is 0-6 (7 is out of range); a day field counts as ``*`` for the either/both
 rule only when one of its ranges starts with ``*`` or ``?`` and has no step above 1 (so
