@@ -263,3 +263,31 @@ def test_the_volumes_zone_wins_over_the_gangs_zone() -> None:
     )
     zones = [r for r in manifest["spec"]["requirements"] if r["key"] == ZONE]
     assert zones[-1] == {"key": ZONE, "operator": "In", "values": ["us-west-2b"]}
+
+
+def test_a_generic_ephemeral_volumes_claim_is_named_after_the_pod_and_the_volume() -> None:
+    obj: dict[str, Any] = {
+        "metadata": {"name": "rank-0", "namespace": "ml"},
+        "spec": {
+            "containers": [{"name": "t"}],
+            "volumes": [
+                {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {"storageClassName": "gp3"}}}},
+                {"name": "ckpt", "persistentVolumeClaim": {"claimName": "ckpt-rank-0"}},
+                {"name": "shm", "emptyDir": {"medium": "Memory"}},
+            ],
+        },
+    }
+    assert pod_from_json(obj).volume_claims == ("rank-0-scratch", "ckpt-rank-0")
+
+
+def test_a_volume_with_terms_for_two_zones_allows_either_and_one_without_a_zone_pins_nothing() -> None:
+    two = ebs_pv("pv-2", "us-west-2a")
+    two["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"].append(
+        {"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["us-west-2c"]}]}
+    )
+    loose = ebs_pv("pv-3", "us-west-2a")
+    loose["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"].append(
+        {"matchExpressions": [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}
+    )
+    assert pv_from_json(two).zones == ("us-west-2a", "us-west-2c")
+    assert pv_from_json(loose).zones is None

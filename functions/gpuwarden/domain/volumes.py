@@ -94,6 +94,23 @@ def volume_pin(pods: Sequence[PodView], claims: Sequence[ClaimView], volumes: Se
     return VolumePin(None if zones is None else tuple(sorted(zones)), tuple(reasons))
 
 
+def pod_zones(
+    pods: Sequence[PodView], claims: Sequence[ClaimView], volumes: Sequence[VolumeView]
+) -> dict[str, tuple[str, ...]]:
+    """Pod key → the zones its bound, zonal volumes allow (pods without one are left out); a pod
+    whose volumes share no zone gets none (it can run nowhere)."""
+    pins: dict[str, tuple[str, ...]] = {}
+    for pod in pods:
+        try:
+            found = volume_pin([pod], claims, volumes)
+        except NoFittingReplacement:
+            pins[pod.key] = ()
+            continue
+        if found.zones is not None:
+            pins[pod.key] = found.zones
+    return pins
+
+
 def pin_to_volumes(requirements: Sequence[Mapping[str, Any]], pin: VolumePin) -> list[Req]:
     """``requirements`` held to the volumes' zones. Raises `NoFittingReplacement` when the NodePool
     (with the pods' own constraints) allows none of them."""
