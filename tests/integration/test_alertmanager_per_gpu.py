@@ -22,7 +22,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import boto3
 import yaml
 
 from gpuwarden.domain.alerts import coverage_refusal
@@ -30,12 +29,12 @@ from gpuwarden.domain.notice import Notice
 from gpuwarden.sources import AlertBatch, parse_event
 from tests.integration import test_alertmanager_sns
 from tests.integration.test_alertmanager_sns import (
-    _binaries,
     _free_port,
     _json_template,
-    _messages,
-    _start,
+    kept_topic,
     lambda_event,
+    metrics_server,
+    published,
 )
 from tests.unit.test_domain_alert_coverage import POLICY, planned
 
@@ -83,26 +82,6 @@ RULES = {
 }
 
 
-def _exporter(body: bytes) -> tuple[Any, str]:
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-    from threading import Thread
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *_: Any) -> None:
-            return
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"127.0.0.1:{server.server_address[1]}"
-
-
 def _configs(tmp_path: Path, moto: str, topic: str, exporter: str, am_port: int) -> None:
     sigv4 = {"region": "us-west-2", "access_key": "testing", "secret_key": "testing"}
     sns = {
@@ -134,48 +113,11 @@ def _configs(tmp_path: Path, moto: str, topic: str, exporter: str, am_port: int)
 
 
 def _capture(tmp_path: Path, moto: str) -> tuple[list[dict[str, Any]], str]:
-    prometheus, alertmanager = _binaries()
-    aws = {"endpoint_url": moto, "region_name": "us-west-2", "aws_access_key_id": "testing"}
-    aws["aws_secret_access_key"] = "testing"
-    sns, sqs = boto3.client("sns", **aws), boto3.client("sqs", **aws)
-    topic = sns.create_topic(Name="gpuwarden-alertmanager")["TopicArn"]
-    queue = sqs.create_queue(QueueName="kept")["QueueUrl"]
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    subscription = sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)["SubscriptionArn"]
-    server, exporter = _exporter(dcgm_metrics().encode())
-    am_port, prom_port = _free_port(), _free_port()
-    _configs(tmp_path, moto, topic, exporter, am_port)
-    am = _start(
-        [
-            alertmanager,
-            f"--config.file={tmp_path / 'alertmanager.yml'}",
-            f"--storage.path={tmp_path / 'am'}",
-            f"--web.listen-address=127.0.0.1:{am_port}",
-            "--cluster.listen-address=",
-        ],
-        tmp_path / "alertmanager.log",
-    )
-    prom = _start(
-        [
-            prometheus,
-            f"--config.file={tmp_path / 'prometheus.yml'}",
-            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{prom_port}",
-            "--rules.alert.resend-delay=1s",
-        ],
-        tmp_path / "prometheus.log",
-    )
-    try:
-        envelopes = _messages(sqs, queue, want=3, timeout=60)
-    finally:
-        for process in (prom, am):
-            process.terminate()
-        for process in (prom, am):
-            process.wait(timeout=10)
-        server.shutdown()
-    logs = "\n".join((tmp_path / f).read_text()[-1500:] for f in ("alertmanager.log", "prometheus.log"))
-    assert len(envelopes) == 3, logs
-    return envelopes, subscription
+    kept = kept_topic(moto)
+    with metrics_server(dcgm_metrics().encode()) as exporter:
+        am_port = _free_port()
+        _configs(tmp_path, moto, kept.topic, exporter, am_port)
+        return published(tmp_path, am_port, kept, want=3, timeout=60), kept.subscription
 
 
 def _name(batch: AlertBatch) -> str:

@@ -19,6 +19,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from threading import Thread
@@ -87,9 +89,9 @@ def dcgm_metrics() -> str:
     return "\n".join(lines) + "\n"
 
 
-@pytest.fixture
-def exporter() -> Iterator[str]:
-    body = dcgm_metrics().encode()
+@contextmanager
+def metrics_server(body: bytes) -> Iterator[str]:
+    """An exporter stand-in on loopback serving ``body`` in the text format; its address."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -108,6 +110,12 @@ def exporter() -> Iterator[str]:
         yield f"127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
+
+
+@pytest.fixture
+def exporter() -> Iterator[str]:
+    with metrics_server(dcgm_metrics().encode()) as address:
+        yield address
 
 
 @pytest.fixture
@@ -174,28 +182,75 @@ def lambda_event(envelope: dict[str, Any], subscription: str) -> dict[str, Any]:
     }
 
 
-def test_a_real_alertmanager_notification_reaches_invoke_as_the_lambda_receives_it(
-    tmp_path: Path, exporter: str, moto_endpoint: str
-) -> None:
-    prometheus, alertmanager = _binaries()
-    # Given moto's SNS topic with an SQS subscription that keeps the envelopes
-    aws = {
-        "endpoint_url": moto_endpoint,
-        "region_name": "us-west-2",
-        "aws_access_key_id": "testing",
-        "aws_secret_access_key": "testing",
-    }
+@dataclass(frozen=True)
+class KeptTopic:
+    """moto's SNS topic with an SQS subscription that keeps the envelopes."""
+
+    topic: str
+    subscription: str
+    sqs: Any
+    queue: str
+
+
+def kept_topic(moto: str) -> KeptTopic:
+    aws = {"endpoint_url": moto, "region_name": "us-west-2"}
+    aws |= {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
     sns, sqs = boto3.client("sns", **aws), boto3.client("sqs", **aws)
     topic = sns.create_topic(Name="gpuwarden-alertmanager")["TopicArn"]
     queue = sqs.create_queue(QueueName="kept")["QueueUrl"]
     queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     subscription = sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)["SubscriptionArn"]
+    return KeptTopic(topic, subscription, sqs, queue)
+
+
+def published(tmp_path: Path, am_port: int, kept: KeptTopic, want: int, timeout: float) -> list[dict[str, Any]]:
+    """Run Alertmanager and Prometheus on the configs in ``tmp_path`` until ``want`` envelopes are kept
+    (bounded by ``timeout``), stop both, and return them (the logs' tails in the failure when short)."""
+    prometheus, alertmanager = _binaries()
+    am = _start(
+        [
+            alertmanager,
+            f"--config.file={tmp_path / 'alertmanager.yml'}",
+            f"--storage.path={tmp_path / 'am'}",
+            f"--web.listen-address=127.0.0.1:{am_port}",
+            "--cluster.listen-address=",
+        ],
+        tmp_path / "alertmanager.log",
+    )
+    prom = _start(
+        [
+            prometheus,
+            f"--config.file={tmp_path / 'prometheus.yml'}",
+            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{_free_port()}",
+            "--rules.alert.resend-delay=1s",
+        ],
+        tmp_path / "prometheus.log",
+    )
+    try:
+        envelopes = _messages(kept.sqs, kept.queue, want=want, timeout=timeout)
+    finally:
+        for process in (prom, am):
+            process.terminate()
+        for process in (prom, am):
+            process.wait(timeout=10)
+    logs = "\n".join((tmp_path / f).read_text()[-1500:] for f in ("alertmanager.log", "prometheus.log"))
+    assert len(envelopes) == want, logs
+    return envelopes
+
+
+def test_a_real_alertmanager_notification_reaches_invoke_as_the_lambda_receives_it(
+    tmp_path: Path, exporter: str, moto_endpoint: str
+) -> None:
+    # Given moto's SNS topic with an SQS subscription that keeps the envelopes
+    kept = kept_topic(moto_endpoint)
+    topic, subscription = kept.topic, kept.subscription
 
     # And Alertmanager publishing over SigV4: the idle alert with AWS's JSON template, the XID alert as default text
     sigv4 = {"region": "us-west-2", "access_key": "testing", "secret_key": "testing"}
     # SNS refuses a Subject of 100 characters or more; Alertmanager's default subject lists the common labels
     subject = "[{{ .Status | toUpper }}] {{ .GroupLabels.alertname }}"
-    am_port, prom_port = _free_port(), _free_port()
+    am_port = _free_port()
     (tmp_path / "alertmanager.yml").write_text(
         yaml.safe_dump(
             {
@@ -244,36 +299,8 @@ def test_a_real_alertmanager_notification_reaches_invoke_as_the_lambda_receives_
             }
         )
     )
-    am = _start(
-        [
-            alertmanager,
-            f"--config.file={tmp_path / 'alertmanager.yml'}",
-            f"--storage.path={tmp_path / 'am'}",
-            f"--web.listen-address=127.0.0.1:{am_port}",
-            "--cluster.listen-address=",
-        ],
-        tmp_path / "alertmanager.log",
-    )
-    prom = _start(
-        [
-            prometheus,
-            f"--config.file={tmp_path / 'prometheus.yml'}",
-            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{prom_port}",
-            "--rules.alert.resend-delay=1s",
-        ],
-        tmp_path / "prometheus.log",
-    )
-    try:
-        # When Prometheus fires both alerts and Alertmanager publishes them
-        envelopes = _messages(sqs, queue, want=2, timeout=40)
-    finally:
-        for process in (prom, am):
-            process.terminate()
-        for process in (prom, am):
-            process.wait(timeout=10)
-    logs = "\n".join((tmp_path / f).read_text()[-1500:] for f in ("alertmanager.log", "prometheus.log"))
-    assert len(envelopes) == 2, logs
+    # When Prometheus fires both alerts and Alertmanager publishes them
+    envelopes = published(tmp_path, am_port, kept, want=2, timeout=40)
 
     # Then each, as the Lambda receives it, goes through `gpuwarden invoke` on the cluster
     with KubeSim(clock_speed=1.0) as sim:

@@ -204,9 +204,8 @@ class NodeClaimView:
 
     def owns(self, node: NodeView) -> bool:
         """The claim behind ``node``: the node's owner reference, ``status.nodeName`` or ``status.providerID``."""
-        if node.nodeclaim is not None:
-            return node.nodeclaim == self.name
-        return self.node_name == node.name or (node.provider_id is not None and self.provider_id == node.provider_id)
+        by_provider = node.provider_id is not None and self.provider_id == node.provider_id
+        return node.nodeclaim == self.name or self.node_name == node.name or by_provider
 
 
 def _time(raw: object) -> datetime | None:
