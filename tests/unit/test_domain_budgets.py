@@ -24,6 +24,7 @@ from gpuwarden.domain.budgets import (
     budget_answer,
     budget_nodes,
     gpu_idle_reason,
+    reason_for,
     voluntary_verdict,
 )
 from gpuwarden.domain.nodepools import Budget, NodeClaimView, NodePoolView, nodepool_from_json
@@ -312,6 +313,7 @@ def test_a_gpu_idle_node_with_only_daemon_mirror_and_finished_pods_is_empty() ->
     assert gpu_idle_reason(pods) == EMPTY
     assert gpu_idle_reason([*pods, pod("triton")]) == UNDERUTILIZED
     assert gpu_idle_reason([pod("web-0", owner_kind="StatefulSet", deletion_timestamp=KARPENTER_NOW)]) == UNDERUTILIZED
+    assert (reason_for("gpu-idle", pods), reason_for("rebalance", [pod("triton")])) == (EMPTY, None)
 
 
 def test_the_windows_are_asked_first_and_the_refusal_names_whichever_refused() -> None:

@@ -187,6 +187,12 @@ def gpu_idle_reason(pods: Sequence[PodView]) -> str:
     return UNDERUTILIZED if any(reschedulable(p) for p in pods) else EMPTY
 
 
+def reason_for(kind: str, pods: Sequence[PodView]) -> str | None:
+    """The Karpenter reason a voluntary kind counts under (None: it names none, so only budgets
+    without ``reasons`` apply): gpu-idle's from its node's pods."""
+    return gpu_idle_reason(pods) if kind == "gpu-idle" else None
+
+
 # ----------------------------------------------------------------------------- windows first
 
 
