@@ -29,7 +29,6 @@ from gpuwarden.domain.notice import Notice
 from gpuwarden.sources import AlertBatch, parse_event
 from tests.integration import test_alertmanager_sns
 from tests.integration.test_alertmanager_sns import (
-    _free_port,
     _json_template,
     kept_topic,
     lambda_event,
@@ -82,7 +81,7 @@ RULES = {
 }
 
 
-def _configs(tmp_path: Path, moto: str, topic: str, exporter: str, am_port: int) -> None:
+def _configs(tmp_path: Path, moto: str, topic: str) -> None:
     sigv4 = {"region": "us-west-2", "access_key": "testing", "secret_key": "testing"}
     sns = {
         "api_url": moto,
@@ -103,21 +102,13 @@ def _configs(tmp_path: Path, moto: str, topic: str, exporter: str, am_port: int)
     (tmp_path / "alertmanager.yml").write_text(yaml.safe_dump(am))
     (tmp_path / "gpuwarden.tmpl").write_text(_json_template().replace("sns.default.message", "gpuwarden.json", 1))
     (tmp_path / "rules.yml").write_text(yaml.safe_dump(RULES))
-    prom = {
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "rule_files": [str(tmp_path / "rules.yml")],
-        "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{am_port}"]}]}]},
-        "scrape_configs": [{"job_name": "dcgm-exporter", "static_configs": [{"targets": [exporter]}]}],
-    }
-    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(prom))
 
 
 def _capture(tmp_path: Path, moto: str) -> tuple[list[dict[str, Any]], str]:
     kept = kept_topic(moto)
+    _configs(tmp_path, moto, kept.topic)
     with metrics_server(dcgm_metrics().encode()) as exporter:
-        am_port = _free_port()
-        _configs(tmp_path, moto, kept.topic, exporter, am_port)
-        return published(tmp_path, am_port, kept, want=3, timeout=60), kept.subscription
+        return published(tmp_path, exporter, kept, want=3, timeout=60), kept.subscription
 
 
 def _name(batch: AlertBatch) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -130,14 +131,6 @@ def moto_endpoint() -> Iterator[str]:
         server.stop()
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 # --------------------------------------------------------------------------- the rules (windows shortened)
 
 # docs/gpu-signals.md's "replace" rule: the XIDs the EKS node monitoring agent treats as fatal
@@ -203,36 +196,61 @@ def kept_topic(moto: str) -> KeptTopic:
     return KeptTopic(topic, subscription, sqs, queue)
 
 
-def published(tmp_path: Path, am_port: int, kept: KeptTopic, want: int, timeout: float) -> list[dict[str, Any]]:
-    """Run Alertmanager and Prometheus on the configs in ``tmp_path`` until ``want`` envelopes are kept
-    (bounded by ``timeout``), stop both, and return them (the logs' tails in the failure when short)."""
+def _listening(log: Path, process: subprocess.Popen[bytes], timeout: float = 20) -> str:
+    """The address a Prometheus-project server bound (it was given port 0: no port race with
+    whatever else runs on this machine); it logs ``msg="Listening on" address=…``."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and process.poll() is None:
+        found = re.search(r'msg="Listening on" address=(\S+)', log.read_text())
+        if found:
+            return found.group(1)
+        time.sleep(0.1)
+    raise AssertionError(f"{log.name}: not listening: {log.read_text()[-1500:]}")
+
+
+def published(tmp_path: Path, exporter: str, kept: KeptTopic, want: int, timeout: float) -> list[dict[str, Any]]:
+    """Run Alertmanager (``alertmanager.yml`` in ``tmp_path``), then Prometheus scraping ``exporter``
+    every second with ``rules.yml`` and alerting it, until ``want`` envelopes are kept (bounded by
+    ``timeout``); stop both and return them (the logs' tails in the failure when short)."""
     prometheus, alertmanager = _binaries()
     am = _start(
         [
             alertmanager,
             f"--config.file={tmp_path / 'alertmanager.yml'}",
             f"--storage.path={tmp_path / 'am'}",
-            f"--web.listen-address=127.0.0.1:{am_port}",
+            "--web.listen-address=127.0.0.1:0",
             "--cluster.listen-address=",
         ],
         tmp_path / "alertmanager.log",
     )
-    prom = _start(
-        [
-            prometheus,
-            f"--config.file={tmp_path / 'prometheus.yml'}",
-            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{_free_port()}",
-            "--rules.alert.resend-delay=1s",
-        ],
-        tmp_path / "prometheus.log",
-    )
+    processes = [am]
     try:
+        config = {
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "rule_files": [str(tmp_path / "rules.yml")],
+            "alerting": {
+                "alertmanagers": [{"static_configs": [{"targets": [_listening(tmp_path / "alertmanager.log", am)]}]}]
+            },
+            "scrape_configs": [{"job_name": "dcgm-exporter", "static_configs": [{"targets": [exporter]}]}],
+        }
+        (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+        processes.append(
+            _start(
+                [
+                    prometheus,
+                    f"--config.file={tmp_path / 'prometheus.yml'}",
+                    f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                    "--web.listen-address=127.0.0.1:0",
+                    "--rules.alert.resend-delay=1s",
+                ],
+                tmp_path / "prometheus.log",
+            )
+        )
         envelopes = _messages(kept.sqs, kept.queue, want=want, timeout=timeout)
     finally:
-        for process in (prom, am):
+        for process in processes:
             process.terminate()
-        for process in (prom, am):
+        for process in processes:
             process.wait(timeout=10)
     logs = "\n".join((tmp_path / f).read_text()[-1500:] for f in ("alertmanager.log", "prometheus.log"))
     assert len(envelopes) == want, logs
@@ -250,7 +268,6 @@ def test_a_real_alertmanager_notification_reaches_invoke_as_the_lambda_receives_
     sigv4 = {"region": "us-west-2", "access_key": "testing", "secret_key": "testing"}
     # SNS refuses a Subject of 100 characters or more; Alertmanager's default subject lists the common labels
     subject = "[{{ .Status | toUpper }}] {{ .GroupLabels.alertname }}"
-    am_port = _free_port()
     (tmp_path / "alertmanager.yml").write_text(
         yaml.safe_dump(
             {
@@ -289,18 +306,8 @@ def test_a_real_alertmanager_notification_reaches_invoke_as_the_lambda_receives_
     # the JSON template under its own name: the text receiver keeps Alertmanager's default
     (tmp_path / "gpuwarden.tmpl").write_text(_json_template().replace("sns.default.message", "gpuwarden.json", 1))
     (tmp_path / "rules.yml").write_text(yaml.safe_dump(RULES))
-    (tmp_path / "prometheus.yml").write_text(
-        yaml.safe_dump(
-            {
-                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-                "rule_files": [str(tmp_path / "rules.yml")],
-                "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{am_port}"]}]}]},
-                "scrape_configs": [{"job_name": "dcgm-exporter", "static_configs": [{"targets": [exporter]}]}],
-            }
-        )
-    )
     # When Prometheus fires both alerts and Alertmanager publishes them
-    envelopes = published(tmp_path, am_port, kept, want=2, timeout=40)
+    envelopes = published(tmp_path, exporter, kept, want=2, timeout=40)
 
     # Then each, as the Lambda receives it, goes through `gpuwarden invoke` on the cluster
     with KubeSim(clock_speed=1.0) as sim:
