@@ -185,9 +185,11 @@ class Plane:
         self.pki = make_pki(self.workdir / "pki")
         self.server = f"https://127.0.0.1:{self.ports['apiserver']}"
         self.kubeconfig = self.workdir / "admin.kubeconfig"
-        self.kubeconfig.write_text(
-            yaml.safe_dump(_kubeconfig(self.server, self.pki.ca_cert, "admin", self.pki.admin_cert, self.pki.admin_key))
-        )
+        #: Every kubeconfig written, by path: (user, certificate, key); rewritten if the port moves.
+        self._kubeconfigs: dict[Path, tuple[str, Path, Path]] = {
+            self.kubeconfig: ("admin", self.pki.admin_cert, self.pki.admin_key)
+        }
+        self._write_kubeconfigs()
         #: Every `kill` a `signal:` checkpoint ran through pods/exec (see _KILL_SHIM).
         self.signals = self.artifacts / "signals.log"
         self.exec_dir = self.workdir / "exec"
@@ -217,14 +219,35 @@ class Plane:
         self.signals.touch()
         atexit.register(self.stop)
         _stop_on_sigterm()
-        self._start_etcd()
-        self._start_apiserver()
-        self._start_controller_manager()
-        self._start_scheduler()
-        self._start_kwok()
+        self._start(self._start_etcd, "etcd", ("etcd", "etcd-peer"))
+        self._start(self._start_apiserver, "kube-apiserver", ("apiserver",))
+        self._start(self._start_controller_manager, "kube-controller-manager", ("controller-manager",))
+        self._start(self._start_scheduler, "kube-scheduler", ("scheduler",))
+        self._prepare_kwok()
+        self._start(self._start_kwok, "kwok", ("kwok",))
         if self.with_karpenter:
-            self._start_karpenter()
+            self._install_karpenter_objects()
+            self._start(self._start_karpenter, "karpenter", ("karpenter", "karpenter-metrics"))
         return self
+
+    def _start(self, starter: Callable[[], None], name: str, ports: tuple[str, ...], tries: int = 3) -> None:
+        """Start one component; if it could not bind a port it was given (free when picked, taken
+        by another process since), pick new ones and start it again."""
+        for attempt in range(1, tries + 1):
+            log = self.artifacts / f"{name}.log"
+            mark = log.stat().st_size if log.exists() else 0
+            try:
+                starter()
+                return
+            except PlaneError:
+                component = self.components.get(name)
+                if attempt == tries or component is None or component.running or not _bind_failed(log, mark):
+                    raise
+            for port in ports:
+                self.ports[port] = free_port()
+            if "apiserver" in ports:
+                self.server = f"https://127.0.0.1:{self.ports['apiserver']}"
+                self._write_kubeconfigs()
 
     def stop(self) -> None:
         if self._stopped:
@@ -257,10 +280,15 @@ class Plane:
         """A kubeconfig for a client of its own name, so the audit log tells its requests apart
         (``user.username`` is ``user``). By default a cluster admin, as the admin kubeconfig."""
         path = self.workdir / f"{user}.kubeconfig"
-        if not path.exists():
+        if path not in self._kubeconfigs:
             cert, key = client_cert(self.pki, user, groups, self.workdir / "pki")
-            path.write_text(yaml.safe_dump(_kubeconfig(self.server, self.pki.ca_cert, user, cert, key)))
+            self._kubeconfigs[path] = (user, cert, key)
+            self._write_kubeconfigs()
         return path
+
+    def _write_kubeconfigs(self) -> None:
+        for path, (user, cert, key) in self._kubeconfigs.items():
+            path.write_text(yaml.safe_dump(_kubeconfig(self.server, self.pki.ca_cert, user, cert, key)))
 
     def audit(self) -> list[dict[str, Any]]:
         """Every request the API server has answered so far (audit events at ResponseComplete),
@@ -450,13 +478,16 @@ class Plane:
         path.write_text("\n---\n".join(docs))
         return path
 
-    def _start_kwok(self) -> None:
-        port = self.ports["kwok"]
+    def _prepare_kwok(self) -> None:
         shims = self.workdir / "exec-bin"
         shims.mkdir()
         (shims / "kill").write_text(_KILL_SHIM)
         (shims / "kill").chmod(0o755)
         self.exec_dir.mkdir()
+
+    def _start_kwok(self) -> None:
+        port = self.ports["kwok"]
+        shims = self.workdir / "exec-bin"
         kwok = self._add(
             "kwok",
             [
@@ -477,7 +508,8 @@ class Plane:
         )
         self._ready(kwok, f"https://127.0.0.1:{port}/healthz")
 
-    def _start_karpenter(self) -> None:
+    def _install_karpenter_objects(self) -> None:
+        """Karpenter's CRDs (Established), the KWOKNodeClass ``default`` and the NodePools."""
         from kubernetes import client
 
         crds = sorted((pins.share_dir() / "karpenter-crds").glob("*.yaml"))
@@ -499,6 +531,11 @@ class Plane:
         )
         for pool in self.nodepools:
             custom.create_cluster_custom_object("karpenter.sh", "v1", "nodepools", pool)
+
+    def _start_karpenter(self) -> None:
+        from kubernetes import client
+
+        custom: Any = client.CustomObjectsApi(self.api_client())
         health = self.ports["karpenter"]
         karpenter = self._add(
             "karpenter",
@@ -529,6 +566,13 @@ class Plane:
                 partial(_custom_condition, custom, ("karpenter.sh", "v1", "nodepools", name), "Ready"),
                 timeout=self.ready_timeout,
             )
+
+
+def _bind_failed(log: Path, since: int) -> bool:
+    """The component's log, from byte ``since``, says a port it was given was taken."""
+    with log.open("rb") as f:
+        f.seek(since)
+        return b"address already in use" in f.read()
 
 
 def _insecure() -> ssl.SSLContext:
