@@ -57,6 +57,21 @@ def _name(common: str, *orgs: str) -> x509.Name:
     return x509.Name(parts)
 
 
+def _key_usage(ca: bool) -> x509.KeyUsage:
+    """A CA signs certificates; a leaf signs (and, for RSA, enciphers) its handshakes."""
+    return x509.KeyUsage(
+        digital_signature=True,
+        key_encipherment=not ca,
+        content_commitment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=ca,
+        crl_sign=ca,
+        encipher_only=False,
+        decipher_only=False,
+    )
+
+
 def _issue(
     ca_key: ec.EllipticCurvePrivateKey,
     ca_name: x509.Name,
@@ -76,20 +91,7 @@ def _issue(
         .not_valid_before(now - _DAY)
         .not_valid_after(now + 30 * _DAY)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_encipherment=True,
-                content_commitment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(_key_usage(ca=False), critical=True)
         .add_extension(x509.ExtendedKeyUsage(usage), critical=False)
     )
     if dns or ips:
@@ -114,20 +116,7 @@ def make_pki(where: Path) -> Pki:
         .not_valid_before(now - _DAY)
         .not_valid_after(now + 30 * _DAY)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_encipherment=False,
-                content_commitment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(_key_usage(ca=True), critical=True)
         .sign(ca_key, hashes.SHA256())
     )
     server = [ExtendedKeyUsageOID.SERVER_AUTH]

@@ -412,47 +412,42 @@ class Plane:
         )
         self._ready(apiserver, f"{self.server}/readyz", client_cert=True, verify=True)
 
-    def _control_plane_auth(self, user: str) -> list[str]:
-        """A control-plane program's flags for its own identity (``system:kube-scheduler``, ...),
+    def _start_control_plane_program(self, name: str, port_name: str, health: str, flags: list[str]) -> None:
+        """kube-controller-manager or kube-scheduler, as its own user (``system:<name>``),
         authorized by the API server's bootstrap RBAC as in a real cluster."""
-        kubeconfig = self.kubeconfig_for(user, groups=())
-        return [
-            f"--kubeconfig={kubeconfig}",
-            f"--authentication-kubeconfig={kubeconfig}",
-            f"--authorization-kubeconfig={kubeconfig}",
-            "--bind-address=127.0.0.1",
-            "--leader-elect=false",
-        ]
+        port = self.ports[port_name]
+        kubeconfig = self.kubeconfig_for(f"system:{name}", groups=())
+        program = self._add(
+            name,
+            [
+                name,
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--bind-address=127.0.0.1",
+                "--leader-elect=false",
+                f"--secure-port={port}",
+                f"--cert-dir={self.workdir / name}",
+                *flags,
+            ],
+        )
+        self._ready(program, f"https://127.0.0.1:{port}/{health}")
 
     def _start_controller_manager(self) -> None:
-        port = self.ports["controller-manager"]
-        kcm = self._add(
+        self._start_control_plane_program(
             "kube-controller-manager",
+            "controller-manager",
+            "healthz",
             [
-                "kube-controller-manager",
-                *self._control_plane_auth("system:kube-controller-manager"),
-                f"--secure-port={port}",
-                f"--cert-dir={self.workdir / 'controller-manager'}",
                 "--controllers=*",  # every default one: disruption, garbagecollector, job, namespace, ...
                 "--use-service-account-credentials=true",
                 f"--service-account-private-key-file={self.pki.sa_key}",
                 f"--root-ca-file={self.pki.ca_cert}",
             ],
         )
-        self._ready(kcm, f"https://127.0.0.1:{port}/healthz")
 
     def _start_scheduler(self) -> None:
-        port = self.ports["scheduler"]
-        scheduler = self._add(
-            "kube-scheduler",
-            [
-                "kube-scheduler",
-                *self._control_plane_auth("system:kube-scheduler"),
-                f"--secure-port={port}",
-                f"--cert-dir={self.workdir / 'scheduler'}",
-            ],
-        )
-        self._ready(scheduler, f"https://127.0.0.1:{port}/readyz")
+        self._start_control_plane_program("kube-scheduler", "scheduler", "readyz", [])
 
     def _kwok_config(self) -> Path:
         stages = sorted((pins.share_dir() / "kwok-stages").glob("*.yaml"))
