@@ -4,11 +4,72 @@ as text, doctor's table. The JSON answers are the same documents, printed as the
 from __future__ import annotations
 
 import json
+import logging
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
+    from gpuwarden.domain.errors import InvalidPolicy
     from gpuwarden.services.doctor.doctor import DoctorReport
     from gpuwarden.services.runbook.actions import DrainProgress
+
+
+def invalid_input_lines(message: str, errors: list[dict[str, Any]] | None) -> list[str]:
+    """Input that does not parse: the message (which names a single error), or its head and one
+    line per field."""
+    if not errors or len(errors) < 2:
+        return [f"gpuwarden: invalid input: {message}"]
+    lines = [f"gpuwarden: invalid input: {message.split(': ', 1)[0]}:"]
+    return lines + [f"  {'.'.join(str(p) for p in e.get('loc', ())) or '(root)'}: {e.get('msg', '')}" for e in errors]
+
+
+def refused_result(err: InvalidPolicy, kind: str, asked: dict[str, Any]) -> dict[str, Any]:
+    """The failed JSON result of a run refused for its configuration (what `failed_result` answers,
+    without logging or counting a handling that never started)."""
+    from gpuwarden.services.engine.failures import what_failed
+    from gpuwarden.services.engine.result import Result
+
+    node, instance = asked.get("node"), asked.get("instance_id")
+    return Result(
+        outcome="failed", kind=kind, node=node, instance_id=instance, reason=f"{what_failed(err)}: {err}"
+    ).to_json()
+
+
+def config_error_lines(err: InvalidPolicy) -> list[str]:
+    """A setting or policy gpuwarden refuses to run with: where it is, then one line per problem
+    (the key's path, what was given, what is allowed, "did you mean")."""
+    if err.problems and err.source:
+        return [f"gpuwarden: invalid configuration: {err.source}:", *(f"  {p}" for p in err.problems)]
+    return [f"gpuwarden: invalid configuration: {err}"]
+
+
+_RECORD_FIELDS = {*vars(logging.makeLogRecord({})), "message", "asctime"}
+
+
+class TerminalLogFormatter(logging.Formatter):
+    """A log line for a person: `gpuwarden: warning: event not posted (reason: …, error: …)`,
+    where Lambda's log stream gets Powertools' JSON."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        extra = {k: v for k, v in vars(record).items() if k not in _RECORD_FIELDS and v is not None}
+        details = ", ".join(f"{k}: {v}" for k, v in extra.items())
+        text = f"gpuwarden: {record.levelname.lower()}: {record.getMessage()}"
+        return f"{text} ({details})" if details else text
+
+
+def log_for_a_person(handler: logging.Handler, *, answer_on_terminal: bool) -> None:
+    """Log lines as prose; when the answer itself is printed on the terminal, without the line of a
+    failure it already states."""
+    handler.setFormatter(TerminalLogFormatter())
+    if answer_on_terminal:
+        handler.addFilter(AnsweredFailures())
+
+
+class AnsweredFailures(logging.Filter):
+    """Drops the log line of a failed handling (`services.engine.failures`) when the answer printed
+    on the terminal says the same, so a failure is read once."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.module != "failures"
 
 
 class ProgressLine:
