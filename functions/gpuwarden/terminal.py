@@ -73,7 +73,10 @@ class AnsweredFailures(logging.Filter):
 
 
 class ProgressLine:
-    """`draining ip-…: 12 left, 3 blocked by PDB serving/inference, 41 s`, updated in place."""
+    """`draining ip-…: 12 left, 3 blocked by PDB serving/inference, 2 waiting (checkpoint, grace or
+    turn), 41 s`, updated in place. The drain counts as waiting every pod that is not evicted yet for
+    another reason than a PDB: its checkpoint acknowledgement, the grace period of a pod already
+    asked to leave, or its turn behind pods of lower priority; the line says so, not more."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
@@ -83,7 +86,7 @@ class ProgressLine:
         parts = [f"draining {progress.node}: {progress.remaining} left"]
         parts += [f"{count} blocked by PDB {pdb}" for pdb, count in sorted(progress.blocked.items())]
         if progress.waiting:
-            parts.append(f"{progress.waiting} waiting on a checkpoint")
+            parts.append(f"{progress.waiting} waiting (checkpoint, grace or turn)")
         parts.append(f"{progress.elapsed_seconds:.0f} s")
         self.stream.write("\r\x1b[K" + ", ".join(parts))
         self.open = True
@@ -134,7 +137,7 @@ def human_lines(result: dict[str, Any]) -> list[str]:
         lines += ["", *plan_table(result["plan"])]
     shown = [a for a in result.get("actions") or [] if a["type"] != "eviction-blocked"]
     if shown:
-        lines += ["", "actions:"]
+        lines += ["", "would do (dry run):" if result.get("dry_run") else "actions:"]
         for action in shown:
             what = action.get("pod") or action.get("target") or action.get("taint") or ""
             why = action.get("reason") or action.get("result") or ""
