@@ -6,8 +6,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from gpuwarden.config import parse_policy
 from gpuwarden.domain.errors import InvalidPolicy
+from gpuwarden.domain.policy import Policy
 from gpuwarden.domain.switches import SWITCHES, behaviours, is_on
 from gpuwarden.terminal import config_error_lines
 
@@ -25,10 +28,17 @@ def block_after(text: str, marker: str) -> str:
 def test_the_first_policy_validates_and_switches_every_behaviour_off() -> None:
     # Given docs/first-policy.yaml, as a user copies it
     policy = parse_policy((DOCS / "first-policy.yaml").read_text(encoding="utf-8"), "first-policy.yaml")
-    # Then every switch is there and off, rebalance's drain with them, and no replacement is launched
+    # Then every switch is there and off, rebalance's drain with them, and so is every other
+    # section of the policy that has an `enabled` key (replacement launches, Karpenter expiry)
     assert [s for s in SWITCHES if is_on(policy, s)] == []
     assert set(behaviours(policy).values()) == {False}
-    assert policy.replacement.enabled is False
+    sections = [name for name, field in Policy.model_fields.items() if _has_enabled(field.annotation)]
+    assert {"replacement", "karpenter_expiry"} <= set(sections)
+    assert [name for name in sections if getattr(policy, name).enabled] == []
+
+
+def _has_enabled(annotation: object) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel) and "enabled" in annotation.model_fields
 
 
 def test_the_policy_error_docs_policy_md_shows_is_the_one_printed() -> None:
