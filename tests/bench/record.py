@@ -15,7 +15,6 @@ published tables are the recorded runs, and the record says when and where each 
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -41,10 +40,13 @@ def rendered(run: dict[str, Any]) -> str:
 def render_page(page: str, runs: dict[str, dict[str, Any]]) -> str:
     """The page with each recorded run's table between its markers (a run without markers on the
     page is left for a person to place)."""
+    from sim.outcome.record import between  # the one way a generated block is put between its markers
+
     for key, run in runs.items():
-        pattern = re.compile(rf"(<!-- bench:{re.escape(key)} -->\n).*?(<!-- /bench:{re.escape(key)} -->)", re.DOTALL)
-        table = rendered(run)
-        page = pattern.sub(lambda m: m.group(1) + table + m.group(2), page, count=1)
+        try:
+            page = between(page, f"bench:{key}", rendered(run))
+        except ValueError:
+            continue
     return page
 
 
