@@ -42,10 +42,13 @@ setup-real: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/gpuwarden demo
 
-# The built-in week through three arms (nothing / Karpenter / gpuwarden beside Karpenter): the table, and the plot.
+# The built-in week through three arms (nothing / Karpenter / gpuwarden beside Karpenter): the table and the
+# plot, recorded in docs/outcome.json, docs/simulate.md and the README's verdict (sim/outcome/record.py).
 OUTCOME_PLOT ?= test-artifacts/outcome.png
 outcome: $(STAMP)
-	$(VENV)/bin/gpuwarden simulate --plot $(OUTCOME_PLOT)
+	@mkdir -p $(dir $(OUTCOME_PLOT)) test-artifacts
+	$(VENV)/bin/gpuwarden simulate --plot $(OUTCOME_PLOT) --json > test-artifacts/outcome.json
+	$(PY) -m sim.outcome.record test-artifacts/outcome.json
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -90,8 +93,10 @@ synth: $(STAMP) $(CHECKOV_STAMP)
 layer: $(STAMP)
 	$(PY) -m layers.runtime.build
 
+# The figures, then the run recorded in docs/benchmarks.json and its table in docs/benchmarks.md (tests/bench/record.py).
 bench: $(STAMP)
 	$(PY) -m tests.bench.run
+	$(PY) -m tests.bench.record
 
 deploy: $(STAMP)
 	npx cdk deploy --all $(CDK_ARGS)
