@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+import re
+import types
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Annotated, Literal, TypeVar, cast
+from typing import Annotated, Any, Literal, TypeVar, Union, cast, get_args, get_origin
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model
 
 from gpuwarden.domain.windows import Windows, parse_duration
 
@@ -37,6 +40,11 @@ class ReplacementPolicy(_Frozen):
     fleet_launch_template: str | None = None
     fleet_instance_types: list[str] = Field(default_factory=list)
     fleet_subnets: list[str] = Field(default_factory=list)
+    #: Keep a new replacement NodeClaim from consolidation (karpenter.sh/do-not-disrupt) until its
+    #: pods run on it, or this long at most (docs/cluster.md, "Replacement capacity").
+    hold_minutes: int = Field(default=15, ge=1, le=24 * 60)
+    #: Launches per interrupted node, when one fails to launch (the next option each time).
+    attempts: int = Field(default=3, ge=1, le=10)
 
 
 class CheckpointPolicy(_Frozen):
@@ -70,6 +78,33 @@ class CapacityBlocksPolicy(_Frozen):
     lead_minutes: int = Field(default=30, ge=1, le=24 * 60)
 
 
+class KarpenterExpiryPolicy(_Frozen):
+    """The karpenter-expiry kind (docs/cluster.md, "Expiry")."""
+
+    #: switch: plan a drain before Karpenter expires a node (spec.expireAfter)
+    enabled: bool = True
+    #: Start the drain this long before Karpenter expires the node.
+    lead_minutes: int = Field(default=30, ge=1, le=24 * 60)
+
+
+_LABEL_NAME = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?"
+_LABEL_KEY = rf"(?:[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*/)?{_LABEL_NAME}"
+_LABEL_VALUE = rf"(?:{_LABEL_NAME})?"
+_SELECTOR_TERM = re.compile(rf"!?{_LABEL_KEY}|{_LABEL_KEY}\s*(?:==|!=|=)\s*{_LABEL_VALUE}")
+
+
+def _node_selector(value: str) -> str:
+    """Equality-based label selector terms, comma-joined: ``k``, ``!k``, ``k=v``, ``k==v``, ``k!=v``
+    (what the scan passes to the node LIST and what doctor evaluates); empty: every node."""
+    for term in (t.strip() for t in value.split(",")):
+        if value.strip() and not _SELECTOR_TERM.fullmatch(term):
+            raise ValueError(
+                f"invalid node selector term {term!r}: use label keys and values as k, !k, k=v or k!=v, comma-joined "
+                "(set-based terms such as 'k in (a,b)' are not read)"
+            )
+    return value.strip()
+
+
 def _duration(value: object) -> object:
     """``"10m"``-style text (the windows' duration form) → timedelta; anything else is refused."""
     if isinstance(value, str):
@@ -86,8 +121,8 @@ class GpuHealthPolicy(_Frozen):
     """The GPU-health scan and the gpu-unhealthy kind (docs/gpu-signals.md)."""
 
     enabled: bool = True
-    #: The scan's one LIST takes the nodes this label selector matches (docs/gpu-signals.md).
-    node_selector: str = Field(default="nvidia.com/gpu.present=true", min_length=1, max_length=256)
+    #: Narrows the scan's one LIST of nodes (docs/gpu-signals.md); empty: every accelerator node.
+    node_selector: Annotated[str, AfterValidator(_node_selector)] = Field(default="", max_length=256)
     #: When Karpenter's node repair / EKS auto repair replace an unhealthy node (both: 10 min).
     repair_after: Duration = timedelta(minutes=10)
     #: A broken DCGM must not drain a whole NodePool (Karpenter's own repair stops above 20 %).
@@ -107,11 +142,129 @@ class Policy(_Frozen):
     checkpoint: CheckpointPolicy = CheckpointPolicy()
     drain: DrainPolicy = DrainPolicy()
     capacity_blocks: CapacityBlocksPolicy = CapacityBlocksPolicy()
+    karpenter_expiry: KarpenterExpiryPolicy = KarpenterExpiryPolicy()
     gpu_health: GpuHealthPolicy = GpuHealthPolicy()
     #: Alertmanager alert name → the kind its firing alerts are.
     alerts: dict[Annotated[str, Field(min_length=1, max_length=256)], AlertKind] = Field(default_factory=dict)
     maintenance: MaintenancePolicy = MaintenancePolicy()
     nodepool_windows: NodePoolWindowsPolicy = NodePoolWindowsPolicy()
+
+
+# --------------------------------------------------------------------------- errors a person can act on
+
+
+def validation_problems(err: ValidationError, model: type[BaseModel] = Policy) -> tuple[str, ...]:
+    """One line per error of a document validated by ``model`` (docs/policy.md, "When the policy
+    does not validate"): the key's dotted path, what was given and what is allowed, and for a key
+    the model does not know, the closest one it does ("did you mean"). No library URLs."""
+    return tuple(_problem(e, model) for e in err.errors(include_url=False))
+
+
+def _problem(error: Mapping[str, Any], model: type[BaseModel]) -> str:
+    loc = tuple(error.get("loc") or ())
+    path = ".".join(str(step) for step in loc) or "(the document)"
+    given = _shown(error.get("input"))
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        names = list(_fields_at(model, loc[:-1]))
+        close = difflib.get_close_matches(str(loc[-1]), names, n=1, cutoff=0.6)
+        hint = f": did you mean `{close[0]}`?" if close else "."
+        return f"{path}: unknown key (given {given}){hint} Allowed here: {', '.join(names)}"
+    if kind == "missing":
+        return f"{path}: required, not given"
+    if kind in ("value_error", "assertion_error"):  # the validator's own words, which name the value
+        return f"{path}: {_allowed(error)}"
+    return f"{path}: given {given}; allowed: {_allowed(error)}"
+
+
+_ALLOWED_BY_TYPE = {
+    "bool_parsing": "true or false",
+    "bool_type": "true or false",
+    "int_parsing": "a whole number",
+    "int_type": "a whole number",
+    "int_from_float": "a whole number",
+    "float_parsing": "a number",
+    "float_type": "a number",
+    "string_type": "text",
+    "dict_type": "a mapping of keys",
+    "model_type": "a mapping of keys",
+    "model_attributes_type": "a mapping of keys",
+    "list_type": "a list",
+}
+
+
+_BOUNDS = {"greater_than": "more than", "greater_than_equal": "at least", "less_than": "less than"}
+_BOUNDS |= {"less_than_equal": "at most", "multiple_of": "a multiple of"}
+_BOUND_KEYS = {"greater_than": "gt", "greater_than_equal": "ge", "less_than": "lt", "less_than_equal": "le"}
+_BOUND_KEYS |= {"multiple_of": "multiple_of"}
+
+
+def _allowed(error: Mapping[str, Any]) -> str:
+    """What is allowed, from the error's type and context (never by parsing its message)."""
+    kind = error["type"]
+    ctx = error.get("ctx") or {}
+    if kind in _ALLOWED_BY_TYPE:
+        return _ALLOWED_BY_TYPE[kind]
+    if kind == "literal_error":
+        return str(ctx.get("expected", ""))
+    if kind in ("value_error", "assertion_error"):  # the validator's own words
+        return str(ctx.get("error", ""))
+    if kind in ("string_too_short", "string_too_long"):
+        most = "at least" if kind == "string_too_short" else "at most"
+        count = ctx.get("min_length" if kind == "string_too_short" else "max_length")
+        return f"text of {most} {count} character{'s' if count != 1 else ''}"
+    bound = ctx.get(_BOUND_KEYS.get(kind, ""))
+    if bound is not None:
+        return f"{_BOUNDS[kind]} {bound:g}" if isinstance(bound, int | float) else f"{_BOUNDS[kind]} {bound}"
+    text = str(error.get("msg", ""))
+    return text[:1].lower() + text[1:]
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _fields_at(model: type[BaseModel], path: Sequence[object]) -> dict[str, Any]:
+    """The fields of the model found at ``path`` inside ``model`` (list indexes and mapping keys
+    stepped through); empty when the path leads to no model."""
+    current: Any = model
+    for step in path:
+        current = _inner(current, step)
+    found = _as_model(current)
+    return dict(found.model_fields) if found is not None else {}
+
+
+def _inner(annotation: Any, step: object) -> Any:
+    found = _as_model(annotation)
+    if found is not None:
+        field = found.model_fields.get(str(step))
+        return field.annotation if field is not None else None
+    container = _unwrapped(annotation)
+    origin, args = get_origin(container), get_args(container)
+    if isinstance(origin, type) and issubclass(origin, Mapping) and len(args) == 2:
+        return args[1]
+    if isinstance(origin, type) and issubclass(origin, Sequence | set | frozenset) and args:
+        return args[0]
+    return None
+
+
+def _unwrapped(annotation: Any) -> Any:
+    """Annotated[X, ...] -> X; X | None -> X."""
+    while get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    if get_origin(annotation) in (Union, types.UnionType):
+        rest = [a for a in get_args(annotation) if a is not type(None)]
+        annotation = rest[0] if len(rest) == 1 else annotation
+    return annotation
+
+
+def _as_model(annotation: Any) -> type[BaseModel] | None:
+    annotation = _unwrapped(annotation)
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+# --------------------------------------------------------------------------- the kinds' sections
 
 
 Section = TypeVar("Section", bound=BaseModel)

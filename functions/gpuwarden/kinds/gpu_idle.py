@@ -3,6 +3,7 @@
 from collections.abc import Sequence
 from typing import Any
 
+from gpuwarden.domain.budgets import gpu_idle_reason
 from gpuwarden.domain.decide import drain_with
 from gpuwarden.domain.gpu_idle import GPU_METRICS
 from gpuwarden.domain.notice import Kind
@@ -53,7 +54,7 @@ SPEC = KindSpec(
         answer=gpu_idle.reclaimed,
     ),
     handle=gpu_idle.handle_gpu_idle,
-    karpenter_reason="Underutilized",
+    karpenter_reason=gpu_idle_reason,  # Empty, or Underutilized
     switch="gpu_idle.enabled",
     models=(AlarmStateChange, AlarmContributorStateChange),
     rules=_rules,
@@ -66,5 +67,9 @@ SPEC = KindSpec(
         "cloudwatch-alarm-contributor-dcgm-metrics-insights.json",
         "cloudwatch-alarm-state-change-cpu.json",
         "cloudwatch-alarm-state-change-ok.json",
+        # Alertmanager alerts the policy maps to gpu-idle, over SNS (docs/gpu-signals.md)
+        "alertmanager-sns-per-gpu-partial.json",
+        "alertmanager-sns-per-gpu-whole-node.json",
+        "alertmanager-sns-by-node.json",
     ),
 )

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from gpuwarden.domain.notice import Kind, Notice
+from gpuwarden.domain.views import PodView
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.pipeline import KindHooks
 from gpuwarden.services.engine.result import Result
@@ -39,6 +40,8 @@ Reconcile = Callable[[Recorder, KindHooks, bool, list[Result]], str]
 #: The kind's part of the GPU-health scan (every minute, `gpuwarden scan`): one answer, its nodes'
 #: answers under ``results``.
 Scan = Callable[[Deps, KindHooks, bool], Result]
+#: The Karpenter disruption reason a voluntary action of the kind counts as, given the node's pods.
+KarpenterReason = Callable[[Sequence[PodView]], str]
 
 
 @dataclass(frozen=True)
@@ -105,8 +108,9 @@ class KindSpec:
     #: How one notice of the kind is run (None: the kind has no notices of its own).
     handle: Handle | None = None
     #: The Karpenter disruption reason a voluntary action of the kind counts as under a NodePool's
-    #: budgets (``Underutilized``, ``Empty``, ``Drifted``); None: only budgets that name no reasons.
-    karpenter_reason: str | None = None
+    #: budgets, from the node's pods (``Underutilized``, ``Empty``, …); None: it counts only under
+    #: budgets that name no reasons (docs/cluster.md).
+    karpenter_reason: KarpenterReason | None = None
     #: The policy switch that turns the kind off (docs/policy.md#switches); None: always on.
     switch: str | None = None
     #: The section the kind adds to the policy, when its settings are its own.
