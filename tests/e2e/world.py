@@ -99,11 +99,28 @@ def spot_warning(instance_id: str, at: datetime | None = None) -> dict[str, Any]
     return event
 
 
-def invoke(plane: Plane, aws: AwsWorld, event: dict[str, Any], tmp: Path) -> subprocess.CompletedProcess[str]:
-    """`gpuwarden invoke EVENT.json` as a user runs it: the console script, KUBECONFIG at the plane
-    (as client ``gpuwarden``), AWS at moto."""
-    path = tmp / "event.json"
+def invoke(
+    plane: Plane, aws: AwsWorld, event: dict[str, Any], tmp: Path, **options: Any
+) -> subprocess.CompletedProcess[str]:
+    """`gpuwarden invoke EVENT.json` as a user runs it (see `gpuwarden_cli`)."""
+    path = tmp / f"event-{len(list(tmp.glob('event-*.json')))}.json"
     path.write_text(json.dumps(event))
+    return gpuwarden_cli(plane, aws, ["invoke", str(path)], **options)
+
+
+def gpuwarden_cli(
+    plane: Plane,
+    aws: AwsWorld,
+    argv: list[str],
+    *,
+    policy: Path | None = None,
+    now: datetime | None = None,
+    save_as: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """``gpuwarden ARGV…`` as a user runs it: the console script, KUBECONFIG at the plane (as client
+    ``gpuwarden``), AWS at moto, the policy file given (else the cluster name alone) and
+    ``GPUWARDEN_NOW`` when a scene sets the windows' clock. ``save_as`` keeps its output in the
+    plane's artifacts (``<save_as>.stdout`` / ``.stderr``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GPUWARDEN_", "DRY_RUN", "KUBECONFIG"))}
     env |= {
         "KUBECONFIG": str(plane.kubeconfig_for(GPUWARDEN_USER)),
@@ -111,17 +128,30 @@ def invoke(plane: Plane, aws: AwsWorld, event: dict[str, Any], tmp: Path) -> sub
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_REGION": REGION,
-        "GPUWARDEN_CLUSTER": CLUSTER,
         "POWERTOOLS_METRICS_NAMESPACE": "GpuwardenE2E",
     }
-    return subprocess.run(
-        [str(GPUWARDEN), "--verbose", "invoke", str(path)],
+    env |= {"GPUWARDEN_POLICY_FILE": str(policy)} if policy else {"GPUWARDEN_CLUSTER": CLUSTER}
+    if now is not None:
+        env["GPUWARDEN_NOW"] = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    completed = subprocess.run(
+        [str(GPUWARDEN), "--verbose", *argv],
         capture_output=True,
         text=True,
         env=env,
         timeout=300,
         check=False,
     )
+    if save_as:
+        (plane.artifacts / f"{save_as}.stdout").write_text(completed.stdout)
+        (plane.artifacts / f"{save_as}.stderr").write_text(completed.stderr)
+    return completed
+
+
+def answer(completed: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """The JSON answer of a gpuwarden command that exited 0 (else the assertion shows its stderr)."""
+    assert completed.returncode == 0, completed.stderr[-3000:] + completed.stdout[-2000:]
+    result: dict[str, Any] = json.loads(completed.stdout)
+    return result
 
 
 class Cluster:
