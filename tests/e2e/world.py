@@ -121,6 +121,24 @@ def gpuwarden_cli(
     ``gpuwarden``), AWS at moto, the policy file given (else the cluster name alone) and
     ``GPUWARDEN_NOW`` when a scene sets the windows' clock. ``save_as`` keeps its output in the
     plane's artifacts (``<save_as>.stdout`` / ``.stderr``)."""
+    completed = subprocess.run(
+        [str(GPUWARDEN), "--verbose", *argv],
+        capture_output=True,
+        text=True,
+        env=gpuwarden_env(plane, aws, policy=policy, now=now),
+        timeout=300,
+        check=False,
+    )
+    if save_as:
+        (plane.artifacts / f"{save_as}.stdout").write_text(completed.stdout)
+        (plane.artifacts / f"{save_as}.stderr").write_text(completed.stderr)
+    return completed
+
+
+def gpuwarden_env(
+    plane: Plane, aws: AwsWorld, *, policy: Path | None = None, now: datetime | None = None
+) -> dict[str, str]:
+    """The environment of a gpuwarden command against the plane and moto (see `gpuwarden_cli`)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GPUWARDEN_", "DRY_RUN", "KUBECONFIG"))}
     env |= {
         "KUBECONFIG": str(plane.kubeconfig_for(GPUWARDEN_USER)),
@@ -133,18 +151,7 @@ def gpuwarden_cli(
     env |= {"GPUWARDEN_POLICY_FILE": str(policy)} if policy else {"GPUWARDEN_CLUSTER": CLUSTER}
     if now is not None:
         env["GPUWARDEN_NOW"] = now.strftime("%Y-%m-%dT%H:%M:%SZ")
-    completed = subprocess.run(
-        [str(GPUWARDEN), "--verbose", *argv],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
-    if save_as:
-        (plane.artifacts / f"{save_as}.stdout").write_text(completed.stdout)
-        (plane.artifacts / f"{save_as}.stderr").write_text(completed.stderr)
-    return completed
+    return env
 
 
 def answer(completed: subprocess.CompletedProcess[str]) -> dict[str, Any]:
