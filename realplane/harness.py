@@ -111,6 +111,15 @@ class Component:
             return ""
         return lines[-1][:300] if lines else ""
 
+    def pause(self) -> None:
+        """SIGSTOP the program (and its children): it holds its sockets and answers nothing."""
+        if self.proc is not None:
+            os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.proc is not None:
+            os.killpg(self.proc.pid, signal.SIGCONT)
+
     def stop(self, grace: float = 10.0) -> None:
         proc = self.proc
         if proc is None or proc.poll() is not None:
@@ -195,6 +204,8 @@ class Plane:
         self.exec_dir = self.workdir / "exec"
         self._stopped = False
         self._client: ApiClient | None = None
+        #: How each component's readiness is probed (its URL, with the admin certificate, verified).
+        self._probes: dict[str, tuple[str, bool, bool]] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -328,7 +339,17 @@ class Plane:
                 )
             time.sleep(interval)
 
+    def restart(self, name: str) -> None:
+        """Stop component ``name`` (SIGTERM, as a rolling update does) and start it again with the
+        same flags, ports and store; return once it is ready again (docs/realplane.md, "Faults")."""
+        component = self.components[name]
+        component.stop()
+        component.start()
+        url, client_cert, verify = self._probes[name]
+        self._ready(component, url, client_cert=client_cert, verify=verify)
+
     def _ready(self, component: Component, url: str, *, client_cert: bool = False, verify: bool = False) -> None:
+        self._probes[component.name] = (url, client_cert, verify)
         context = ssl.create_default_context(cafile=str(self.pki.ca_cert)) if verify else _insecure()
         if client_cert:
             context.load_cert_chain(str(self.pki.admin_cert), str(self.pki.admin_key))

@@ -291,20 +291,26 @@ class Acknowledger:
         self._thread.join(timeout=10)
 
     def _run(self) -> None:
-        from gpuwarden.domain import annotations as ann
-
         core: Any = client.CoreV1Api(self.plane.api_client())
         while not self._stop.wait(0.05):
-            for pod in core.list_namespaced_pod(self.namespace, label_selector=self.selector).items:
-                notes = pod.metadata.annotations or {}
-                name = pod.metadata.name
-                if not notes.get(ann.CHECKPOINT_REQUESTED) or notes.get(ann.CHECKPOINT_DONE):
-                    continue
-                first = self._asked.setdefault(name, time.monotonic())
-                if time.monotonic() - first < self.takes(name):
-                    continue
-                done = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-                body = {"metadata": {"annotations": {ann.CHECKPOINT_DONE: done}}}
-                with contextlib.suppress(client.ApiException):  # evicted meanwhile
-                    core.patch_namespaced_pod(name, self.namespace, body)
-                    self.acknowledged.append(name)
+            try:
+                self._answer(core)
+            except Exception:
+                continue
+
+    def _answer(self, core: Any) -> None:
+        from gpuwarden.domain import annotations as ann
+
+        for pod in core.list_namespaced_pod(self.namespace, label_selector=self.selector).items:
+            notes = pod.metadata.annotations or {}
+            name = pod.metadata.name
+            if not notes.get(ann.CHECKPOINT_REQUESTED) or notes.get(ann.CHECKPOINT_DONE):
+                continue
+            first = self._asked.setdefault(name, time.monotonic())
+            if time.monotonic() - first < self.takes(name):
+                continue
+            done = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            body = {"metadata": {"annotations": {ann.CHECKPOINT_DONE: done}}}
+            with contextlib.suppress(client.ApiException):  # evicted meanwhile
+                core.patch_namespaced_pod(name, self.namespace, body)
+                self.acknowledged.append(name)
