@@ -175,6 +175,7 @@ class Plane:
         nodepools: Iterable[Mapping[str, Any]] | None = None,
         karpenter: bool = True,
         complete_jobs: bool = False,
+        jobset: bool = False,
         ready_timeout: float = READY_TIMEOUT,
     ) -> None:
         self.artifacts = artifacts
@@ -183,6 +184,8 @@ class Plane:
         #: KWOK's pod-complete stage: a Job's pod Succeeds as soon as it runs. Off by default, so
         #: a training pod runs until it is evicted or deleted, as a long training run does.
         self.complete_jobs = complete_jobs
+        #: JobSet's CRD (jobset.x-k8s.io), so a user's JobSet manifest is admitted (no JobSet controller).
+        self.jobset = jobset
         self.ready_timeout = ready_timeout
         self.workdir = Path(tempfile.mkdtemp(prefix="realplane-"))
         self.components: dict[str, Component] = {}
@@ -236,6 +239,8 @@ class Plane:
         self._start(self._start_scheduler, "kube-scheduler", ("scheduler",))
         self._prepare_kwok()
         self._start(self._start_kwok, "kwok", ("kwok",))
+        if self.jobset:
+            self._install_crds("jobset-crds")
         if self.with_karpenter:
             self._install_karpenter_objects()
             self._start(self._start_karpenter, "karpenter", ("karpenter", "karpenter-metrics"))
@@ -528,17 +533,8 @@ class Plane:
         """Karpenter's CRDs (Established), the KWOKNodeClass ``default`` and the NodePools."""
         from kubernetes import client
 
-        crds = sorted((pins.share_dir() / "karpenter-crds").glob("*.yaml"))
-        api = self.api_client()
-        ext: Any = client.ApiextensionsV1Api(api)
-        names = []
-        for path in crds:
-            crd = yaml.safe_load(path.read_text())
-            ext.create_custom_resource_definition(crd)
-            names.append(crd["metadata"]["name"])
-        for name in names:
-            self.wait_for(f"CRD {name} Established", partial(_established, ext, name), timeout=self.ready_timeout)
-        custom: Any = client.CustomObjectsApi(api)
+        self._install_crds("karpenter-crds")
+        custom: Any = client.CustomObjectsApi(self.api_client())
         custom.create_cluster_custom_object(
             "karpenter.kwok.sh",
             "v1alpha1",
@@ -547,6 +543,19 @@ class Plane:
         )
         for pool in self.nodepools:
             custom.create_cluster_custom_object("karpenter.sh", "v1", "nodepools", pool)
+
+    def _install_crds(self, folder: str) -> None:
+        """The CRDs the build copied into ``share/<folder>``, each waited for until Established."""
+        from kubernetes import client
+
+        ext: Any = client.ApiextensionsV1Api(self.api_client())
+        names = []
+        for path in sorted((pins.share_dir() / folder).glob("*.yaml")):
+            crd = yaml.safe_load(path.read_text())
+            ext.create_custom_resource_definition(crd)
+            names.append(crd["metadata"]["name"])
+        for name in names:
+            self.wait_for(f"CRD {name} Established", partial(_established, ext, name), timeout=self.ready_timeout)
 
     def _start_karpenter(self) -> None:
         from kubernetes import client

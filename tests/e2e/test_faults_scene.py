@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from gpuwarden.domain import annotations as ann
+from realplane.aws import AwsWorld
 from realplane.harness import Plane, dump
 from tests.e2e.scene import (
     Acknowledger,
@@ -28,7 +29,7 @@ from tests.e2e.scene import (
     scene_cluster,
     times,
 )
-from tests.e2e.world import GPUWARDEN, AwsWorld, Cluster, gpuwarden_env, spot_warning
+from tests.e2e.world import GPUWARDEN, Cluster, gpuwarden_env, spot_warning
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -11,6 +11,7 @@ import pytest
 
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.placement import gang_zone
+from realplane.aws import AwsWorld
 from realplane.harness import Plane, dump
 from tests.e2e.scene import (
     Acknowledger,
@@ -25,7 +26,7 @@ from tests.e2e.scene import (
     scene_cluster,
     times,
 )
-from tests.e2e.world import AwsWorld, answer, invoke, spot_warning
+from tests.e2e.world import answer, invoke, spot_warning
 
 pytestmark = pytest.mark.timeout(600)
 

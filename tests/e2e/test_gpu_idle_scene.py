@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from gpuwarden.domain import annotations as ann
+from realplane.aws import REGION, AwsWorld
 from realplane.harness import Plane, dump
 from tests.e2e.scene import (
     Acknowledger,
@@ -22,7 +23,7 @@ from tests.e2e.scene import (
     running,
     scene_cluster,
 )
-from tests.e2e.world import CLUSTER, EVENTS, REGION, AwsWorld, answer, invoke, rfc3339
+from tests.e2e.world import CLUSTER, EVENTS, answer, invoke, rfc3339
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -16,6 +16,7 @@ import pytest
 from kubernetes import client
 
 from gpuwarden.domain import annotations as ann
+from realplane.aws import AwsWorld
 from realplane.harness import Plane, dump
 from tests.e2e.scene import (
     NODECLAIMS,
@@ -34,7 +35,7 @@ from tests.e2e.scene import (
     running,
     scene_cluster,
 )
-from tests.e2e.world import EVENTS, AwsWorld, Cluster, answer, invoke, spot_warning
+from tests.e2e.world import EVENTS, Cluster, answer, invoke, spot_warning
 
 pytestmark = pytest.mark.timeout(600)
 

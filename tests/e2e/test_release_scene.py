@@ -15,19 +15,10 @@ from typing import Any
 import pytest
 
 from gpuwarden.domain import annotations as ann
+from realplane.aws import AwsWorld
 from realplane.harness import Plane, dump
 from tests.e2e.scene import NODEPOOLS, job, requests_of, running, scene_cluster
-from tests.e2e.world import (
-    CLUSTER,
-    GPUWARDEN,
-    NODEPOOL,
-    AwsWorld,
-    answer,
-    gpuwarden_cli,
-    gpuwarden_env,
-    invoke,
-    spot_warning,
-)
+from tests.e2e.world import CLUSTER, GPUWARDEN, NODEPOOL, answer, gpuwarden_cli, gpuwarden_env, invoke, spot_warning
 
 pytestmark = pytest.mark.timeout(600)
 

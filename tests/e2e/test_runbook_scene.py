@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpuwarden.domain import annotations as ann
+from realplane.aws import AwsWorld
 from realplane.harness import Plane, dump
 from tests.e2e.scene import (
     claim_ready,
@@ -22,7 +23,7 @@ from tests.e2e.scene import (
     scene_cluster,
     times,
 )
-from tests.e2e.world import AwsWorld, answer, gpuwarden_cli, rfc3339
+from tests.e2e.world import answer, gpuwarden_cli, rfc3339
 
 pytestmark = pytest.mark.timeout(600)
 

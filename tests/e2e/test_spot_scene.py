@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 from gpuwarden.domain import annotations as ann
+from realplane.aws import AwsWorld
 from realplane.harness import Plane, dump, dump_full
 from tests.e2e.world import (
     GPU,
     GPU_TOLERATION,
     GPUWARDEN_USER,
     NODEPOOL,
-    AwsWorld,
     Cluster,
     SignalAcknowledger,
     condition,

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from realplane.aws import AwsWorld
 from realplane.harness import Plane, dump
 from tests.e2e.scene import (
     NODEPOOLS,
@@ -22,7 +23,7 @@ from tests.e2e.scene import (
     running,
     scene_cluster,
 )
-from tests.e2e.world import CLUSTER, AwsWorld, Cluster, answer, invoke, rfc3339
+from tests.e2e.world import CLUSTER, Cluster, answer, invoke, rfc3339
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -8,85 +8,23 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client
 
+from realplane.aws import REGION, AwsWorld
 from realplane.harness import Plane
 
 GPUWARDEN = Path(sys.executable).with_name("gpuwarden")
 EVENTS = Path(__file__).resolve().parents[2] / "events"
-REGION = "us-west-2"
-ACCOUNT = "123456789012"  # moto's default account
 CLUSTER = "ml-prod"
 #: The client name gpuwarden's requests carry in the audit log (Plane.kubeconfig_for).
 GPUWARDEN_USER = "gpuwarden"
 NODEPOOL = "gpu-training"
 GPU = "nvidia.com/gpu"
 GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
-
-
-@dataclass
-class AwsWorld:
-    """moto, in this process, as the EC2 the plane's nodes would run in."""
-
-    endpoint: str
-
-    def ec2(self) -> Any:
-        import boto3
-
-        return boto3.client(
-            "ec2",
-            endpoint_url=self.endpoint,
-            region_name=REGION,
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-        )
-
-    def instance_for_node(self, node: dict[str, Any]) -> str:
-        """Launch the EC2 instance behind a KWOK node and return its id.
-
-        Karpenter's KWOK provider names a node ``kwok-<nodeclaim>-…`` with providerID
-        ``kwok://<name>``, so nothing in the node says which instance it is; gpuwarden finds a
-        node without an AWS providerID by the instance's ``PrivateDnsName`` (as EKS names nodes).
-        moto derives that name from the private IP; this instance reports the node's name instead,
-        as EC2 would for the node's real instance (docs/realplane.md, "Findings")."""
-        from moto.backends import get_backend
-
-        labels = node["metadata"]["labels"]
-        ec2 = self.ec2()
-        image = ec2.describe_images()["Images"][0]["ImageId"]
-        launched = ec2.run_instances(
-            ImageId=image,
-            MinCount=1,
-            MaxCount=1,
-            InstanceType=labels.get("node.kubernetes.io/instance-type", "p4d.24xlarge"),
-            Placement={"AvailabilityZone": labels.get("topology.kubernetes.io/zone", f"{REGION}a")},
-        )
-        instance_id: str = launched["Instances"][0]["InstanceId"]
-        instance = get_backend("ec2")[ACCOUNT][REGION].get_instance(instance_id)
-        name = node["metadata"]["name"]
-        instance.__class__ = type(
-            "KwokNodeInstance", (type(instance),), {"private_dns_name": property(lambda _self: name)}
-        )
-        return instance_id
-
-
-@contextmanager
-def start_moto() -> Iterator[AwsWorld]:
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        yield AwsWorld(endpoint=f"http://127.0.0.1:{server.get_host_and_port()[1]}")
-    finally:
-        server.stop()
 
 
 def spot_warning(instance_id: str, at: datetime | None = None) -> dict[str, Any]:
