@@ -11,7 +11,6 @@ import shlex
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -114,10 +113,8 @@ def test_a_users_indexed_job_runs_on_karpenters_nodes_and_gpuwarden_handles_a_sp
         node = sorted(ranks.values())[0]
         sample = (EVENTS / "spot-interruption-empty-time.json").read_text()
         event = sample.replace("i-0abc1234def567890", instances[node])
-        gpuwarden = Path(sys.executable).with_name("gpuwarden")
-        done = subprocess.run(
-            [str(gpuwarden), "invoke", "-"], input=event, capture_output=True, text=True, env=shell, timeout=200, check=False
-        )
+        invoke = [str(GPUWARDEN), "invoke", "-"]
+        done = subprocess.run(invoke, input=event, capture_output=True, text=True, env=shell, timeout=200, check=False)
         # Then gpuwarden handled it: every rank asked, the rank on that node evicted, its node replaced
         assert done.returncode == 0, done.stderr[-3000:]
         result = json.loads(done.stdout)
