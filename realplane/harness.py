@@ -240,7 +240,7 @@ class Plane:
         self._prepare_kwok()
         self._start(self._start_kwok, "kwok", ("kwok",))
         if self.jobset:
-            self._install_crds("jobset-crds")
+            self.install_crds("jobset-crds")
         if self.with_karpenter:
             self._install_karpenter_objects()
             self._start(self._start_karpenter, "karpenter", ("karpenter", "karpenter-metrics"))
@@ -533,7 +533,7 @@ class Plane:
         """Karpenter's CRDs (Established), the KWOKNodeClass ``default`` and the NodePools."""
         from kubernetes import client
 
-        self._install_crds("karpenter-crds")
+        self.install_crds("karpenter-crds")
         custom: Any = client.CustomObjectsApi(self.api_client())
         custom.create_cluster_custom_object(
             "karpenter.kwok.sh",
@@ -544,7 +544,7 @@ class Plane:
         for pool in self.nodepools:
             custom.create_cluster_custom_object("karpenter.sh", "v1", "nodepools", pool)
 
-    def _install_crds(self, folder: str) -> None:
+    def install_crds(self, folder: str) -> None:
         """The CRDs the build copied into ``share/<folder>``, each waited for until Established."""
         from kubernetes import client
 
