@@ -20,23 +20,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from realplane.aws import REGION, start_moto
+from realplane.aws import start_moto
 from realplane.harness import KWOK_NODE_ANNOTATION, Plane
+from sim.serve import exports
 
 CLUSTER = "ml-prod"
 SAMPLE = "i-0abc1234def567890"  # the instance id in events/spot-interruption-empty-time.json
-
-
-def exports(plane: Plane, policy: Path, endpoint: str) -> dict[str, str]:
-    return {
-        "KUBECONFIG": str(plane.kubeconfig),
-        "GPUWARDEN_POLICY_FILE": str(policy),
-        "AWS_ENDPOINT_URL": endpoint,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_REGION": REGION,
-        "AWS_DEFAULT_REGION": REGION,
-    }
 
 
 class NodeInstances:
@@ -89,7 +78,7 @@ def serve() -> int:
             policy.write_text(json.dumps({"cluster": CLUSTER}, indent=2) + "\n")
             watcher = NodeInstances(plane, aws.instance_for_node, stop)
             watcher.thread.start()
-            env = exports(plane, policy, aws.endpoint)
+            env = exports(plane.kubeconfig, policy, aws.endpoint)  # as the simulator's sandbox says them
             print("# gpuwarden sandbox on a real control plane: NodePool gpu-training (p4d/p5, GPU taint), JobSet CRD")
             print("export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()), flush=True)
             print("# then: kubectl apply -f your-indexed-job.yaml (pods tolerate nvidia.com/gpu and request GPUs);")

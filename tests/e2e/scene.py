@@ -290,6 +290,10 @@ class Acknowledger:
         self._stop.set()
         self._thread.join(timeout=10)
 
+    def due(self, pod: str) -> bool:
+        """Whether ``pod``'s trainer has what it answers on (here: the request on its pod)."""
+        return True
+
     def _run(self) -> None:
         core: Any = client.CoreV1Api(self.plane.api_client())
         while not self._stop.wait(0.05):
@@ -307,10 +311,20 @@ class Acknowledger:
             if not notes.get(ann.CHECKPOINT_REQUESTED) or notes.get(ann.CHECKPOINT_DONE):
                 continue
             first = self._asked.setdefault(name, time.monotonic())
-            if time.monotonic() - first < self.takes(name):
+            if time.monotonic() - first < self.takes(name) or not self.due(name):
                 continue
             done = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             body = {"metadata": {"annotations": {ann.CHECKPOINT_DONE: done}}}
             with contextlib.suppress(client.ApiException):  # evicted meanwhile
                 core.patch_namespaced_pod(name, self.namespace, body)
                 self.acknowledged.append(name)
+
+
+class SignalAcknowledger(Acknowledger):
+    """The trainer side of a `signal:` checkpoint: KWOK runs gpuwarden's `kill -s USR1 1` through the
+    harness's recording `kill` (``plane.signals``); a pod asked and not answered is acknowledged once
+    a signal has arrived that no earlier acknowledgement used, as a trainer's signal handler would
+    once its checkpoint is saved."""
+
+    def due(self, pod: str) -> bool:
+        return len(self.plane.signals.read_text().splitlines()) > len(self.acknowledged)

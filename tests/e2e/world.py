@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -158,43 +157,3 @@ def running_and_ready(pod: dict[str, Any]) -> bool:
 
 def rfc3339(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-class SignalAcknowledger:
-    """The trainer side of a `signal:` checkpoint on the real plane: KWOK runs gpuwarden's
-    `kill -s USR1 1` through the harness's recording `kill` (plane.signals); when a new line
-    appears there, this writes `gpuwarden.io/checkpoint-done` on the pod that was asked and has
-    not answered, as a trainer's signal handler would once its checkpoint is saved."""
-
-    def __init__(self, plane: Plane, namespace: str, selector: str) -> None:
-        self.plane = plane
-        self.namespace = namespace
-        self.selector = selector
-        self.acknowledged: list[tuple[str, str]] = []  # (pod, the signal line it answered)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="signal-acknowledger", daemon=True)
-
-    def __enter__(self) -> SignalAcknowledger:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-    def _run(self) -> None:
-        from gpuwarden.domain import annotations as ann
-
-        core: Any = client.CoreV1Api(self.plane.api_client())
-        seen = 0
-        while not self._stop.wait(0.05):
-            lines = self.plane.signals.read_text().splitlines()
-            for line in lines[seen:]:
-                for pod in core.list_namespaced_pod(self.namespace, label_selector=self.selector).items:
-                    notes = pod.metadata.annotations or {}
-                    if notes.get(ann.CHECKPOINT_REQUESTED) and not notes.get(ann.CHECKPOINT_DONE):
-                        done = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-                        body = {"metadata": {"annotations": {ann.CHECKPOINT_DONE: done}}}
-                        core.patch_namespaced_pod(pod.metadata.name, self.namespace, body)
-                        self.acknowledged.append((pod.metadata.name, line))
-            seen = len(lines)
