@@ -140,7 +140,7 @@ def test_rebalance_prepares_taints_asks_and_launches_without_evicting(story: Sto
     assert {"key": ann.TAINT_KEY, "value": "rebalance", "effect": "NoSchedule"} in taints, taints
 
 
-def test_the_spot_warning_drains_onto_the_prepared_replacement_and_launches_no_second(story: Story) -> None:
+def test_the_spot_warning_drains_the_node_and_gpuwarden_launches_no_second_replacement(story: Story) -> None:
     result = story.drained
     assert result["outcome"] == "handled", dump(result)
     types = [a["type"] for a in result["actions"]]
