@@ -4,7 +4,7 @@ Benchmarks print figures; they are not timed tests and never fail on a missed go
 command fails only when a benchmark cannot run at all for a reason other than a clear skip
 (kubectl absent, no layer build).
 
-    python -m tests.bench.run [--only cold,latency,drain,mass,gangs,memory,artifacts,soak,gpu_health]
+    python -m tests.bench.run [--only cold,latency,drain,mass,gangs,memory,artifacts,soak,gpu_health,realplane]
 """
 
 from __future__ import annotations
@@ -92,6 +92,12 @@ def _gpu_health() -> tuple[list[Figure], dict[str, Any]]:
     return gpu_health.measure()
 
 
+def _realplane() -> tuple[list[Figure], dict[str, Any]]:
+    from tests.bench import realplane
+
+    return realplane.measure()
+
+
 BENCHES: dict[str, Callable[[], tuple[list[Figure], dict[str, Any]]]] = {
     "cold": _cold,
     "latency": _latency,
@@ -102,6 +108,7 @@ BENCHES: dict[str, Callable[[], tuple[list[Figure], dict[str, Any]]]] = {
     "artifacts": _artifacts,
     "soak": _soak,
     "gpu_health": _gpu_health,
+    "realplane": _realplane,
 }
 
 

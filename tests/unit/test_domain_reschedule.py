@@ -101,6 +101,14 @@ def test_free_gpus_count_what_the_node_pods_ask() -> None:
     assert free_gpus(n, [pod("a", on="x", gpus=2), pod("b", on="x", gpus=3, phase="Succeeded")]) == 6
 
 
+def test_free_gpus_are_of_the_allocatable_as_kube_scheduler_counts() -> None:
+    # Given a node whose capacity says 4 GPUs and allocatable 8 (Karpenter's KWOK provider: capacity
+    # is the NodeClaim's requests, allocatable the instance type's)
+    n = node("x", 4, allocatable={"nvidia.com/gpu": 8})
+    # Then 4 of them are free beside a 4-GPU pod, as the scheduler would bind a fifth GPU there
+    assert free_gpus(n, [pod("a", on="x", gpus=4)]) == 4
+
+
 def test_a_pod_held_to_its_volumes_zone_goes_only_to_a_node_there() -> None:
     from gpuwarden.domain.volumes import ClaimView, VolumeView, pod_zones
 

@@ -78,9 +78,15 @@ def guardrails(d: Disruption) -> str | None:
         return refused
     if d.notice.detail.get("evidence") == "alert":
         return None  # an Alertmanager alert is its own evidence: no CloudWatch re-check (docs/gpu-signals.md)
-    if node.instance_id is None:
-        return f"node {node.name} has no AWS providerID: its GPU utilization cannot be re-checked"
-    metric = IdleMetric.for_alarm(d.notice.detail.get("metric"), deps.policy.cluster, node.instance_id, node.name)
+    # the node's instance, else the one the alarm's series names (a node without an AWS providerID:
+    # a KWOK node on the real plane, docs/realplane.md; a wrong pairing finds no data and skips)
+    instance_id = node.instance_id or d.notice.instance_id
+    if instance_id is None:
+        return (
+            f"node {node.name} has no AWS providerID and the alarm names no instance: "
+            "its GPU utilization cannot be re-checked"
+        )
+    metric = IdleMetric.for_alarm(d.notice.detail.get("metric"), deps.policy.cluster, instance_id, node.name)
     values = deps.cloud.gpu_utilization(metric, policy.evaluation_minutes, policy.period_seconds)
     refused = busy_refusal(Utilization(tuple(values), policy.evaluation_minutes, metric.name), policy.threshold_percent)
     return refused or comes_back_refusal(d, nodes)  # idle, but would its pods come straight back?
