@@ -9,18 +9,25 @@ into `NotDrained`; any other error fails the execution. Every wait is on the sim
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
+import pytest
+
+from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.drain_faults import RETRY, TRANSIENT
 from gpuwarden.domain.errors import DrainGaveUp
 from gpuwarden.handlers.drain import workflow_round
 from gpuwarden.kinds.inputs import parse_notices
 from gpuwarden.services.dispatch import handle_batch
 from gpuwarden.services.engine.context import Deps
+from sim import KubeSim
+from sim.apiserver.faults import RequestInfo
 from tests.reliability.conftest import sim_deps
-from tests.reliability.harness import build_cluster, deadline_of, fresh_sim, spot_event
+from tests.reliability.harness import Cluster, Observer, build_cluster, deadline_of, fresh_sim, spot_event
 
 
 @dataclass
@@ -117,3 +124,127 @@ def test_an_outage_that_outlasts_the_deadline_ends_not_drained_naming_what_is_le
     assert "deadline" in execution.cause
     assert "left on the node: " in execution.cause
     assert "ml/train-0-worker" in execution.cause, execution.cause
+
+
+# --------------------------------------------------------------------------- the outage at every step
+
+OUTAGE_SECONDS = 20.0  # simulated; the client's own retries (about 1.5 s of real time) are far shorter
+
+
+class OutageFrom:
+    """A fault predicate: from the first request ``starts`` matches, every request is dropped for
+    `OUTAGE_SECONDS` of simulated time (the API server gone: connections reset)."""
+
+    def __init__(self, sim: KubeSim, starts: Callable[[RequestInfo], bool]) -> None:
+        self.sim, self.starts = sim, starts
+        self.began: datetime | None = None
+
+    def __call__(self, req: RequestInfo) -> bool:
+        now = self.sim.clock.now()
+        if self.began is None:
+            if not self.starts(req):
+                return False
+            self.began = now
+        return now < self.began + timedelta(seconds=OUTAGE_SECONDS)
+
+
+def _first(method: str, pattern: str) -> Callable[[RequestInfo], bool]:
+    compiled = re.compile(pattern)
+    return lambda req: req.method == method and compiled.fullmatch(req.path) is not None
+
+
+#: Where in a Spot warning's first invocation the outage starts (the request that meets it first).
+STEPS: dict[str, Callable[[RequestInfo], bool]] = {
+    "before the mark": lambda _req: True,
+    "between the mark and the requests": _first("GET", r"/api/v1/pods"),
+    "during the replacement": _first("POST", r"/apis/karpenter\.sh/v1/nodeclaims"),
+    "during the first drain round": _first("POST", r"/api/v1/namespaces/[^/]+/pods/[^/]+/eviction"),
+}
+
+
+def _node_untouched(sim: KubeSim, cluster: Cluster, observer: Observer) -> None:
+    node = sim.get("Node", cluster.node)
+    assert node is not None
+    assert not (node["metadata"].get("annotations") or {}).get(ann.EVENT_ID), node["metadata"]
+    assert not node["spec"].get("unschedulable"), node["spec"]
+    assert observer.write_attempt_paths() == [], observer.write_attempt_paths()
+
+
+def _drained_in_time(sim: KubeSim, cluster: Cluster, result: dict[str, Any], deadline: datetime) -> None:
+    types = [a["type"] for a in result["actions"]]
+    assert result["outcome"] == "handled", result
+    assert "cordon" in types, types
+    assert "handed-on" in types, types
+    (handed,) = [a for a in result["actions"] if a["type"] == "handed-on"]
+    assert handed["error"] == "ClusterUnreachable", handed
+    assert "the drain workflow took over" in result["reason"], result["reason"]
+    assert result["drain"]["outcome"] == "drained", result["drain"]
+    assert result["drain"]["seconds_left"] > 0, result["drain"]
+    assert sim.clock.now() < deadline
+    for key in cluster.must_go:
+        namespace, name = key.split("/")
+        pod = sim.get("Pod", name, namespace)
+        assert pod is None or pod["metadata"].get("deletionTimestamp"), key
+
+
+@pytest.mark.parametrize("step", list(STEPS))
+def test_a_20_s_outage_at_each_step_of_a_spot_warnings_first_invocation_ends_as_the_contract_says(
+    aws: None, step: str
+) -> None:
+    # Given a Spot node with trainers (1 s to checkpoint) and plain pods, the warning just received
+    with fresh_sim(speed=4.0, ack_delay=1.0) as (sim, _workloads):
+        cluster = build_cluster(sim, pdb_min_available=None, grace=5)
+        event = spot_event(sim.clock.now())
+        deadline = deadline_of(event)
+        deps = sim_deps(sim)
+        observer = Observer(sim) if step == "before the mark" else None
+        outage = OutageFrom(sim, STEPS[step])
+        # When the API server drops every connection for 20 s from that step on (gpuwarden invoke)
+        sim.faults.inject(reset=True, predicate=outage)
+        result = handle_batch(parse_notices(event), deps).to_json()
+
+        assert outage.began is not None, f"the outage never started ({step})"
+        if observer is not None:
+            # Then before the mark: failed, and nothing written
+            assert result["outcome"] == "failed", result
+            assert result["actions"] == [], result
+            assert "no cluster reachable" in result["reason"], result["reason"]
+            _node_untouched(sim, cluster, observer)
+            return
+        # Then after it: handled, the failure in the actions, the drain finished before the deadline
+        _drained_in_time(sim, cluster, result, deadline)
+        ledger = deps.ledger.get(event["id"])
+        assert ledger is not None
+        assert "ClusterUnreachable" in str(ledger.get("handed_on")), ledger
+
+
+@pytest.mark.parametrize("step", [s for s in STEPS if s not in ("before the mark", "during the first drain round")])
+def test_deployed_a_failure_after_the_mark_starts_the_drain_workflow_which_waits_out_the_outage(
+    aws: None, step: str
+) -> None:
+    # Given the same warning, deployed: the first invocation hands its drain to the workflow
+    with fresh_sim(speed=4.0, ack_delay=1.0) as (sim, _workloads):
+        cluster = build_cluster(sim, pdb_min_available=None, grace=5)
+        event = spot_event(sim.clock.now())
+        deadline = deadline_of(event)
+        deps = sim_deps(sim)
+        handed: list[dict[str, Any]] = []
+        deps.start_drain = handed.append
+        outage = OutageFrom(sim, STEPS[step])
+        sim.faults.inject(reset=True, predicate=outage)
+        first = handle_batch(parse_notices(event), deps, drain_locally=False).to_json()
+
+        # Then the invocation answers handled with the failure, the workflow started (once per name)
+        assert outage.began is not None
+        assert first["outcome"] == "handled", first
+        assert "handed-on" in [a["type"] for a in first["actions"]], first["actions"]
+        assert handed, "the drain workflow was never started"
+        # and the workflow's rounds wait the outage out and finish before the deadline
+        execution = run_workflow(deps, handed[-1], lambda _rounds: None)
+        assert execution.status == "SUCCEEDED", execution
+        assert execution.output["outcome"] == "drained", execution.output
+        assert sim.clock.now() < deadline
+        for key in cluster.must_go:
+            namespace, name = key.split("/")
+            pod = sim.get("Pod", name, namespace)
+            assert pod is None or pod["metadata"].get("deletionTimestamp"), key

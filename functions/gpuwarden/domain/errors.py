@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Any, Self
+
 
 class GpuwardenError(Exception):
-    """Base of every error gpuwarden raises on purpose."""
+    """Base of every error gpuwarden raises on purpose.
+
+    ``node`` and ``actions``: what the run had found and done when it failed (`done_so_far`), so
+    that a failed answer keeps the steps that were taken (docs/results.md)."""
+
+    node: str | None = None
+    actions: tuple[dict[str, Any], ...] = ()
+
+    def done_so_far(self, node: str | None, actions: list[dict[str, Any]]) -> Self:
+        """This error, carrying the node and the actions of the run it ended."""
+        self.node = node or self.node
+        self.actions = tuple(actions)
+        return self
 
 
 class InvalidEvent(GpuwardenError):

@@ -44,7 +44,9 @@ def failed_result(
     node: str | None = None,
     instance_id: str | None = None,
 ) -> Result:
-    """The answer to an event whose handling failed, logged and counted."""
+    """The answer to an event whose handling failed, logged and counted; it keeps the node the run
+    had found and the actions it had taken (`GpuwardenError.done_so_far`)."""
+    node = err.node or node
     result = Result(
         outcome="failed",
         kind=kind,
@@ -52,6 +54,7 @@ def failed_result(
         instance_id=instance_id,
         event_id=event_id,
         reason=f"{what_failed(err)}: {err}",
+        actions=list(err.actions),
     )
     logger.error("failed", extra={"kind": kind, "event_id": event_id, "node": node, "error": str(err)})
     count_event(kind, "failed")
