@@ -10,7 +10,8 @@ into `NotDrained`; any other error fails the execution. Every wait is on the sim
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -170,16 +171,7 @@ def _node_untouched(sim: KubeSim, cluster: Cluster, observer: Observer) -> None:
     assert observer.write_attempt_paths() == [], observer.write_attempt_paths()
 
 
-def _drained_in_time(sim: KubeSim, cluster: Cluster, result: dict[str, Any], deadline: datetime) -> None:
-    types = [a["type"] for a in result["actions"]]
-    assert result["outcome"] == "handled", result
-    assert "cordon" in types, types
-    assert "handed-on" in types, types
-    (handed,) = [a for a in result["actions"] if a["type"] == "handed-on"]
-    assert handed["error"] == "ClusterUnreachable", handed
-    assert "the drain workflow took over" in result["reason"], result["reason"]
-    assert result["drain"]["outcome"] == "drained", result["drain"]
-    assert result["drain"]["seconds_left"] > 0, result["drain"]
+def _gone_before_the_deadline(sim: KubeSim, cluster: Cluster, deadline: datetime) -> None:
     assert sim.clock.now() < deadline
     for key in cluster.must_go:
         namespace, name = key.split("/")
@@ -187,64 +179,78 @@ def _drained_in_time(sim: KubeSim, cluster: Cluster, result: dict[str, Any], dea
         assert pod is None or pod["metadata"].get("deletionTimestamp"), key
 
 
+@dataclass
+class Scene:
+    sim: KubeSim
+    cluster: Cluster
+    deps: Deps
+    event: dict[str, Any]
+    deadline: datetime
+    outage: OutageFrom
+
+
+@contextmanager
+def _warning_with_an_outage(step: str) -> Iterator[Scene]:
+    """A Spot node with trainers (1 s to checkpoint) and plain pods, the warning just received, and
+    the API server dropping every connection for 20 s from ``step`` on."""
+    with fresh_sim(speed=4.0, ack_delay=1.0) as (sim, _workloads):
+        cluster = build_cluster(sim, pdb_min_available=None, grace=5)
+        event = spot_event(sim.clock.now())
+        outage = OutageFrom(sim, STEPS[step])
+        yield Scene(sim, cluster, sim_deps(sim), event, deadline_of(event), outage)
+
+
 @pytest.mark.parametrize("step", list(STEPS))
 def test_a_20_s_outage_at_each_step_of_a_spot_warnings_first_invocation_ends_as_the_contract_says(
     aws: None, step: str
 ) -> None:
-    # Given a Spot node with trainers (1 s to checkpoint) and plain pods, the warning just received
-    with fresh_sim(speed=4.0, ack_delay=1.0) as (sim, _workloads):
-        cluster = build_cluster(sim, pdb_min_available=None, grace=5)
-        event = spot_event(sim.clock.now())
-        deadline = deadline_of(event)
-        deps = sim_deps(sim)
-        observer = Observer(sim) if step == "before the mark" else None
-        outage = OutageFrom(sim, STEPS[step])
-        # When the API server drops every connection for 20 s from that step on (gpuwarden invoke)
-        sim.faults.inject(reset=True, predicate=outage)
-        result = handle_batch(parse_notices(event), deps).to_json()
+    with _warning_with_an_outage(step) as scene:
+        observer = Observer(scene.sim) if step == "before the mark" else None
+        # When the API server goes down at that step of `gpuwarden invoke` (the drain run in-process)
+        scene.sim.faults.inject(reset=True, predicate=scene.outage)
+        result = handle_batch(parse_notices(scene.event), scene.deps).to_json()
 
-        assert outage.began is not None, f"the outage never started ({step})"
+        assert scene.outage.began is not None, f"the outage never started ({step})"
         if observer is not None:
             # Then before the mark: failed, and nothing written
             assert result["outcome"] == "failed", result
             assert result["actions"] == [], result
             assert "no cluster reachable" in result["reason"], result["reason"]
-            _node_untouched(sim, cluster, observer)
+            _node_untouched(scene.sim, scene.cluster, observer)
             return
-        # Then after it: handled, the failure in the actions, the drain finished before the deadline
-        _drained_in_time(sim, cluster, result, deadline)
-        ledger = deps.ledger.get(event["id"])
+        # Then after it: handled, the failure in the actions and the ledger, drained before the deadline
+        types = [a["type"] for a in result["actions"]]
+        assert result["outcome"] == "handled", result
+        assert "cordon" in types, types
+        (handed,) = [a for a in result["actions"] if a["type"] == "handed-on"]
+        assert handed["error"] == "ClusterUnreachable", handed
+        assert "the drain workflow took over" in result["reason"], result["reason"]
+        assert result["drain"]["outcome"] == "drained", result["drain"]
+        assert result["drain"]["seconds_left"] > 0, result["drain"]
+        ledger = scene.deps.ledger.get(scene.event["id"])
         assert ledger is not None
         assert "ClusterUnreachable" in str(ledger.get("handed_on")), ledger
+        _gone_before_the_deadline(scene.sim, scene.cluster, scene.deadline)
 
 
 @pytest.mark.parametrize("step", [s for s in STEPS if s not in ("before the mark", "during the first drain round")])
 def test_deployed_a_failure_after_the_mark_starts_the_drain_workflow_which_waits_out_the_outage(
     aws: None, step: str
 ) -> None:
-    # Given the same warning, deployed: the first invocation hands its drain to the workflow
-    with fresh_sim(speed=4.0, ack_delay=1.0) as (sim, _workloads):
-        cluster = build_cluster(sim, pdb_min_available=None, grace=5)
-        event = spot_event(sim.clock.now())
-        deadline = deadline_of(event)
-        deps = sim_deps(sim)
+    with _warning_with_an_outage(step) as scene:
+        # Given deployed: the first invocation starts the drain workflow instead of looping
         handed: list[dict[str, Any]] = []
-        deps.start_drain = handed.append
-        outage = OutageFrom(sim, STEPS[step])
-        sim.faults.inject(reset=True, predicate=outage)
-        first = handle_batch(parse_notices(event), deps, drain_locally=False).to_json()
+        scene.deps.start_drain = handed.append
+        scene.sim.faults.inject(reset=True, predicate=scene.outage)
+        first = handle_batch(parse_notices(scene.event), scene.deps, drain_locally=False).to_json()
 
-        # Then the invocation answers handled with the failure, the workflow started (once per name)
-        assert outage.began is not None
+        # Then the invocation answers handled with the failure, the workflow started
+        assert scene.outage.began is not None
         assert first["outcome"] == "handled", first
         assert "handed-on" in [a["type"] for a in first["actions"]], first["actions"]
         assert handed, "the drain workflow was never started"
         # and the workflow's rounds wait the outage out and finish before the deadline
-        execution = run_workflow(deps, handed[-1], lambda _rounds: None)
+        execution = run_workflow(scene.deps, handed[-1], lambda _rounds: None)
         assert execution.status == "SUCCEEDED", execution
         assert execution.output["outcome"] == "drained", execution.output
-        assert sim.clock.now() < deadline
-        for key in cluster.must_go:
-            namespace, name = key.split("/")
-            pod = sim.get("Pod", name, namespace)
-            assert pod is None or pod["metadata"].get("deletionTimestamp"), key
+        _gone_before_the_deadline(scene.sim, scene.cluster, scene.deadline)

@@ -87,7 +87,7 @@ def _marked_and_run(d: Disruption, why: str | None) -> Result:
         handed = hand_on(d, steps, err)
         if handed is None:
             raise
-        ran, reason = handed, f"{reason}; {what_failed(err)} after the mark: the drain workflow took over"
+        ran, reason = handed, f"{reason}; after the mark, {what_failed(err)}: the drain workflow took over"
     return (hooks.answer or result_of)(d, marked, ran, reason)
 
 
