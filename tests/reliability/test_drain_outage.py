@@ -136,8 +136,8 @@ class OutageFrom:
     """A fault predicate: from the first request ``starts`` matches, every request is dropped for
     `OUTAGE_SECONDS` of simulated time (the API server gone: connections reset)."""
 
-    def __init__(self, sim: KubeSim, starts: Callable[[RequestInfo], bool]) -> None:
-        self.sim, self.starts = sim, starts
+    def __init__(self, sim: KubeSim, starts: Callable[[RequestInfo], bool], seconds: float = OUTAGE_SECONDS) -> None:
+        self.sim, self.starts, self.seconds = sim, starts, seconds
         self.began: datetime | None = None
 
     def __call__(self, req: RequestInfo) -> bool:
@@ -146,7 +146,7 @@ class OutageFrom:
             if not self.starts(req):
                 return False
             self.began = now
-        return now < self.began + timedelta(seconds=OUTAGE_SECONDS)
+        return now < self.began + timedelta(seconds=self.seconds)
 
 
 def _first(method: str, pattern: str) -> Callable[[RequestInfo], bool]:
@@ -254,3 +254,22 @@ def test_deployed_a_failure_after_the_mark_starts_the_drain_workflow_which_waits
         assert execution.status == "SUCCEEDED", execution
         assert execution.output["outcome"] == "drained", execution.output
         _gone_before_the_deadline(scene.sim, scene.cluster, scene.deadline)
+
+
+def test_an_outage_after_the_mark_that_outlasts_the_deadline_fails_naming_what_is_left(aws: None) -> None:
+    # Given a Spot warning with 20 s left, and the API server gone for good once the node is marked
+    with fresh_sim(speed=10.0, ack_delay=1.0) as (sim, _workloads):
+        build_cluster(sim, pdb_min_available=None, grace=5)
+        event = spot_event(sim.clock.now(), age=100)
+        outage = OutageFrom(sim, STEPS["between the mark and the requests"], seconds=3600.0)
+        sim.faults.inject(reset=True, predicate=outage)
+        # When `gpuwarden invoke` runs it (the rounds in-process, with the workflow's retry)
+        result = handle_batch(parse_notices(event), sim_deps(sim)).to_json()
+
+    # Then the rounds were retried until the deadline's grace, and the answer is failed, as the
+    # workflow's NotDrained: what failed, after its retries, and what was done before
+    assert result["outcome"] == "failed", result
+    assert result["reason"].startswith("drain not finished after its retries: node "), result["reason"]
+    assert "deadline" in result["reason"], result["reason"]
+    assert result["node"] is not None, result
+    assert [a["type"] for a in result["actions"]] == ["cordon", "handed-on", "drain-blocked"], result["actions"]

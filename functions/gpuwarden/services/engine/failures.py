@@ -11,6 +11,7 @@ from gpuwarden.domain.errors import (
     CloudNotFound,
     CloudUnreachable,
     ClusterUnreachable,
+    DrainGaveUp,
     GpuwardenError,
     InvalidPolicy,
     KubeError,
@@ -25,6 +26,7 @@ from gpuwarden.services.engine.result import Result
 #: What failed, by the error's type (most specific first). A 404 or a not-found is its own reason.
 _WHAT: tuple[tuple[type[GpuwardenError], str], ...] = (
     (InvalidPolicy, "invalid configuration"),
+    (DrainGaveUp, "drain not finished"),
     (ClusterUnreachable, "no cluster reachable"),
     (NoCredentials, "no AWS credentials"),
     (CloudUnreachable, "AWS endpoint down"),

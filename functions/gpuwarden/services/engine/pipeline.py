@@ -27,7 +27,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from gpuwarden.domain import annotations as ann
-from gpuwarden.domain.actions import ActionType, DrainOutcome
+from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.decide import Plan, nothing_to_do
 from gpuwarden.domain.drain_faults import RETRY, drain_failure, transient_kind
 from gpuwarden.domain.errors import DrainGaveUp, DrainInterrupted, GpuwardenError
@@ -339,8 +339,9 @@ def drain_to_end(
 ) -> Round:
     """The local driver of the rounds (deployed, the Step Functions loop does this, with the same
     retry: a round that fails for a reason retrying may fix is tried again after `RETRY`'s delay
-    while `drain_failure` leaves room, and ends as the workflow's `NotDrained` when it does not:
-    docs/architecture.md, "The drain workflow"). Inside a Lambda with no drain workflow it stops at
+    while `drain_failure` leaves room; when it does not, `DrainGaveUp` fails the run as the
+    workflow's `NotDrained` fails the execution, recorded as `drain-blocked` first:
+    docs/architecture.md, "The pipeline"). Inside a Lambda with no drain workflow it stops at
     the time budget, the drain not done. Answers the last state and where the gangs stood over
     every round."""
     rounds, retries = Round(state), 0
@@ -353,22 +354,15 @@ def drain_to_end(
             if isinstance(mapped, DrainInterrupted):
                 retries += 1
                 continue
-            if isinstance(mapped, DrainGaveUp):
-                return Round(_gave_up(recorder, rounds.state, mapped), rounds.looks)
+            if isinstance(mapped, DrainGaveUp):  # the workflow's `NotDrained`: the run fails, saying what is left
+                recorder.add(ActionType.DRAIN_BLOCKED, reason=str(mapped), error=type(err).__name__)
+                raise (mapped.after_retries() if retries else mapped) from err
             raise  # retrying cannot fix it (a 403, a setting): the run fails
         retries = 0
         rounds = Round(later.state, rounds.looks | later.looks)
         if on_round is not None:
             on_round(rounds.state)
     return rounds
-
-
-def _gave_up(recorder: Recorder, state: DrainState, err: DrainGaveUp) -> DrainState:
-    """The workflow's `NotDrained`, here: recorded as `drain-blocked` with what is left."""
-    recorder.add(ActionType.DRAIN_BLOCKED, reason=str(err), error=type(err).__name__)
-    voluntary = recorder.deps.is_voluntary(state.kind) or state.deadline is None
-    outcome = DrainOutcome.BLOCKED if voluntary else DrainOutcome.DEADLINE_PASSED
-    return state.model_copy(update={"done": True, "outcome": outcome})
 
 
 def hand_on(d: Disruption, steps: Steps, err: GpuwardenError) -> Ran | None:
