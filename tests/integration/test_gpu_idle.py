@@ -75,17 +75,20 @@ def idle_cluster(
     guarded: bool = False,
     pool: str = "gpu-inference",
     inference: bool = True,
+    node_name: str = NODE,
+    gpus: int = 8,
 ) -> IdleCluster:
     """The samples' node (idle: a finished-work trainer that checkpoints on request, an idle
-    inference replica) in a Karpenter NodePool, with ``extra_nodes`` more nodes in the pool."""
+    inference replica) in a Karpenter NodePool, with ``extra_nodes`` more nodes in the pool.
+    ``node_name`` / ``gpus``: that node's name and GPU count (the others have 8)."""
     out = IdleCluster()
     sim.create(nodepool(pool))
-    names = [(NODE, INSTANCE)] + [
+    names = [(node_name, INSTANCE)] + [
         (f"ip-10-0-7-{i}.us-west-2.compute.internal", f"i-0{hashlib.sha256(str(i).encode()).hexdigest()[:16]}")
         for i in range(extra_nodes)
     ]
     for name, instance in names:
-        node = sim.create(gpu_node(name, instance, nodepool=pool))
+        node = sim.create(gpu_node(name, instance, nodepool=pool, gpus=gpus if name == node_name else 8))
         claim = sim.create(nodeclaim_for(node))
         sim.create(daemonset_pod(node))
         out.nodes.append(name)
@@ -94,12 +97,12 @@ def idle_cluster(
         out.pods[name] = []
     if trainer:
         # 7 GPUs: with the replica's one the node's 8 (a pod that would come back fits elsewhere)
-        sim.create(training_pod("notebook-0", NODE, gpus=7, checkpoint="annotate", namespace="research"))
-        out.pods[NODE].append("research/notebook-0")
+        sim.create(training_pod("notebook-0", node_name, gpus=7, checkpoint="annotate", namespace="research"))
+        out.pods[node_name].append("research/notebook-0")
     labels = {"app": "idle-inference"}
     if inference:
-        sim.create(inference_pod("idle-inference-0", NODE, labels=labels, grace=5))
-        out.pods[NODE].append("serving/idle-inference-0")
+        sim.create(inference_pod("idle-inference-0", node_name, labels=labels, grace=5))
+        out.pods[node_name].append("serving/idle-inference-0")
     if guarded:
         sim.create(pdb("idle-inference", "serving", labels, min_available="100%"))
     return out

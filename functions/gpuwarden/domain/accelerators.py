@@ -41,6 +41,10 @@ GPU_DRIVERS = ("gpu.nvidia.com",)
 NEURON_DRIVERS = ("neuron.aws.com",)
 
 
+#: The accelerators, as a reason names them.
+ACCELERATOR_RESOURCES = (NVIDIA_GPU, MIG_PREFIX + "*", NEURON, NEURONCORE, NEURONDEVICE)
+
+
 def is_accelerator(resource: str) -> bool:
     return resource in (NVIDIA_GPU, NEURON, NEURONCORE, NEURONDEVICE) or resource.startswith(MIG_PREFIX)
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.accelerators import ACCELERATOR_RESOURCES, node_accelerator_count
 from gpuwarden.domain.nodepools import claim_of, nodeclaim_from_json
 from gpuwarden.domain.notice import Kind
 from gpuwarden.domain.views import NodeView
@@ -30,9 +31,11 @@ def state_refusal(state: object) -> str | None:
 
 
 def gpu_refusal(node: NodeView) -> str | None:
-    if node.gpu_capacity > 0:
+    """A node without an accelerator in its allocatable (a GPU, a MIG slice, a Neuron device:
+    `accelerators.node_accelerator_count`) is never GPU-idle."""
+    if node_accelerator_count(node) > 0:
         return None
-    return f"node {node.name} has no GPU capacity (nvidia.com/gpu)"
+    return f"node {node.name} has no accelerator in its allocatable ({', '.join(ACCELERATOR_RESOURCES)})"
 
 
 def pool_of(node: NodeView) -> str | None:
