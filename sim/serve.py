@@ -61,7 +61,8 @@ def serve(speed: float = 1.0) -> int:
             print("export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()), flush=True)
             print("# then: gpuwarden doctor; gpuwarden runbook plan --node ip-10-0-1-23.us-west-2.compute.internal;")
             print(
-                "#       gpuwarden invoke events/spot-interruption.json; gpuwarden release --all. Ctrl-C stops.",
+                "#       gpuwarden invoke events/spot-interruption-empty-time.json (a Spot warning stamped on"
+                " arrival: the Spot scene); gpuwarden release --all. Ctrl-C stops.",
                 flush=True,
             )
             stop.wait()
