@@ -17,7 +17,16 @@ from gpuwarden.domain.policy import GpuIdlePolicy, Policy
 from gpuwarden.kinds.inputs import parse_notices
 from gpuwarden.services.dispatch import handle_batch
 from sim import KubeSim
-from sim.builders import daemonset_pod, gpu_node, inference_pod, nodeclaim_for, nodepool, pdb, training_pod
+from sim.builders import (
+    daemonset_pod,
+    gpu_node,
+    inference_pod,
+    nodeclaim_for,
+    nodepool,
+    pdb,
+    training_pod,
+    trainium_node,
+)
 from tests.integration.conftest import World, load_event
 
 CLUSTER = "ml-prod"
@@ -457,3 +466,39 @@ def test_asg_member_is_terminated_in_its_group_with_desired_decremented(world: W
     assert group["DesiredCapacity"] == 1
     assert instances[0] not in [i["InstanceId"] for i in group["Instances"]]
     assert world.pod("serving/ng-idle-0") is None
+
+
+# --------------------------------------------------------------------------- Neuron nodes
+
+
+def test_an_idle_trainium_node_is_rechecked_on_neuroncore_utilization_and_reclaimed(world: World) -> None:
+    # Given a Trainium node (16 Neuron devices, no NVIDIA resource) in its pool, with a NodeClaim;
+    # Container Insights publishes its NeuronCore utilisation (idle) and no GPU utilisation at all
+    world.sim.create(nodepool("trn-training"))
+    trn = world.sim.create(trainium_node("ip-10-0-8-10.us-west-2.compute.internal", "i-0000000000000b010"))
+    world.sim.create(trainium_node("ip-10-0-8-11.us-west-2.compute.internal", "i-0000000000000b011"))
+    world.sim.create(nodeclaim_for(trn))
+    name = trn["metadata"]["name"]
+    put_utilization("i-0000000000000b010", name, IDLE, metric="node_neuroncore_utilization")
+
+    # When the fleet alarm's contributor for it goes to ALARM
+    result = run(world, contributor_event(name, "i-0000000000000b010"))
+
+    # Then it is an accelerator node, re-checked on node_neuroncore_utilization (idle), and reclaimed
+    assert result["outcome"] == "handled", result["reason"]
+    assert types(result)[-1] == "retire"
+
+
+def test_a_busy_trainium_node_is_kept(world: World) -> None:
+    world.sim.create(nodepool("trn-training"))
+    trn = world.sim.create(trainium_node("ip-10-0-8-10.us-west-2.compute.internal", "i-0000000000000b010"))
+    world.sim.create(trainium_node("ip-10-0-8-11.us-west-2.compute.internal", "i-0000000000000b011"))
+    name = trn["metadata"]["name"]
+    put_utilization("i-0000000000000b010", name, [80.0] * 6, metric="node_neuroncore_utilization")
+    put_utilization("i-0000000000000b010", name, IDLE)  # a GPU series would say idle: it is not the node's
+
+    result = run(world, contributor_event(name, "i-0000000000000b010"))
+
+    assert result["outcome"] == "ignored"
+    assert "busy again (80.0 %)" in result["reason"], result["reason"]
+    assert_untouched(world, name)

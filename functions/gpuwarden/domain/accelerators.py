@@ -94,6 +94,14 @@ def node_accelerator_count(node: NodeView) -> int:
     return device_count(node.allocatable)
 
 
+def is_neuron_node(node: NodeView) -> bool:
+    """The node's accelerators are Neuron devices (Trainium, Inferentia) and no GPU: its GPU-idle
+    re-check reads Container Insights' NeuronCore utilisation."""
+    found = accelerators_of(node.allocatable) or accelerators_of(node.capacity)
+    neuron = any(name in (NEURON, NEURONCORE, NEURONDEVICE) for name in found)
+    return neuron and not any(name == NVIDIA_GPU or name.startswith(MIG_PREFIX) for name in found)
+
+
 def is_accelerator_node(node: NodeView) -> bool:
     """The node has an accelerator (allocatable, or capacity: a device plugin takes a failed
     device out of allocatable, and the GPU-health scan must still see that node)."""

@@ -19,7 +19,7 @@ first pod is touched, which closes the window of a racer whose write landed late
 from __future__ import annotations
 
 from gpuwarden.domain import annotations as ann
-from gpuwarden.domain.accelerators import node_accelerator_count
+from gpuwarden.domain.accelerators import is_neuron_node, node_accelerator_count
 from gpuwarden.domain.actions import ActionType, DrainOutcome
 from gpuwarden.domain.alerts import coverage_refusal
 from gpuwarden.domain.decide import do_not_disrupt_reason, window_refusal
@@ -91,7 +91,9 @@ def guardrails(d: Disruption) -> str | None:
             f"node {node.name} has no AWS providerID and the alarm names no instance: "
             "its GPU utilization cannot be re-checked"
         )
-    metric = IdleMetric.for_alarm(d.notice.detail.get("metric"), deps.policy.cluster, instance_id, node.name)
+    metric = IdleMetric.for_alarm(
+        d.notice.detail.get("metric"), deps.policy.cluster, instance_id, node.name, neuron=is_neuron_node(node)
+    )
     values = deps.cloud.gpu_utilization(metric, policy.evaluation_minutes, policy.period_seconds)
     refused = busy_refusal(Utilization(tuple(values), policy.evaluation_minutes, metric.name), policy.threshold_percent)
     return refused or comes_back_refusal(d, nodes)  # idle, but would its pods come straight back?
