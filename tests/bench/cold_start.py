@@ -40,7 +40,7 @@ from sim import KubeSim
 from sim import builders as b
 from sim.actors.workloads import Workloads
 from tests.bench import deployed
-from tests.bench.common import EVENTS, FUNCTIONS, REPO, Figure, bench_env, figure
+from tests.bench.common import EVENTS, FUNCTIONS, REPO, Figure, bench_env, figure, percentile
 
 PROBE = Path(__file__).resolve().parent / "cold_probe.py"
 GOAL_SECONDS = 0.5
@@ -103,6 +103,10 @@ PROBED: tuple[tuple[specs.FunctionSpec, Callable[[str, str, str, datetime], dict
 )
 
 
+#: what each first event must answer: the Spot warning handled, the empty node's drain done
+HANDLED = ("handled", "drained")
+
+
 def short_name(handler: str) -> str:
     """``gpuwarden.handlers.drain.handler`` -> ``drain``."""
     return handler.rsplit(".", 2)[-2]
@@ -115,14 +119,20 @@ def lambda_environment(fn: deployed.DeployedFunction, stack: deployed.MotoStack,
     for name in ("PYTHONPATH", "GPUWARDEN_CLUSTER", "POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE"):
         env.pop(name)  # the stack's own values (or none) below
     memory = stack.template["Resources"][fn.logical_id]["Properties"].get("MemorySize", 128)
-    env.update(
+    name = f"{stack.stack_name}-{fn.logical_id}"
+    env.update(  # the Lambda runtime's reserved variables (AWS_REGION and the keys: bench_env)
         {
-            "AWS_LAMBDA_FUNCTION_NAME": f"{stack.stack_name}-{fn.logical_id}",
+            "AWS_LAMBDA_FUNCTION_NAME": name,
             "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
             "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(memory),
+            "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand",
+            "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{name}",
+            "AWS_LAMBDA_LOG_STREAM_NAME": "bench",
             "AWS_EXECUTION_ENV": "AWS_Lambda_python3.13",
             "_HANDLER": fn.handler,
             "AWS_SESSION_TOKEN": "bench",
+            "TZ": ":UTC",
+            "LANG": "en_US.UTF-8",
         }
     )
     env.update(stack.environment(fn))
@@ -204,14 +214,14 @@ def measure(runs: int = 7, template: dict[str, Any] | None = None) -> tuple[list
             fn = deployed.function_for(template, spec.handler)
             env = lambda_environment(fn, stack, KUBECONFIG=str(sim.kubeconfig_path), AWS_ENDPOINT_URL=endpoint)
             name = short_name(fn.handler)
-            samples, walls, first = [], [], None
+            samples, walls, cpus, first = [], [], [], None
             for i in range(runs + 2):
                 node, instance = nodes.pop()
                 event = first_event(node, instance, f"cold-{name}-{i}", sim.clock.now())
                 last = i == runs + 1
                 own, wall, stderr = probe(runtime, fn.handler, event, env, workdir, importtime=last)
-                if own["outcome"] not in ("handled", None) and own["done"] is None:
-                    raise RuntimeError(f"cold probe {fn.handler}: the first event was not handled: {own}")
+                if own["outcome"] not in HANDLED:
+                    raise RuntimeError(f"cold probe {fn.handler}: its first event was not handled: {own}")
                 if last:
                     details[f"{name}_importtime_top10"] = top_imports(stderr)
                     details[f"{name}_probe"] = own
@@ -220,17 +230,18 @@ def measure(runs: int = 7, template: dict[str, Any] | None = None) -> tuple[list
                 else:
                     samples.append(own["total"])
                     walls.append(wall)
+                    cpus.append(own["cpu"])
             imports = details[f"{name}_probe"]
             note = (
                 f"{runtime.label}; as deployed ({fn.logical_id}: the stack's environment, the policy read from "
                 f"SSM at init); import+first call in-process; first (page-cache cold) run {first:.3f} s; "
-                f"process wall {sorted(walls)[len(walls) // 2]:.3f} s; kubernetes models imported: "
+                f"process wall {percentile(walls, 50):.3f} s, its own CPU {percentile(cpus, 50):.3f} s; "
+                f"kubernetes models imported: "
                 f"{imports['kubernetes_model_modules']}, boto3: {imports['boto3_imported']}, "
                 f"X-Ray: {imports['xray_imported']}"
             )
             figures.append(
                 figure(f"cold start: {name} handler", "s", samples, goal=GOAL_SECONDS, note=note, first_run=first)
             )
-        details["environment"] = {short_name(s.handler): sorted(deployed.function_for(template, s.handler).environment)
-                                  for s, _ in PROBED}  # fmt: skip
+            details[f"{name}_environment"] = sorted(fn.environment)
         return figures, details

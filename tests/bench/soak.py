@@ -21,7 +21,7 @@ from tests.bench.common import Figure, figure
 #: minutes on this 2-core machine (2.47 simulated days per real minute at 186 nodes, measured)
 DAYS = float(os.environ.get("GPUWARDEN_SOAK_DAYS", "1"))
 SCALE = 3  # the built-in week's 62 nodes x 3 = 186 nodes
-SMALLEST: dict[str, float] = {"days": 0.05, "scale": 1}
+SMALLEST: dict[str, Any] = {"days": 0.05, "scale": 1}
 
 
 class SoakBroken(AssertionError):
