@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from threading import Thread
@@ -87,9 +90,9 @@ def dcgm_metrics() -> str:
     return "\n".join(lines) + "\n"
 
 
-@pytest.fixture
-def exporter() -> Iterator[str]:
-    body = dcgm_metrics().encode()
+@contextmanager
+def metrics_server(body: bytes) -> Iterator[str]:
+    """An exporter stand-in on loopback serving ``body`` in the text format; its address."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -111,6 +114,12 @@ def exporter() -> Iterator[str]:
 
 
 @pytest.fixture
+def exporter() -> Iterator[str]:
+    with metrics_server(dcgm_metrics().encode()) as address:
+        yield address
+
+
+@pytest.fixture
 def moto_endpoint() -> Iterator[str]:
     from moto.server import ThreadedMotoServer
 
@@ -120,14 +129,6 @@ def moto_endpoint() -> Iterator[str]:
         yield f"http://127.0.0.1:{server.get_host_and_port()[1]}"
     finally:
         server.stop()
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # --------------------------------------------------------------------------- the rules (windows shortened)
@@ -174,28 +175,99 @@ def lambda_event(envelope: dict[str, Any], subscription: str) -> dict[str, Any]:
     }
 
 
-def test_a_real_alertmanager_notification_reaches_invoke_as_the_lambda_receives_it(
-    tmp_path: Path, exporter: str, moto_endpoint: str
-) -> None:
-    prometheus, alertmanager = _binaries()
-    # Given moto's SNS topic with an SQS subscription that keeps the envelopes
-    aws = {
-        "endpoint_url": moto_endpoint,
-        "region_name": "us-west-2",
-        "aws_access_key_id": "testing",
-        "aws_secret_access_key": "testing",
-    }
+@dataclass(frozen=True)
+class KeptTopic:
+    """moto's SNS topic with an SQS subscription that keeps the envelopes."""
+
+    topic: str
+    subscription: str
+    sqs: Any
+    queue: str
+
+
+def kept_topic(moto: str) -> KeptTopic:
+    aws = {"endpoint_url": moto, "region_name": "us-west-2"}
+    aws |= {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
     sns, sqs = boto3.client("sns", **aws), boto3.client("sqs", **aws)
     topic = sns.create_topic(Name="gpuwarden-alertmanager")["TopicArn"]
     queue = sqs.create_queue(QueueName="kept")["QueueUrl"]
     queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     subscription = sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)["SubscriptionArn"]
+    return KeptTopic(topic, subscription, sqs, queue)
+
+
+def _listening(log: Path, process: subprocess.Popen[bytes], timeout: float = 20) -> str:
+    """The address a Prometheus-project server bound (it was given port 0: no port race with
+    whatever else runs on this machine); it logs ``msg="Listening on" address=…``."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and process.poll() is None:
+        found = re.search(r'msg="Listening on" address=(\S+)', log.read_text())
+        if found:
+            return found.group(1)
+        time.sleep(0.1)
+    raise AssertionError(f"{log.name}: not listening: {log.read_text()[-1500:]}")
+
+
+def published(tmp_path: Path, exporter: str, kept: KeptTopic, want: int, timeout: float) -> list[dict[str, Any]]:
+    """Run Alertmanager (``alertmanager.yml`` in ``tmp_path``), then Prometheus scraping ``exporter``
+    every second with ``rules.yml`` and alerting it, until ``want`` envelopes are kept (bounded by
+    ``timeout``); stop both and return them (the logs' tails in the failure when short)."""
+    prometheus, alertmanager = _binaries()
+    am = _start(
+        [
+            alertmanager,
+            f"--config.file={tmp_path / 'alertmanager.yml'}",
+            f"--storage.path={tmp_path / 'am'}",
+            "--web.listen-address=127.0.0.1:0",
+            "--cluster.listen-address=",
+        ],
+        tmp_path / "alertmanager.log",
+    )
+    processes = [am]
+    try:
+        config = {
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "rule_files": [str(tmp_path / "rules.yml")],
+            "alerting": {
+                "alertmanagers": [{"static_configs": [{"targets": [_listening(tmp_path / "alertmanager.log", am)]}]}]
+            },
+            "scrape_configs": [{"job_name": "dcgm-exporter", "static_configs": [{"targets": [exporter]}]}],
+        }
+        (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+        processes.append(
+            _start(
+                [
+                    prometheus,
+                    f"--config.file={tmp_path / 'prometheus.yml'}",
+                    f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                    "--web.listen-address=127.0.0.1:0",
+                    "--rules.alert.resend-delay=1s",
+                ],
+                tmp_path / "prometheus.log",
+            )
+        )
+        envelopes = _messages(kept.sqs, kept.queue, want=want, timeout=timeout)
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait(timeout=10)
+    logs = "\n".join((tmp_path / f).read_text()[-1500:] for f in ("alertmanager.log", "prometheus.log"))
+    assert len(envelopes) == want, logs
+    return envelopes
+
+
+def test_a_real_alertmanager_notification_reaches_invoke_as_the_lambda_receives_it(
+    tmp_path: Path, exporter: str, moto_endpoint: str
+) -> None:
+    # Given moto's SNS topic with an SQS subscription that keeps the envelopes
+    kept = kept_topic(moto_endpoint)
+    topic, subscription = kept.topic, kept.subscription
 
     # And Alertmanager publishing over SigV4: the idle alert with AWS's JSON template, the XID alert as default text
     sigv4 = {"region": "us-west-2", "access_key": "testing", "secret_key": "testing"}
     # SNS refuses a Subject of 100 characters or more; Alertmanager's default subject lists the common labels
     subject = "[{{ .Status | toUpper }}] {{ .GroupLabels.alertname }}"
-    am_port, prom_port = _free_port(), _free_port()
     (tmp_path / "alertmanager.yml").write_text(
         yaml.safe_dump(
             {
@@ -234,46 +306,8 @@ def test_a_real_alertmanager_notification_reaches_invoke_as_the_lambda_receives_
     # the JSON template under its own name: the text receiver keeps Alertmanager's default
     (tmp_path / "gpuwarden.tmpl").write_text(_json_template().replace("sns.default.message", "gpuwarden.json", 1))
     (tmp_path / "rules.yml").write_text(yaml.safe_dump(RULES))
-    (tmp_path / "prometheus.yml").write_text(
-        yaml.safe_dump(
-            {
-                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-                "rule_files": [str(tmp_path / "rules.yml")],
-                "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{am_port}"]}]}]},
-                "scrape_configs": [{"job_name": "dcgm-exporter", "static_configs": [{"targets": [exporter]}]}],
-            }
-        )
-    )
-    am = _start(
-        [
-            alertmanager,
-            f"--config.file={tmp_path / 'alertmanager.yml'}",
-            f"--storage.path={tmp_path / 'am'}",
-            f"--web.listen-address=127.0.0.1:{am_port}",
-            "--cluster.listen-address=",
-        ],
-        tmp_path / "alertmanager.log",
-    )
-    prom = _start(
-        [
-            prometheus,
-            f"--config.file={tmp_path / 'prometheus.yml'}",
-            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{prom_port}",
-            "--rules.alert.resend-delay=1s",
-        ],
-        tmp_path / "prometheus.log",
-    )
-    try:
-        # When Prometheus fires both alerts and Alertmanager publishes them
-        envelopes = _messages(sqs, queue, want=2, timeout=40)
-    finally:
-        for process in (prom, am):
-            process.terminate()
-        for process in (prom, am):
-            process.wait(timeout=10)
-    logs = "\n".join((tmp_path / f).read_text()[-1500:] for f in ("alertmanager.log", "prometheus.log"))
-    assert len(envelopes) == 2, logs
+    # When Prometheus fires both alerts and Alertmanager publishes them
+    envelopes = published(tmp_path, exporter, kept, want=2, timeout=40)
 
     # Then each, as the Lambda receives it, goes through `gpuwarden invoke` on the cluster
     with KubeSim(clock_speed=1.0) as sim:

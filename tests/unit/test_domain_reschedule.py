@@ -99,3 +99,20 @@ def test_tolerations_follow_kubernetes_rules() -> None:
 def test_free_gpus_count_what_the_node_pods_ask() -> None:
     n = node("x", 8)
     assert free_gpus(n, [pod("a", on="x", gpus=2), pod("b", on="x", gpus=3, phase="Succeeded")]) == 6
+
+
+def test_a_pod_held_to_its_volumes_zone_goes_only_to_a_node_there() -> None:
+    from gpuwarden.domain.volumes import ClaimView, VolumeView, pod_zones
+
+    # Given a notebook whose EBS volume is in us-west-2b, and a free GPU only in us-west-2a
+    notebook = pod("nb", volume_claims=("home-nb",))
+    pins = pod_zones([notebook], [ClaimView("research", "home-nb", "pv-1")], [VolumeView("pv-1", ("us-west-2b",))])
+    movers = must_place([notebook])
+    elsewhere = [node("idle"), node("a", provider_id="aws:///us-west-2a/i-0abc1234def567890")]
+    there = [node("idle"), node("b", provider_id="aws:///us-west-2b/i-0abc1234def567891")]
+    # Then it would come back on new capacity, unless a node in its volume's zone has a GPU free
+    assert pins == {"research/nb": ("us-west-2b",)}
+    assert [s.pod for s in would_come_back(movers, lambda n: 1, candidates(movers, elsewhere, "idle", pins), pins)] == [
+        "research/nb"
+    ]
+    assert would_come_back(movers, lambda n: 1, candidates(movers, there, "idle", pins), pins) == []

@@ -1,6 +1,13 @@
 """Alertmanager alerts (docs/gpu-signals.md): one firing alert → one notice, its kind from the
 policy's ``alerts`` map, its node from its labels. Pure: the caller passes the policy and the time
-the notification was published."""
+the notification was published.
+
+dcgm-exporter's series, and so the seed's ``LowGPUUtilization`` rule, are per GPU: an alert that
+carries a GPU label (``gpu``, ``UUID``, ``device``) is evidence for that GPU only. A node's notice
+carries the GPUs its notification's firing alerts cover (``detail["gpus"]``) and whether one of
+them, without a GPU label, covers the node (``detail["covers_node"]``); `coverage_refusal` decides,
+given the node's accelerator count, whether that is enough for gpu-idle. One failing GPU is enough
+for gpu-unhealthy."""
 
 from __future__ import annotations
 
@@ -19,6 +26,9 @@ from gpuwarden.domain.policy import Policy
 #: kube-state-metrics / relabelled ``kubernetes_node`` and ``node``, an EC2 ``instance_id``.
 NODE_LABELS = ("Hostname", "kubernetes_node", "node")
 INSTANCE_LABEL = "instance_id"
+#: The labels dcgm-exporter names one GPU by, the most specific first; a MIG instance adds ``GPU_I_ID``.
+GPU_LABELS = ("UUID", "gpu", "device")
+MIG_INSTANCE_LABEL = "GPU_I_ID"
 
 
 @dataclass(frozen=True)
@@ -37,6 +47,13 @@ class Alert:
         """(node name, instance id) from the labels."""
         node = next((self.labels[k] for k in NODE_LABELS if self.labels.get(k)), None)
         return node, self.labels.get(INSTANCE_LABEL) or None
+
+
+def gpu_of(alert: Alert) -> str | None:
+    """The one GPU (or MIG instance) an alert is about; None: the alert covers its whole node."""
+    gpu = next((f"{k}={alert.labels[k]}" for k in GPU_LABELS if alert.labels.get(k)), None)
+    instance = alert.labels.get(MIG_INSTANCE_LABEL)
+    return f"{gpu}/{MIG_INSTANCE_LABEL}={instance}" if gpu and instance else gpu
 
 
 def names_target(alert: Alert) -> bool:
@@ -59,10 +76,19 @@ def ignored_reason(alert: Alert, policy: Policy) -> str | None:
     return None
 
 
-def alert_notice(alert: Alert, policy: Policy, published: datetime, *, instance_id: str | None) -> Notice:
+def alert_notice(
+    alert: Alert,
+    policy: Policy,
+    published: datetime,
+    *,
+    instance_id: str | None,
+    gpus: Sequence[str] = (),
+    covers_node: bool | None = None,
+) -> Notice:
     """A firing, mapped alert that names its node → its notice. The identity is the alert's own
     (fingerprint and startsAt): a repeated notification of the same alert is a duplicate, the same
-    alert firing again after it resolved is a new notice."""
+    alert firing again after it resolved is a new notice. ``gpus`` / ``covers_node``: the evidence
+    of the notification's alerts for the node (default: this alert's own)."""
     kind = mapped_kind(alert, policy)
     assert kind is not None  # the caller asked `ignored_reason` first
     node, _ = alert.target()
@@ -70,7 +96,14 @@ def alert_notice(alert: Alert, policy: Policy, published: datetime, *, instance_
     fingerprint = alert.fingerprint or alert_identity(dict(alert.labels))
     stamp = ann.rfc3339(alert.starts_at) if alert.starts_at else "no-start-time"
     deadline = started + policy.gpu_health.repair_after if kind is Kind.GPU_UNHEALTHY else None
-    detail: dict[str, object] = {"alertname": alert.name, "fingerprint": fingerprint, "evidence": "alert"}
+    own = gpu_of(alert)
+    detail: dict[str, object] = {
+        "alertname": alert.name,
+        "fingerprint": fingerprint,
+        "evidence": "alert",
+        "gpus": sorted(set(gpus) if gpus else ({own} if own else set())),
+        "covers_node": own is None if covers_node is None else covers_node,
+    }
     if kind is Kind.GPU_IDLE:
         detail["state"] = "ALARM"  # a firing alert is the idle state itself (no CloudWatch re-check)
     return Notice(
@@ -107,6 +140,7 @@ def alert_plan(alerts: Sequence[Alert], policy: Policy, published: datetime) -> 
         shown = ", ".join(f"alerts[{i}] ({alerts[i].name})" for i in missing[:5])
         msg = f"{shown}: no node label ({', '.join(NODE_LABELS)} or an EC2 {INSTANCE_LABEL})"
         raise InvalidEvent(f"Alertmanager notification: {msg}", errors=[{"loc": loc, "msg": msg} for loc in where])
+    evidence = _evidence(alerts, policy)
     plan: list[Notice | Ignored] = []
     seen: dict[tuple[str, str], str] = {}
     for alert in alerts:
@@ -121,10 +155,45 @@ def alert_plan(alerts: Sequence[Alert], policy: Policy, published: datetime) -> 
         if key in seen:
             plan.append((kind.value, f"alert {alert.name}: node {key[1]} is already this notification's {seen[key]}"))
             continue
-        notice = alert_notice(alert, policy, published, instance_id=instance)
+        gpus, whole = evidence[key]
+        notice = alert_notice(alert, policy, published, instance_id=instance, gpus=gpus, covers_node=whole)
         seen[key] = notice.event_id
         plan.append(notice)
     return plan
+
+
+def _evidence(alerts: Sequence[Alert], policy: Policy) -> dict[tuple[str, str], tuple[list[str], bool]]:
+    """Per (kind, node): the GPUs the notification's firing, mapped alerts name, and whether one
+    without a GPU label covers the whole node."""
+    found: dict[tuple[str, str], tuple[list[str], bool]] = {}
+    for alert in alerts:
+        kind = mapped_kind(alert, policy)
+        if kind is None or ignored_reason(alert, policy) is not None:
+            continue
+        node, instance = _target_of(alert)
+        gpus, whole = found.get((kind.value, node or instance or ""), ([], False))
+        gpu = gpu_of(alert)
+        found[(kind.value, node or instance or "")] = ([*gpus, gpu] if gpu else gpus, whole or gpu is None)
+    return found
+
+
+def coverage_refusal(notice: Notice, accelerators: int) -> str | None:
+    """Why an alert's gpu-idle notice does not make its node idle (None: it does, or the notice is
+    not a gpu-idle alert). ``accelerators``: the node's accelerator count
+    (`accelerators.node_accelerator_count`). A node is idle only when one notification's alerts
+    cover every one of its accelerators, or one of them covers the node."""
+    detail = notice.detail
+    if notice.kind is not Kind.GPU_IDLE or detail.get("evidence") != "alert" or detail.get("covers_node", True):
+        return None
+    gpus = [str(g) for g in detail.get("gpus") or ()]
+    if accelerators > 0 and len(gpus) >= accelerators:
+        return None
+    shown = ", ".join(g.split("=", 1)[-1] for g in gpus[:8]) + (", …" if len(gpus) > 8 else "")
+    return (
+        f"alert {detail.get('alertname')}: this notification's alerts cover {len(gpus)} of the {accelerators} "
+        f"GPUs of node {notice.node_name or notice.instance_id} ({shown}): a node is idle only when they cover "
+        "every one (route the alerts with group_by: [alertname, Hostname])"
+    )
 
 
 def _target_of(alert: Alert) -> tuple[str | None, str | None]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.nodepools import claim_of, nodeclaim_from_json
 from gpuwarden.domain.notice import Kind
 from gpuwarden.domain.views import NodeView
 
@@ -204,14 +205,7 @@ class NodeClaimRef:
 
 
 def nodeclaim_for(node: NodeView, claims: Iterable[dict[str, object]]) -> NodeClaimRef | None:
-    """The Karpenter NodeClaim behind ``node``: ``status.nodeName`` or ``status.providerID`` match."""
-    for claim in claims:
-        status = claim.get("status") or {}
-        meta = claim.get("metadata") or {}
-        if not isinstance(status, dict) or not isinstance(meta, dict):
-            continue
-        by_name = status.get("nodeName") == node.name
-        by_provider = node.provider_id is not None and status.get("providerID") == node.provider_id
-        if by_name or by_provider:
-            return NodeClaimRef(name=str(meta.get("name")), deleting=bool(meta.get("deletionTimestamp")))
-    return None
+    """The Karpenter NodeClaim behind ``node`` (`nodepools.claim_of`: owner reference, ``status.nodeName``
+    or ``status.providerID``)."""
+    found = claim_of(node, [nodeclaim_from_json(c) for c in claims])
+    return None if found is None else NodeClaimRef(name=found.name, deleting=found.deleting)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from gpuwarden.domain.schedule import Windows, parse_duration
 
@@ -36,6 +37,11 @@ class ReplacementPolicy(_Frozen):
     fleet_launch_template: str | None = None
     fleet_instance_types: list[str] = Field(default_factory=list)
     fleet_subnets: list[str] = Field(default_factory=list)
+    #: Keep a new replacement NodeClaim from consolidation (karpenter.sh/do-not-disrupt) until its
+    #: pods run on it, or this long at most (docs/cluster.md, "Replacement capacity").
+    hold_minutes: int = Field(default=15, ge=1, le=24 * 60)
+    #: Launches per interrupted node, when one fails to launch (the next option each time).
+    attempts: int = Field(default=3, ge=1, le=10)
 
 
 class CheckpointPolicy(_Frozen):
@@ -69,6 +75,33 @@ class CapacityBlocksPolicy(_Frozen):
     lead_minutes: int = Field(default=30, ge=1, le=24 * 60)
 
 
+class KarpenterExpiryPolicy(_Frozen):
+    """The karpenter-expiry kind (docs/cluster.md, "Expiry")."""
+
+    #: switch: plan a drain before Karpenter expires a node (spec.expireAfter)
+    enabled: bool = True
+    #: Start the drain this long before Karpenter expires the node.
+    lead_minutes: int = Field(default=30, ge=1, le=24 * 60)
+
+
+_LABEL_NAME = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?"
+_LABEL_KEY = rf"(?:[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*/)?{_LABEL_NAME}"
+_LABEL_VALUE = rf"(?:{_LABEL_NAME})?"
+_SELECTOR_TERM = re.compile(rf"!?{_LABEL_KEY}|{_LABEL_KEY}\s*(?:==|!=|=)\s*{_LABEL_VALUE}")
+
+
+def _node_selector(value: str) -> str:
+    """Equality-based label selector terms, comma-joined: ``k``, ``!k``, ``k=v``, ``k==v``, ``k!=v``
+    (what the scan passes to the node LIST and what doctor evaluates); empty: every node."""
+    for term in (t.strip() for t in value.split(",")):
+        if value.strip() and not _SELECTOR_TERM.fullmatch(term):
+            raise ValueError(
+                f"invalid node selector term {term!r}: use label keys and values as k, !k, k=v or k!=v, comma-joined "
+                "(set-based terms such as 'k in (a,b)' are not read)"
+            )
+    return value.strip()
+
+
 def _duration(value: object) -> object:
     """``"10m"``-style text (the windows' duration form) → timedelta; anything else is refused."""
     if isinstance(value, str):
@@ -85,8 +118,8 @@ class GpuHealthPolicy(_Frozen):
     """The GPU-health scan and the gpu-unhealthy kind (docs/gpu-signals.md)."""
 
     enabled: bool = True
-    #: The scan's one LIST takes the nodes this label selector matches (docs/gpu-signals.md).
-    node_selector: str = Field(default="nvidia.com/gpu.present=true", min_length=1, max_length=256)
+    #: Narrows the scan's one LIST of nodes (docs/gpu-signals.md); empty: every accelerator node.
+    node_selector: Annotated[str, AfterValidator(_node_selector)] = Field(default="", max_length=256)
     #: When Karpenter's node repair / EKS auto repair replace an unhealthy node (both: 10 min).
     repair_after: Duration = timedelta(minutes=10)
     #: A broken DCGM must not drain a whole NodePool (Karpenter's own repair stops above 20 %).
@@ -106,6 +139,7 @@ class Policy(_Frozen):
     checkpoint: CheckpointPolicy = CheckpointPolicy()
     drain: DrainPolicy = DrainPolicy()
     capacity_blocks: CapacityBlocksPolicy = CapacityBlocksPolicy()
+    karpenter_expiry: KarpenterExpiryPolicy = KarpenterExpiryPolicy()
     gpu_health: GpuHealthPolicy = GpuHealthPolicy()
     #: Alertmanager alert name → the kind its firing alerts are.
     alerts: dict[Annotated[str, Field(min_length=1, max_length=256)], AlertKind] = Field(default_factory=dict)

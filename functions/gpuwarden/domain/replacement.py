@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.accelerators import ResourceClaimView, model_requirements, pod_accelerators, replacement_demand
 from gpuwarden.domain.errors import NoFittingReplacement
 from gpuwarden.domain.placement import GPU_NAME_LABEL, Req, gang_zone, pod_requirements, untolerated, values_for
 from gpuwarden.domain.placement import conflict as _conflict
@@ -15,7 +16,6 @@ from gpuwarden.domain.policy import ReplacementPolicy
 from gpuwarden.domain.views import (
     CAPACITY_RESERVATION_LABEL,
     CAPACITY_TYPE_LABEL,
-    GPU_RESOURCE,
     INSTANCE_TYPE_LABEL,
     NODEPOOL_LABEL,
     ZONE_LABEL,
@@ -23,6 +23,7 @@ from gpuwarden.domain.views import (
     PodView,
     Taint,
 )
+from gpuwarden.domain.volumes import VolumePin, pin_to_volumes
 
 Strategy = Literal["nodeclaim", "asg", "fleet", "none"]
 
@@ -122,9 +123,11 @@ def _unique(requirements: Iterable[Req]) -> list[Req]:
     return out
 
 
-def _sized_for(pods: Sequence[PodView], taints: Sequence[Taint], reasons: list[str]) -> list[PodView]:
-    """The pods the NodeClaim is for: those that move and tolerate the NodePool's taints (GPU pods
-    first: the replacement is for them)."""
+def _sized_for(
+    pods: Sequence[PodView], taints: Sequence[Taint], reasons: list[str], claims: Sequence[ResourceClaimView] = ()
+) -> list[PodView]:
+    """The pods the NodeClaim is for: those that move and tolerate the NodePool's taints (the pods
+    that need an accelerator or another device first: the replacement is for them)."""
     movers = [p for p in pods if not p.is_daemonset and not p.finished and not p.is_mirror]
     fit: list[PodView] = []
     for pod in movers:
@@ -134,9 +137,21 @@ def _sized_for(pods: Sequence[PodView], taints: Sequence[Taint], reasons: list[s
             reasons.append(f"{pod.key} does not tolerate the NodePool's taint {shown}")
         else:
             fit.append(pod)
-    if any(p.gpu_request for p in movers) and not any(p.gpu_request for p in fit):
-        raise NoFittingReplacement("; ".join(reasons) or "no GPU pod fits the NodePool")
-    return [p for p in fit if p.gpu_request] or fit
+    needs = {p.key for p in movers if pod_accelerators(p, claims).needs_device}
+    if needs and not any(p.key in needs for p in fit):
+        raise NoFittingReplacement("; ".join(reasons) or "no accelerator pod fits the NodePool")
+    return [p for p in fit if p.key in needs] or fit
+
+
+def _in_volume_zone(node: NodeView, requirements: list[Req], pin: VolumePin) -> tuple[list[Req], list[str]]:
+    """Held to the volumes' zone, and away from the interrupted pool by what is left to vary."""
+    pinned = _unique(pin_to_volumes(requirements, pin))  # raises when the pool has no room there
+    extra, why, avoided = _steer(node, pinned, together=True)
+    if not avoided:
+        raise NoFittingReplacement(
+            f"{'; '.join(pin.reasons)}: there the NodePool leaves only the interrupted capacity pool ({why})"
+        )
+    return pinned + extra, [*pin.reasons, why]
 
 
 def place(
@@ -145,22 +160,44 @@ def place(
     node: NodeView,
     pods: Sequence[PodView],
     peer_zones: Sequence[str] = (),
+    *,
+    claims: Sequence[ResourceClaimView] = (),
+    volumes: VolumePin | None = None,
 ) -> Placement:
     """Where the replacement for ``node`` may land: the NodePool's requirements, the moved pods'
-    nodeSelector and required node affinity, their gang's zone (``peer_zones``: the zones of the
-    nodes its other pods run on) when that still leaves the interrupted pool avoidable, and the
-    spot steering. Raises `NoFittingReplacement` when the NodePool cannot hold the pods."""
+    nodeSelector and required node affinity, the interrupted node's accelerator count and model
+    where the pods hold what Karpenter cannot request (MIG, DRA: ``claims``), their volumes' zone
+    (``volumes``: a hard pin), else their gang's zone (``peer_zones``: the zones of the nodes its
+    other pods run on) when that still leaves the interrupted pool avoidable, and the spot
+    steering. Raises `NoFittingReplacement` when the NodePool cannot hold the pods."""
     reasons: list[str] = []
-    sized = _sized_for(pods, taints, reasons)
+    sized = _sized_for(pods, taints, reasons, claims)
     requirements = [dict(r) for r in pool_requirements]
     for pod in sized:
         wanted, dropped = pod_requirements(pod, node.labels)
         requirements += wanted
         reasons += dropped
-    requirements = _unique(requirements)
+    kept, why_kept = model_requirements(node, replacement_demand(sized, claims))
+    requirements = _unique(requirements + kept)
+    reasons += why_kept
     conflict = _conflict(requirements)
     if conflict is not None:
         raise NoFittingReplacement(f"{conflict} ({', '.join(p.key for p in sized)})")
+    if volumes is not None and volumes.zones is not None:
+        pinned, why_pinned = _in_volume_zone(node, requirements, volumes)
+        return Placement(pinned, sized, [*reasons, *why_pinned])
+    together = _in_gang_zone(node, requirements, peer_zones, reasons)
+    if together is not None:
+        return Placement(together, sized, reasons)
+    extra, why, _ = _steer(node, requirements)
+    return Placement(requirements + extra, sized, [*reasons, why])
+
+
+def _in_gang_zone(
+    node: NodeView, requirements: list[Req], peer_zones: Sequence[str], reasons: list[str]
+) -> list[Req] | None:
+    """The gang's zone (and GPU model) when that still leaves the interrupted pool avoidable; else
+    None, with why in ``reasons``."""
     zone = gang_zone(peer_zones)
     zones = values_for(requirements, ZONE_LABEL)
     if zone and zones.allows(zone) and zones.min_values <= 1:
@@ -170,12 +207,12 @@ def place(
             pinned.append({"key": GPU_NAME_LABEL, "operator": "In", "values": [gpu]})
         extra, why, avoided = _steer(node, _unique(pinned), together=True)
         if avoided:
-            return Placement(_unique(pinned) + extra, sized, [*reasons, f"the gang's zone {zone}", why])
+            reasons += [f"the gang's zone {zone}", why]
+            return _unique(pinned) + extra
         reasons.append(f"the gang's zone {zone} leaves only the interrupted pool: another zone")
     elif zone:
         reasons.append(f"the NodePool or the pods rule out the gang's zone {zone}")
-    extra, why, _ = _steer(node, requirements)
-    return Placement(requirements + extra, sized, [*reasons, why])
+    return None
 
 
 def nodeclaim_manifest(
@@ -184,15 +221,19 @@ def nodeclaim_manifest(
     pods: Sequence[PodView],
     event_id: str,
     peer_zones: Sequence[str] = (),
+    *,
+    claims: Sequence[ResourceClaimView] = (),
+    volumes: VolumePin | None = None,
 ) -> tuple[dict[str, Any], str]:
     """A karpenter.sh/v1 NodeClaim from the NodePool's template, where the moved pods (and their
-    gang) can run, sized for their GPUs. Raises `NoFittingReplacement` when none can hold them."""
+    gang) can run, requesting every accelerator and EFA interface they request (`place` keeps the
+    node's accelerator model for the rest). Raises `NoFittingReplacement` when none can hold them."""
     template = (nodepool.get("spec") or {}).get("template") or {}
     tspec = dict(template.get("spec") or {})
     tmeta = template.get("metadata") or {}
     taints = [Taint(str(t.get("key")), str(t.get("effect")), t.get("value")) for t in tspec.get("taints") or ()]
-    placed = place(tspec.get("requirements") or [], taints, node, pods, peer_zones)
-    gpus = sum(p.gpu_request for p in placed.pods)
+    placed = place(tspec.get("requirements") or [], taints, node, pods, peer_zones, claims=claims, volumes=volumes)
+    requests = replacement_demand(placed.pods, claims).requests
     spec: dict[str, Any] = {
         "nodeClassRef": tspec.get("nodeClassRef"),
         "requirements": placed.requirements,
@@ -200,8 +241,8 @@ def nodeclaim_manifest(
     for key in ("taints", "startupTaints", "expireAfter", "terminationGracePeriod"):
         if key in tspec:
             spec[key] = tspec[key]
-    if gpus:
-        spec["resources"] = {"requests": {GPU_RESOURCE: str(gpus)}}
+    if requests:
+        spec["resources"] = {"requests": {name: str(n) for name, n in requests.items()}}
     pool_name = str((nodepool.get("metadata") or {}).get("name", node.nodepool))
     manifest = {
         "apiVersion": "karpenter.sh/v1",

@@ -14,14 +14,16 @@ a GPU node, before it takes one:
   Gt, Lt), with enough free GPUs (capacity minus what its pods ask);
 - otherwise the node is refused: the pod "would come straight back on new capacity", and an
   idle GPU would be bought again;
-- pods nothing recreates (bare pods, finished pods) and pods that ask no GPU do not block.
+- pods nothing recreates (bare pods, finished pods) and pods that ask no GPU do not block;
+- a pod whose zonal volume holds it to a zone (``pins``, `volumes.pod_zones`) may only go to a
+  node in that zone (docs/cluster.md, "Volumes").
 
 Pure: the caller lists the nodes and the pods of the nodes it asks about.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gpuwarden.domain.scheduling import requirement_matches, tolerates
@@ -40,9 +42,13 @@ def recreated(pod: PodView) -> bool:
     return not pod.finished
 
 
-def may_run_on(pod: PodView, node: NodeView) -> bool:
-    """The node's taints, labels and cordon allow the pod (resources aside)."""
+def may_run_on(pod: PodView, node: NodeView, pins: Mapping[str, Sequence[str]] | None = None) -> bool:
+    """The node's taints, labels, cordon and zone (``pins``: pod key → the zones its volumes allow)
+    allow the pod (resources aside)."""
     if node.unschedulable:
+        return False
+    zones = (pins or {}).get(pod.key)
+    if zones is not None and node.zone not in zones:
         return False
     if any(t.effect in _BLOCKING_EFFECTS and not tolerates(pod.tolerations, t) for t in node.taints):
         return False
@@ -73,9 +79,13 @@ def must_place(pods: Sequence[PodView]) -> list[PodView]:
     return sorted(movers, key=lambda p: (-p.gpu_request, p.key))
 
 
-def candidates(movers: Sequence[PodView], nodes: Sequence[NodeView], leaving: str) -> list[NodeView]:
+def candidates(
+    movers: Sequence[PodView], nodes: Sequence[NodeView], leaving: str, pins: Mapping[str, Sequence[str]] | None = None
+) -> list[NodeView]:
     """The nodes that stay and could take at least one mover (before their free GPUs are known)."""
-    return [n for n in nodes if n.name != leaving and n.gpu_capacity > 0 and any(may_run_on(p, n) for p in movers)]
+    return [
+        n for n in nodes if n.name != leaving and n.gpu_capacity > 0 and any(may_run_on(p, n, pins) for p in movers)
+    ]
 
 
 def free_gpus(node: NodeView, pods_on_node: Sequence[PodView]) -> int:
@@ -84,7 +94,10 @@ def free_gpus(node: NodeView, pods_on_node: Sequence[PodView]) -> int:
 
 
 def would_come_back(
-    movers: Sequence[PodView], free: Callable[[NodeView], int], nodes: Sequence[NodeView]
+    movers: Sequence[PodView],
+    free: Callable[[NodeView], int],
+    nodes: Sequence[NodeView],
+    pins: Mapping[str, Sequence[str]] | None = None,
 ) -> list[ComesBack]:
     """Place each mover (most GPUs first) on the first node that takes it and has the GPUs left
     (``free``: a node's free GPUs, asked only of a node the pod may run on); the movers left over
@@ -94,7 +107,7 @@ def would_come_back(
     for pod in movers:
         home = None
         for n in nodes:
-            if not may_run_on(pod, n):
+            if not may_run_on(pod, n, pins):
                 continue
             if n.name not in left:
                 left[n.name] = free(n)

@@ -14,6 +14,7 @@ from typing import Any
 from dateutil.parser import isoparse
 
 from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.resources import extended, extended_requests, resource_claims, volume_claims
 
 GPU_RESOURCE = "nvidia.com/gpu"
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
@@ -86,6 +87,12 @@ class NodeView:
     nodeclaim: str | None = None
     #: ``status.conditions`` by type.
     conditions: Mapping[str, NodeCondition] = field(default_factory=dict)
+    #: Extended resources (``vendor/name``: accelerators, EFA) of ``status.allocatable`` and
+    #: ``status.capacity`` that are whole numbers (docs/gpu-signals.md, "Accelerators").
+    allocatable: Mapping[str, int] = field(default_factory=dict)
+    capacity: Mapping[str, int] = field(default_factory=dict)
+    #: ``metadata.deletionTimestamp`` is set.
+    deleting: bool = False
 
     @property
     def instance_id(self) -> str | None:
@@ -149,6 +156,14 @@ class PodView:
     tolerations: tuple[Toleration, ...] = ()
     node_selector: Mapping[str, str] = field(default_factory=dict)
     required_node_affinity: tuple[tuple[NodeSelectorRequirement, ...], ...] = ()
+    #: Extended resources (``vendor/name``) the pod requests, as the scheduler counts them: the larger
+    #: of its containers' sum (with restartable init containers) and its largest init container.
+    requests: Mapping[str, int] = field(default_factory=dict)
+    #: The ResourceClaims (DRA) the pod uses: ``status.resourceClaimStatuses`` names, else
+    #: ``spec.resourceClaims[].resourceClaimName``.
+    resource_claims: tuple[str, ...] = ()
+    #: The PersistentVolumeClaims its volumes name (a generic ephemeral volume's is ``<pod>-<volume>``).
+    volume_claims: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -221,6 +236,9 @@ def node_from_json(obj: Mapping[str, Any]) -> NodeView:
         gpu_capacity=_int_quantity(capacity.get(GPU_RESOURCE, 0)),
         addresses=tuple(a.get("address", "") for a in status.get("addresses") or ()),
         conditions=_conditions(status.get("conditions")),
+        allocatable=extended(status.get("allocatable")),
+        capacity=extended(capacity),
+        deleting=bool(meta.get("deletionTimestamp")),
         nodeclaim=next(
             (
                 str(o.get("name"))
@@ -297,4 +315,7 @@ def pod_from_json(obj: Mapping[str, Any]) -> PodView:
         tolerations=_tolerations(spec),
         node_selector=dict(spec.get("nodeSelector") or {}),
         required_node_affinity=_required_terms(spec),
+        requests=extended_requests(spec),
+        resource_claims=resource_claims(spec, status),
+        volume_claims=volume_claims(str(meta["name"]), spec),
     )

@@ -16,6 +16,14 @@ Syntax (read in the window's IANA time zone):
   match both. So ``0 0 */2 * MON`` fires on Mondays that are odd days of the month.
 - A schedule that matches no date at all (``0 0 31 2 *``) is rejected when parsed; a search
   never looks further than 28 years (``SEARCH_LIMIT``, a full cycle of weekdays).
+
+A second dialect, ``parse_robfig``, reads a schedule as Karpenter reads a NodePool budget's
+``schedule``: robfig/cron v3's ``ParseStandard`` (docs/cluster.md, "The NodePool's own rules").
+It differs from the above in four places, each from robfig/cron's parser.go / spec.go: ``?`` is
+``*``; day-of-week is 0-6 (7 is out of range); a day field counts as ``*`` for the either/both
+rule only when one of its ranges starts with ``*`` or ``?`` and has no step above 1 (so
+``*/2`` is restricted there); and a schedule that never fires is accepted (``fires`` is then
+False for an empty field; the search simply finds nothing for an impossible date).
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from functools import lru_cache
 
-__all__ = ["SEARCH_LIMIT", "CronError", "CronSchedule", "parse_cron"]
+__all__ = ["SEARCH_LIMIT", "CronError", "CronSchedule", "parse_cron", "parse_robfig"]
 
 #: How far a fire-time search looks: 28 years, one full cycle of the calendar's weekdays.
 SEARCH_LIMIT = timedelta(days=28 * 366)
@@ -162,6 +170,11 @@ class CronSchedule:
         by_weekday = day.isoweekday() % 7 in self.weekdays
         return (by_day or by_weekday) if self.days_or_weekdays else (by_day and by_weekday)
 
+    @property
+    def fires(self) -> bool:
+        """Every field allows some value (robfig/cron accepts a field of bare commas, which allows none)."""
+        return all((self.minutes, self.hours, self.days, self.months, self.weekdays))
+
     def matches(self, wall: datetime) -> bool:
         """Whether the naive wall-clock minute ``wall`` is a fire time (seconds ignored)."""
         return (
@@ -175,7 +188,7 @@ class CronSchedule:
         """The first matching wall minute at or after ``start`` (rounded up), or None past ``limit``."""
         if start.second or start.microsecond:
             start = start.replace(second=0, microsecond=0) + _MINUTE
-        candidate: datetime | None = start
+        candidate: datetime | None = start if self.fires else None
         while candidate is not None and candidate <= limit:
             found, candidate = self._forward_step(candidate)
             if found:
@@ -203,7 +216,7 @@ class CronSchedule:
 
     def prev_match(self, end: datetime, limit: datetime) -> datetime | None:
         """The last matching wall minute at or before ``end`` (rounded down), or None before ``limit``."""
-        candidate: datetime | None = end.replace(second=0, microsecond=0)
+        candidate: datetime | None = end.replace(second=0, microsecond=0) if self.fires else None
         while candidate is not None and candidate >= limit:
             found, candidate = self._backward_step(candidate)
             if found:
@@ -260,3 +273,89 @@ def parse_cron(text: str) -> CronSchedule:
             "(no date matches its day-of-month, month and day-of-week fields)"
         )
     return schedule
+
+
+# ----------------------------------------------------------------------------- robfig/cron v3
+
+
+_ROBFIG_FIELDS = (*_FIELDS[:4], _FieldSpec("day-of-week", 0, 6, _DAY_NAMES))
+
+
+def _robfig_int(token: str, spec: _FieldSpec) -> int:
+    """strconv.Atoi, then the field's names (lower-cased, as parseIntOrName does)."""
+    if token.upper() in spec.names:
+        return spec.names[token.upper()]
+    digits = token[1:] if token[:1] in "+-" else token
+    if not (digits.isascii() and digits.isdigit()):
+        raise _FieldError(f"{spec.label}: failed to parse int from {token!r}")
+    value = int(token)
+    if value < 0:
+        raise _FieldError(f"{spec.label}: negative number ({value}) not allowed")
+    return value
+
+
+def _robfig_range(expr: str, spec: _FieldSpec) -> tuple[range, bool]:
+    """getRange: (the values, whether the star bit is set)."""
+    parts = expr.split("/")
+    if len(parts) > 2:
+        raise _FieldError(f"{spec.label}: too many slashes: {expr}")
+    bounds = parts[0].split("-")
+    star = bounds[0] in ("*", "?")
+    if star:
+        first, last = spec.low, spec.high
+    elif len(bounds) > 2:
+        raise _FieldError(f"{spec.label}: too many hyphens: {expr}")
+    else:
+        first = _robfig_int(bounds[0], spec)
+        last = _robfig_int(bounds[1], spec) if len(bounds) == 2 else first
+    step = 1
+    if len(parts) == 2:
+        step = _robfig_int(parts[1], _FieldSpec(spec.label, 0, 2**31, {}))
+        if len(bounds) == 1:  # "N/step" means "N-max/step"
+            last = spec.high
+        star = star and step <= 1
+    if first < spec.low or last > spec.high:
+        raise _FieldError(f"{spec.label}: range {expr!r} is outside {spec.low}-{spec.high}")
+    if first > last:
+        raise _FieldError(f"{spec.label}: beginning of range ({first}) beyond end of range ({last}): {expr}")
+    if step == 0:
+        raise _FieldError(f"{spec.label}: step of range should be a positive number: {expr}")
+    return range(first, last + 1, step), star
+
+
+def _robfig_field(text: str, spec: _FieldSpec) -> tuple[tuple[int, ...], bool]:
+    values: set[int] = set()
+    star = False
+    for expr in (e for e in text.split(",") if e):  # strings.FieldsFunc drops empty items
+        found, starred = _robfig_range(expr, spec)
+        values.update(found)
+        star = star or starred
+    return tuple(sorted(values)), star
+
+
+@lru_cache(maxsize=512)
+def parse_robfig(text: str) -> CronSchedule:
+    """A schedule as Karpenter parses a budget's: ``cron.ParseStandard("TZ=UTC " + schedule)``
+    (kubernetes-sigs/karpenter pkg/apis/v1/nodepool.go, ``Budget.IsActive``). Raises ``CronError``
+    where robfig/cron returns an error: Karpenter then allows no disruption of the pool."""
+    spec = text.strip()
+    if spec.startswith("@"):  # parseDescriptor: exact names; `@every` is refused by the CRD's pattern
+        if spec not in _MACROS:
+            raise CronError(f"invalid schedule {text!r}: unrecognized descriptor")
+        spec = _MACROS[spec]
+    fields = spec.split()
+    if len(fields) != len(_ROBFIG_FIELDS):
+        raise CronError(f"invalid schedule {text!r}: expected exactly 5 fields, found {len(fields)}")
+    try:
+        parsed = [_robfig_field(f, spec) for f, spec in zip(fields, _ROBFIG_FIELDS, strict=True)]
+    except _FieldError as error:
+        raise CronError(f"invalid schedule {text!r}: {error}") from None
+    return CronSchedule(
+        text=text,
+        minutes=parsed[0][0],
+        hours=parsed[1][0],
+        days=parsed[2][0],
+        months=parsed[3][0],
+        weekdays=parsed[4][0],
+        days_or_weekdays=not parsed[2][1] and not parsed[4][1],
+    )
