@@ -9,7 +9,7 @@ CHECKOV_STAMP := .venv-checkov/.stamp-setup
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: setup demo test test-long lint synth bench deploy layer clean audit outcome prometheus
+.PHONY: setup setup-real demo test test-e2e test-long lint synth bench deploy layer clean audit outcome prometheus
 
 $(STAMP): pyproject.toml package.json layers/runtime/requirements.txt
 	@test -x $(PY) || $(PY_BOOT) -m venv $(VENV)
@@ -33,21 +33,36 @@ prometheus:
 
 setup: $(STAMP) $(CHECKOV_STAMP) prometheus
 
+# The real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK,
+# Karpenter's KWOK provider), built with `go` from the modules pinned in realplane/pins.toml into
+# .cache/realplane/<key of the pins>: a cold build takes tens of minutes, an unchanged one seconds.
+setup-real: $(STAMP)
+	$(PY) -m realplane.build
+
 demo: $(STAMP)
 	$(VENV)/bin/gpuwarden demo
 
-# The built-in week through three arms (nothing / Karpenter / gpuwarden beside Karpenter): the table, and the plot.
+# The built-in week through three arms (nothing / Karpenter / gpuwarden beside Karpenter): the table and the
+# plot, recorded in docs/outcome.json, docs/simulate.md and the README's verdict (sim/outcome/record.py).
 OUTCOME_PLOT ?= test-artifacts/outcome.png
 outcome: $(STAMP)
-	$(VENV)/bin/gpuwarden simulate --plot $(OUTCOME_PLOT)
+	@mkdir -p $(dir $(OUTCOME_PLOT)) test-artifacts
+	$(VENV)/bin/gpuwarden simulate --plot $(OUTCOME_PLOT) --json > test-artifacts/outcome.json
+	$(PY) -m sim.outcome.record test-artifacts/outcome.json
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy functions sim infra tests layers
+	$(VENV)/bin/mypy functions sim infra tests layers realplane
 
-test: lint $(CHECKOV_STAMP) prometheus
-	$(VENV)/bin/pytest -q -n 2 -m "not long and not bench"
+# The suite on the simulator (two workers), then the e2e scenes on the real plane: one plane, serially.
+test: lint $(CHECKOV_STAMP) prometheus setup-real
+	$(VENV)/bin/pytest -q -n 2 -m "not long and not bench and not e2e"
+	$(VENV)/bin/pytest -q -p no:xdist -m e2e tests/e2e
+
+# The e2e scenes alone (test-artifacts/realplane/ keeps each component's log and the audit log).
+test-e2e: setup-real
+	$(VENV)/bin/pytest -q -p no:xdist -m e2e tests/e2e
 
 # Random seeds, not CI's derandomized profile: each run draws new fault schedules and Karpenter
 # interleavings from one seed, printed first (GPUWARDEN_TEST_SEED=<seed> make test-long replays it).
@@ -78,11 +93,13 @@ synth: $(STAMP) $(CHECKOV_STAMP)
 layer: $(STAMP)
 	$(PY) -m layers.runtime.build
 
+# The figures, then the run recorded in docs/benchmarks.json and its table in docs/benchmarks.md (tests/bench/record.py).
 bench: $(STAMP)
 	$(PY) -m tests.bench.run
+	$(PY) -m tests.bench.record
 
 deploy: $(STAMP)
 	npx cdk deploy --all $(CDK_ARGS)
 
 clean:
-	rm -rf $(VENV) .venv-checkov node_modules cdk.out layers/runtime/build .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .venv-checkov node_modules cdk.out layers/runtime/build .mypy_cache .ruff_cache .pytest_cache .cache/realplane

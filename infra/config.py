@@ -19,7 +19,7 @@ ARCHITECTURES = ("x86_64", "arm64")
 
 #: context key: one customer-managed KMS key for logs, table, queues and function settings
 CUSTOMER_MANAGED_KEY = "customerManagedKey"
-#: context key: the interruption function's reserved concurrency (README Security; default 100)
+#: context key: the interruption function's reserved concurrency (docs/security.md; default 100)
 INTERRUPTION_CONCURRENCY = "interruptionConcurrency"
 DEFAULT_INTERRUPTION_CONCURRENCY = 100
 #: context key that skips building the layer and the code asset (tests without a wheel cache)

@@ -6,61 +6,17 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 
-from gpuwarden.domain.errors import GpuwardenError, InvalidEvent, InvalidPolicy, InvalidSetting
+from gpuwarden.cli_exits import answer, emit, fail_config, fail_invalid, guarded
+from gpuwarden.domain.errors import InvalidEvent, InvalidSetting
 from gpuwarden.sources.runbook import RUNBOOK_ACTIONS
 
 if TYPE_CHECKING:
     from gpuwarden.sources import RunbookRequest
     from gpuwarden.terminal import ProgressLine
-
-EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
-
-
-def _fail_invalid(message: str, errors: list[dict[str, Any]] | None = None) -> NoReturn:
-    click.echo(f"gpuwarden: invalid input: {message}", err=True)
-    for error in errors or []:
-        loc = ".".join(str(p) for p in error.get("loc", ()))
-        click.echo(f"  - {loc or '(root)'}: {error.get('msg', '')}", err=True)
-    sys.exit(EXIT_INVALID)
-
-
-def _fail_config(err: InvalidPolicy, kind: str, asked: dict[str, Any] | None = None) -> NoReturn:
-    """A setting or policy gpuwarden does not understand: it refuses to run. Exit 2, the reason
-    (naming the variable or file) on stderr and as the failed JSON result on stdout."""
-    from gpuwarden.services.engine.failures import failed_result
-
-    asked = asked or {}
-    click.echo(f"gpuwarden: invalid configuration: {err}", err=True)
-    failed = failed_result(kind, err, node=asked.get("node"), instance_id=asked.get("instance_id")).to_json()
-    click.echo(json.dumps(failed, indent=2))
-    sys.exit(EXIT_INVALID)
-
-
-def _emit(result: dict[str, Any]) -> NoReturn:
-    click.echo(json.dumps(result, indent=2, sort_keys=False))
-    sys.exit(EXIT_FAILED if result.get("outcome") == "failed" else EXIT_OK)
-
-
-def _guarded(run: Callable[[], dict[str, Any]], kind: str, asked: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The one error-to-answer path of every command: input or a policy that does not validate is
-    exit 2 with the field named; any other failure is the failed JSON result, never a traceback."""
-    try:
-        return run()
-    except InvalidEvent as err:
-        _fail_invalid(str(err), err.errors)
-    except InvalidPolicy as err:
-        _fail_config(err, kind, asked)
-    except GpuwardenError as err:
-        from gpuwarden.services.engine.failures import failed_result
-
-        asked = asked or {}
-        failed = failed_result(kind, err, node=asked.get("node"), instance_id=asked.get("instance_id")).to_json()
-        return failed | ({"action": asked["action"], "dry_run": asked["dry_run"]} if "action" in asked else {})
 
 
 def _runbook(
@@ -89,6 +45,10 @@ def main(verbose: bool) -> None:
     if isinstance(handler, logging.StreamHandler):
         handler.setStream(sys.stderr)
     log_level(on_terminal=sys.stderr.isatty(), verbose=verbose)
+    if sys.stderr.isatty() and not verbose:
+        from gpuwarden.terminal import log_for_a_person
+
+        log_for_a_person(handler, answer_on_terminal=sys.stdout.isatty())
 
 
 def log_level(*, on_terminal: bool, verbose: bool) -> None:
@@ -99,27 +59,25 @@ def log_level(*, on_terminal: bool, verbose: bool) -> None:
         logger.setLevel("WARNING")
 
 
-@main.command()
+@main.command(short_help="Route one event as the deployed rules would, run it to the end, print the JSON result.")
 @click.argument("event", type=click.File("r", encoding="utf-8"))
 @click.option("--dry-run", is_flag=True, help="Plan and report every action, change nothing (as DRY_RUN=true).")
 def invoke(event: TextIO, dry_run: bool) -> None:
     """Route one EVENT (a JSON file, or - for standard input) as the deployed rules would,
-    run it to the end, and print the JSON result.
-
-    Exit 0 for handled / ignored / duplicate / dry-run, 2 for input that does not parse,
-    1 for failure. KUBECONFIG, GPUWARDEN_POLICY_FILE, DRY_RUN and GPUWARDEN_NOW apply.
-    """
+    run it to the end, and print the JSON result. Exit 0 for handled / ignored / duplicate /
+    dry-run, 2 for input that does not parse, 1 for failure (docs/cli.md#exit-codes).
+    KUBECONFIG, GPUWARDEN_POLICY_FILE, DRY_RUN and GPUWARDEN_NOW apply."""
     try:
         raw = json.load(event)
     except ValueError as err:
-        _fail_invalid(f"not JSON: {err}")
+        fail_invalid(f"not JSON: {err}")
     from gpuwarden.local import run_event
     from gpuwarden.services.routes import fallback_kind
 
-    _emit(_guarded(lambda: run_event(raw, dry_run=dry_run), fallback_kind(raw)))
+    emit(guarded(lambda: run_event(raw, dry_run=dry_run), fallback_kind(raw)))
 
 
-@main.command()
+@main.command(short_help="One on-call action on one node: plan, status, cordon, uncordon, drain, checkpoint, replace.")
 @click.argument("action", type=click.Choice(RUNBOOK_ACTIONS), metavar="ACTION")
 @click.option("--node", metavar="NAME", help="The node's name.")
 @click.option("--instance-id", metavar="ID", help="The node's EC2 instance id (i-…).")
@@ -160,22 +118,19 @@ def runbook(
     try:
         request = parse_runbook(payload)
     except InvalidEvent as err:
-        _fail_invalid(str(err), err.errors)
+        fail_invalid(str(err), err.errors)
     from gpuwarden.terminal import ProgressLine, human_lines
 
     progress = ProgressLine(sys.stderr) if sys.stderr.isatty() and not remote else None
     try:
-        result = _guarded(lambda: _runbook(request, payload, remote, progress), "manual", payload)
+        result = guarded(lambda: _runbook(request, payload, remote, progress), "manual", payload)
     finally:
         if progress is not None:
             progress.finish()
-    if as_json or not sys.stdout.isatty():
-        _emit(result)
-    click.echo("\n".join(human_lines(result)))
-    sys.exit(EXIT_FAILED if result.get("outcome") == "failed" else EXIT_OK)
+    answer(result, as_json, human_lines)
 
 
-@main.command()
+@main.command(short_help="Check the cluster, the policy and AWS against what gpuwarden needs and what fights it.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output (the default when stdout is not a terminal).")
 def doctor(as_json: bool) -> None:
     """Check the cluster (KUBECONFIG), the policy and the AWS account against what gpuwarden
@@ -187,15 +142,15 @@ def doctor(as_json: bool) -> None:
     try:
         report = doctor_report()
     except InvalidSetting as err:
-        _fail_config(err, "manual")
+        fail_config(err, "manual")
     if as_json or not sys.stdout.isatty():
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
         click.echo(doctor_table(report))
-    sys.exit(EXIT_FAILED if report.errors else EXIT_OK)
+    sys.exit(1 if report.errors else 0)
 
 
-@main.command()
+@main.command(short_help="One GPU-health scan, as the deployed schedule runs it every minute.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output (the default when stdout is not a terminal).")
 def scan(as_json: bool) -> None:
     """One GPU-health scan, as the deployed schedule runs it every minute: every GPU node whose
@@ -204,14 +159,11 @@ def scan(as_json: bool) -> None:
     from gpuwarden.local import run_scan
     from gpuwarden.terminal import scan_lines
 
-    result = _guarded(run_scan, "gpu-unhealthy")
-    if as_json or not sys.stdout.isatty():
-        _emit(result)
-    click.echo("\n".join(scan_lines(result)))
-    sys.exit(EXIT_FAILED if result.get("outcome") == "failed" else EXIT_OK)
+    result = guarded(run_scan, "gpu-unhealthy")
+    answer(result, as_json, scan_lines)
 
 
-@main.command()
+@main.command(short_help="Take back every mark gpuwarden left on nodes, pods and NodePools (the way back).")
 @click.option("--all", "every", is_flag=True, help="Every node of the cluster, and every NodePool the windows changed.")
 @click.option("--node", metavar="NAME", help="One node.")
 @click.option("--dry-run", is_flag=True, help="Say what would be taken back, change nothing.")
@@ -222,21 +174,30 @@ def release(every: bool, node: str | None, dry_run: bool) -> None:
     from gpuwarden.local import run_release
 
     if every == (node is not None):
-        _fail_invalid("give exactly one of --all and --node NAME")
-    _emit(_guarded(lambda: run_release(node, dry_run=dry_run), "manual", {"node": node}))
+        fail_invalid("give exactly one of --all and --node NAME")
+    emit(guarded(lambda: run_release(node, dry_run=dry_run), "manual", {"node": node}))
 
 
-@main.command()
-@click.option("--speed", default=10.0, show_default=True, help="How much faster the simulated kubelet's clock runs.")
+DEMO_SPEED, SANDBOX_SPEED = 10.0, 1.0  # the sandbox keeps real time: commands typed by hand meet real waits
+
+
+@main.command(short_help="The tour on a simulated GPU cluster and AWS; --serve keeps a sandbox up.")
+@click.option(
+    "--speed",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help=f"How many times faster than real time the simulated cluster's clock runs "
+    f"[default: {DEMO_SPEED:g} for the tour, {SANDBOX_SPEED:g} (real time) with --serve].",
+)
 @click.option("--serve", is_flag=True, help="Keep the demo's cluster and moto up for commands by hand (Ctrl-C stops).")
-def demo(speed: float, serve: bool) -> None:
+def demo(speed: float | None, serve: bool) -> None:
     """Replay sample events through the real handlers on a simulated GPU cluster and AWS;
     with --serve, print the `export` lines of a sandbox and keep it up until Ctrl-C."""
     from gpuwarden.checkout import simulator
 
     if serve:
-        sys.exit(simulator("sim.serve").serve(speed=1.0 if speed == 10.0 else speed))
-    sys.exit(simulator("sim.demo").run_demo(speed=speed))
+        sys.exit(simulator("sim.serve").serve(speed=SANDBOX_SPEED if speed is None else speed))
+    sys.exit(simulator("sim.demo").run_demo(speed=DEMO_SPEED if speed is None else speed))
 
 
 main.add_command(__import__("gpuwarden.cli_simulate", fromlist=["simulate"]).simulate)

@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from gpuwarden.domain.errors import CloudError, InvalidPolicy, InvalidSetting
-from gpuwarden.domain.policy import Policy
+from gpuwarden.domain.errors import CloudError, InvalidPolicy, InvalidSetting, PolicyNotFound
+from gpuwarden.domain.policy import Policy, validation_problems
 
 
 class Settings(BaseModel):
@@ -134,19 +134,25 @@ def parse_number(name: str, value: str | None, default: float, kind: type[int] |
 
 
 def parse_policy(text: str, source: str) -> Policy:
-    """YAML or JSON (JSON is YAML); a clear error naming the source and the field."""
+    """YAML or JSON (JSON is YAML); an error naming the source, and one line per problem: the key's
+    path, what was given, what is allowed, "did you mean" for a misspelled key (docs/policy.md)."""
     import yaml
 
     try:
         document: Any = yaml.safe_load(text)
     except yaml.YAMLError as err:
-        raise InvalidPolicy(f"{source}: not YAML/JSON: {err}") from err
+        problem = " ".join(str(err).split())
+        raise InvalidPolicy(f"{source} is not YAML or JSON: {problem}", source=source, problems=(problem,)) from None
     if not isinstance(document, dict):
-        raise InvalidPolicy(f"{source}: the policy must be a mapping, not {type(document).__name__}")
+        problem = f"a policy is a mapping of keys (cluster: …), not {type(document).__name__}"
+        raise InvalidPolicy(f"{source} does not validate: {problem}", source=source, problems=(problem,))
     try:
         return Policy.model_validate(document)
     except ValidationError as err:
-        raise InvalidPolicy(f"{source}: {err}") from err
+        problems = validation_problems(err)
+        raise InvalidPolicy(
+            f"{source} does not validate: {'; '.join(problems)}", source=source, problems=problems
+        ) from None
 
 
 def load_policy(settings: Settings) -> Policy:
@@ -154,8 +160,12 @@ def load_policy(settings: Settings) -> Policy:
         path = Path(settings.policy_file)
         try:
             text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise PolicyNotFound(f"policy file {path} not found (GPUWARDEN_POLICY_FILE)", source=str(path)) from None
         except OSError as err:
-            raise InvalidPolicy(f"GPUWARDEN_POLICY_FILE {path}: {err.strerror}") from err
+            raise InvalidPolicy(
+                f"policy file {path} cannot be read: {err.strerror} (GPUWARDEN_POLICY_FILE)", source=str(path)
+            ) from None
         return parse_policy(text, str(path))
     if settings.policy_parameter:
         return parse_policy(_parameter(settings.policy_parameter), f"SSM parameter {settings.policy_parameter}")

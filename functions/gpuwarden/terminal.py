@@ -4,15 +4,79 @@ as text, doctor's table. The JSON answers are the same documents, printed as the
 from __future__ import annotations
 
 import json
+import logging
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
+    from gpuwarden.domain.errors import InvalidPolicy
     from gpuwarden.services.doctor.doctor import DoctorReport
     from gpuwarden.services.runbook.actions import DrainProgress
 
 
+def invalid_input_lines(message: str, errors: list[dict[str, Any]] | None) -> list[str]:
+    """Input that does not parse: the message (which names a single error), or its head and one
+    line per field."""
+    if not errors or len(errors) < 2:
+        return [f"gpuwarden: invalid input: {message}"]
+    lines = [f"gpuwarden: invalid input: {message.split(': ', 1)[0]}:"]
+    return lines + [f"  {'.'.join(str(p) for p in e.get('loc', ())) or '(root)'}: {e.get('msg', '')}" for e in errors]
+
+
+def refused_result(err: InvalidPolicy, kind: str, asked: dict[str, Any]) -> dict[str, Any]:
+    """The failed JSON result of a run refused for its configuration (what `failed_result` answers,
+    without logging or counting a handling that never started)."""
+    from gpuwarden.services.engine.failures import what_failed
+    from gpuwarden.services.engine.result import Result
+
+    node, instance = asked.get("node"), asked.get("instance_id")
+    return Result(
+        outcome="failed", kind=kind, node=node, instance_id=instance, reason=f"{what_failed(err)}: {err}"
+    ).to_json()
+
+
+def config_error_lines(err: InvalidPolicy) -> list[str]:
+    """A setting or policy gpuwarden refuses to run with: where it is, then one line per problem
+    (the key's path, what was given, what is allowed, "did you mean")."""
+    if err.problems and err.source:
+        return [f"gpuwarden: invalid configuration: {err.source}:", *(f"  {p}" for p in err.problems)]
+    return [f"gpuwarden: invalid configuration: {err}"]
+
+
+_RECORD_FIELDS = {*vars(logging.makeLogRecord({})), "message", "asctime"}
+
+
+class TerminalLogFormatter(logging.Formatter):
+    """A log line for a person: `gpuwarden: warning: event not posted (reason: …, error: …)`,
+    where Lambda's log stream gets Powertools' JSON."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        extra = {k: v for k, v in vars(record).items() if k not in _RECORD_FIELDS and v is not None}
+        details = ", ".join(f"{k}: {v}" for k, v in extra.items())
+        text = f"gpuwarden: {record.levelname.lower()}: {record.getMessage()}"
+        return f"{text} ({details})" if details else text
+
+
+def log_for_a_person(handler: logging.Handler, *, answer_on_terminal: bool) -> None:
+    """Log lines as prose; when the answer itself is printed on the terminal, without the line of a
+    failure it already states."""
+    handler.setFormatter(TerminalLogFormatter())
+    if answer_on_terminal:
+        handler.addFilter(AnsweredFailures())
+
+
+class AnsweredFailures(logging.Filter):
+    """Drops the log line of a failed handling (`services.engine.failures`) when the answer printed
+    on the terminal says the same, so a failure is read once."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.module != "failures"
+
+
 class ProgressLine:
-    """`draining ip-…: 12 left, 3 blocked by PDB serving/inference, 41 s`, updated in place."""
+    """`draining ip-…: 12 left, 3 blocked by PDB serving/inference, 2 waiting (checkpoint, grace or
+    turn), 41 s`, updated in place. The drain counts as waiting every pod that is not evicted yet for
+    another reason than a PDB: its checkpoint acknowledgement, the grace period of a pod already
+    asked to leave, or its turn behind pods of lower priority; the line says so, not more."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
@@ -22,7 +86,7 @@ class ProgressLine:
         parts = [f"draining {progress.node}: {progress.remaining} left"]
         parts += [f"{count} blocked by PDB {pdb}" for pdb, count in sorted(progress.blocked.items())]
         if progress.waiting:
-            parts.append(f"{progress.waiting} waiting on a checkpoint")
+            parts.append(f"{progress.waiting} waiting (checkpoint, grace or turn)")
         parts.append(f"{progress.elapsed_seconds:.0f} s")
         self.stream.write("\r\x1b[K" + ", ".join(parts))
         self.open = True
@@ -73,7 +137,7 @@ def human_lines(result: dict[str, Any]) -> list[str]:
         lines += ["", *plan_table(result["plan"])]
     shown = [a for a in result.get("actions") or [] if a["type"] != "eviction-blocked"]
     if shown:
-        lines += ["", "actions:"]
+        lines += ["", "would do (dry run):" if result.get("dry_run") else "actions:"]
         for action in shown:
             what = action.get("pod") or action.get("target") or action.get("taint") or ""
             why = action.get("reason") or action.get("result") or ""

@@ -26,7 +26,7 @@ from constructs import Construct, IConstruct
 from infra.components.acknowledge import checkov_skip
 from infra.config import CUSTOMER_MANAGED_KEY as CONTEXT_KEY
 
-_OPT_IN = f"; set context {CONTEXT_KEY}=true to use a customer-managed KMS key instead (README Security)."
+_OPT_IN = f"; set context {CONTEXT_KEY}=true to use a customer-managed KMS key instead (docs/security.md)."
 QUEUE_REASON = (
     "Encrypted at rest with SSE-SQS (SqsManagedSseEnabled: true, SQS-owned keys); CKV_AWS_27 only reads "
     "KmsMasterKeyId. The AWS-managed aws/sqs key is not an option: EventBridge cannot deliver to a DLQ "

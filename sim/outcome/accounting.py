@@ -14,7 +14,19 @@ class Loss:
     gpus: int
     #: seconds of training after the last completed checkpoint, when the pod stopped
     seconds: float
-    how: str  # "killed", "sigterm", "evicted" ...
+    how: str  # "killed", "after SIGTERM", "job restart"
+    #: what the cause of the loss is read from (`sim/outcome/causes.py`): the pod whose stop stopped
+    #: the work (itself, or the rank of its job that stopped) and its node, when the work stopped, a checkpoint
+    #: write in flight then (began, would have ended, why), when a checkpoint was last asked of it
+    #: and when one it was asked for (or wrote on SIGTERM) last completed
+    trigger: str = ""
+    trigger_node: str = ""
+    stopped_at: float | None = None
+    #: when that pod got SIGTERM (or, without one, when it was gone)
+    ended_at: float | None = None
+    writing: tuple[float, float, str] | None = None
+    asked_at: float | None = None
+    saved_at: float | None = None
 
     @property
     def gpu_minutes(self) -> float:
@@ -31,6 +43,8 @@ class NodeBook:
     #: a workload pod ran here at some point
     used: bool = False
     replacement: bool = False
+    #: its NodePool (the scenario's pool: instance type and capacity type, so its price)
+    pool: str = ""
 
 
 @dataclass
@@ -44,6 +58,10 @@ class Ledger:
     trace: list[tuple[float, str, str]] = field(default_factory=list)  # (t, node, what)
     #: pod key -> the multi-node job it is a rank of (sim/outcome/gangs.py)
     gang_of: dict[str, str] = field(default_factory=dict)
+    #: when the run ended (`close`): nodes still up are paid until then
+    ended_at: float = 0.0
+    #: node -> when EC2 takes its instance (a loss warning's deadline), whoever drained it before
+    instance_ends: dict[str, float] = field(default_factory=dict)
 
     def count(self, key: str, n: int = 1) -> None:
         self.counters[key] = self.counters.get(key, 0) + n
@@ -53,8 +71,8 @@ class Ledger:
 
     # ------------------------------------------------------------ nodes
 
-    def node_up(self, name: str, gpus: int, t: float, replacement: bool) -> None:
-        self.nodes[name] = NodeBook(gpus=gpus, up_at=t, replacement=replacement)
+    def node_up(self, name: str, gpus: int, t: float, replacement: bool, pool: str = "") -> None:
+        self.nodes[name] = NodeBook(gpus=gpus, up_at=t, replacement=replacement, pool=pool)
 
     def set_idle(self, name: str, idle: bool, t: float) -> bool:
         """Returns True when the node became idle now."""
@@ -77,6 +95,7 @@ class Ledger:
         book.down_at = t
 
     def close(self, t: float) -> None:
+        self.ended_at = t
         for book in self.nodes.values():
             if book.down_at is None and book.idle_since is not None:
                 book.idle_gpu_seconds += book.gpus * (t - book.idle_since)

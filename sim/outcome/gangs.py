@@ -41,6 +41,11 @@ class Gang:
     captured: float | None = None
     saving: tuple[float, float, str] | None = None  # (paused at, completes at, why)
     asked: set[int] = field(default_factory=set)
+    #: the rank whose SIGTERM stopped the job; when the job was last asked; when a checkpoint it
+    #: was asked for (or wrote on SIGTERM) last completed
+    stopped_by: str = ""
+    asked_at: float | None = None
+    saved_at: float | None = None
 
     def periodic_capture(self, stop: float, now: float) -> float:
         assert self.formed_at is not None
@@ -147,6 +152,7 @@ class GangWorld(World):
         if len(gang.ranks) == gang.spec.nodes_per_job and gang.formed_at is None:
             now = self.engine.now()
             gang.formed_at, gang.stopped_at, gang.captured, gang.saving = now, None, None, None
+            gang.asked_at = gang.saved_at = None
             gang.asked.clear()
             self.ledger.note(now, life.node, f"job {gang.name}: every rank runs, training")
             for other in gang.ranks.values():
@@ -163,6 +169,8 @@ class GangWorld(World):
         with self._lock:
             if gang.formed_at is None or gang.stopped_at is not None or life.dead:
                 return  # a job that is not training writes nothing: the request times out
+            if not gang.asked:
+                gang.asked_at = self.engine.now()
             gang.asked.add(rank)
             if gang.saving is not None or not gang.writers_asked():
                 return
@@ -176,10 +184,12 @@ class GangWorld(World):
             if gang.saving is None:
                 return  # the job broke before the write completed
             _, done, why = gang.saving
-            gang.captured, gang.saving = done, None
+            gang.captured, gang.saved_at, gang.saving = done, done, None
             asked, gang.asked = set(gang.asked), set()
         now = self.engine.now()
         self.ledger.note(now, "", f"job {gang.name}: checkpoint written ({why})")
+        for stopping in [r for r in gang.ranks.values() if r.sigterm_at is not None and not r.dead]:
+            self._exits(stopping, "its part of the checkpoint is written")
         if why == "on SIGTERM":
             self.ledger.count("saved_on_sigterm")
             return
@@ -202,12 +212,17 @@ class GangWorld(World):
         now = self.engine.now()
         life.sigterm_at = life.stopped_at = now
         self.ledger.note(now, life.node, f"{life.key}: SIGTERM (rank {rank} of {gang.name})")
+        sole_writer = gang.spec.checkpoint_writers == "rank0" and rank == 0
         if gang.formed_at is not None and gang.stopped_at is None:
-            gang.stopped_at = now
-            sole_writer = gang.spec.checkpoint_writers == "rank0" and rank == 0
+            gang.stopped_at, gang.stopped_by = now, life.key
             if sole_writer and gang.spec.saves_on_sigterm and gang.saving is None:
                 gang.saving = (now, now + gang.spec.checkpoint_seconds, "on SIGTERM")
                 self.engine.at(gang.saving[1], lambda: self._gang_saved(gang))
+        # a rank that writes (its part of) the checkpoint in flight and traps SIGTERM finishes it
+        # (`_gang_saved` lets it exit); any other rank exits now, and the job restarts with it
+        writes = sole_writer or gang.spec.checkpoint_writers == "all"
+        if not (gang.spec.saves_on_sigterm and writes and gang.saving is not None):
+            self._exits(life, "it does not trap SIGTERM" if not gang.spec.saves_on_sigterm else "it writes nothing")
         for other in gang.ranks.values():
             self._update_idle(other.node)
 
@@ -223,15 +238,21 @@ class GangWorld(World):
             if gang.formed_at is None:
                 return  # the job was already waiting: nothing more to lose
             stop = min(t for t in (gang.stopped_at, now) if t is not None)
-            if gang.saving is not None and gang.saving[1] > now:
-                stop = min(stop, gang.saving[0])  # no progress since the unfinished write began
+            writing = gang.saving if gang.saving is not None and gang.saving[1] > now else None
+            if writing is not None:
+                stop = min(stop, writing[0])  # no progress since the unfinished write began
             capture = max(gang.captured or gang.formed_at, gang.periodic_capture(stop, now))
-            gang.formed_at, gang.saving = None, None
+            trigger = gang.stopped_by or life.key
+            ended = gang.stopped_at if gang.stopped_by else (life.sigterm_at if life.sigterm_at is not None else now)
+            trigger_node = next((r.node for r in ranks.values() if r.key == trigger), life.node)
+            gang.formed_at, gang.saving, gang.stopped_by = None, None, ""
             gang.asked.clear()
         for _, other in sorted(ranks.items()):
             how = ("after SIGTERM" if life.sigterm_at is not None else "killed") if other is life else "job restart"
             seconds = max(0.0, stop - capture)
-            self.ledger.losses.append(Loss(now, other.key, other.node, other.gpus, seconds, how))
+            loss = Loss(now, other.key, other.node, other.gpus, seconds, how, trigger, trigger_node, stop)
+            loss.writing, loss.asked_at, loss.saved_at, loss.ended_at = writing, gang.asked_at, gang.saved_at, ended
+            self.ledger.losses.append(loss)
         self.ledger.note(now, life.node, f"job {gang.name}: rank {rank} gone, every rank restarts")
         for other in ranks.values():
             if other is not life:

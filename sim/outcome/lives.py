@@ -41,6 +41,9 @@ class PodLife:
     saving_why: str = ""
     sigterm_at: float | None = None
     dead: bool = False
+    #: when a checkpoint was last asked of it, and when a requested or SIGTERM checkpoint completed
+    asked_at: float | None = None
+    saved_at: float | None = None
 
     def periodic_capture(self, stop: float, now: float) -> float:
         """The latest periodic capture taken before `stop` whose write completed by `now`."""

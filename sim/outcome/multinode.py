@@ -13,6 +13,7 @@ ROWS = (
     ("training_gpu_minutes_lost", "training lost (GPU-minutes)"),
     ("ranks_lost_work", "ranks that lost work"),
     ("job_restarts", "job restarts"),
+    ("job_restarts_losing_work", "  of which lost work"),
     ("checkpoints_requested", "ranks asked to checkpoint"),
     ("checkpoints_timed_out", "rank checkpoints timed out"),
     ("spot_interruptions", "Spot interruptions (on a job's node)"),
@@ -30,7 +31,8 @@ def figures(result: ArmResult) -> dict[str, Any]:
         "jobs": len(set(ranks.values())),
         "training_gpu_minutes_lost": round(sum(loss.gpu_minutes for loss in losses), 1),
         "ranks_lost_work": sum(1 for loss in losses if loss.seconds > 0),
-        "job_restarts": len({(ranks[loss.pod], loss.at) for loss in losses if loss.seconds > 0}),
+        "job_restarts": len({(ranks[loss.pod], loss.at) for loss in losses}),
+        "job_restarts_losing_work": len({(ranks[loss.pod], loss.at) for loss in losses if loss.seconds > 0}),
         "checkpoints_requested": sum(1 for a in actions if a.get("type") == "checkpoint-requested"),
         "checkpoints_timed_out": sum(
             1 for a in actions if a.get("type") == "evict" and a.get("reason") == "checkpoint timed out"
@@ -42,16 +44,3 @@ def figures(result: ArmResult) -> dict[str, Any]:
 
 def multinode_json(outcome: Outcome) -> dict[str, Any]:
     return {r.arm.value: figures(r) for r in outcome.arms}
-
-
-def table_lines(outcome: Outcome) -> list[str]:
-    per_arm = multinode_json(outcome)
-    if not any(f["jobs"] for f in per_arm.values()):
-        return []
-    width = max(len(label) for _, label in ROWS)
-    jobs = next(iter(per_arm.values()))["jobs"]
-    lines = ["", f"multi-node training jobs ({jobs}; every rank restarts when one stops)"]
-    lines.append(f"{'':<{width}}  " + "  ".join(f"{arm:>10}" for arm in per_arm))
-    for key, label in ROWS:
-        lines.append(f"{label:<{width}}  " + "  ".join(f"{f[key]:>10}" for f in per_arm.values()))
-    return lines

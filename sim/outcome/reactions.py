@@ -1,7 +1,12 @@
 """The workloads' side of the outcome world: what a training pod does when gpuwarden asks it to
 checkpoint (signal, exec or annotation), when it gets SIGTERM, and when it is gone (the work since its
 last completed checkpoint is lost; its controller recreates it). A mixin of `World`, which holds the
-state these read."""
+state these read.
+
+SIGTERM: a training process that traps it (`saves_on_sigterm`) finishes the checkpoint it is writing,
+or writes one, and exits when it is written (or when its grace runs out); one that does not trap it
+exits at once, and a checkpoint it was writing dies with it. Its pod is gone when its process exits,
+as the kubelet reports the container's exit, not when the grace period ends."""
 
 from __future__ import annotations
 
@@ -85,6 +90,7 @@ class WorkloadSide:
             now = self.engine.now()
             life.saving = (now, now + life.spec.checkpoint_seconds)
             life.saving_why = why
+            life.asked_at = now
         self.ledger.note(now, life.node, f"{life.key}: checkpoint {why}, training paused")
         self.engine.at(life.saving[1], lambda: self._saved(life))
 
@@ -92,19 +98,21 @@ class WorkloadSide:
         with self._lock:
             if life.dead or life.saving is None:
                 return
-            life.captured = life.saving[1]
+            life.captured = life.saved_at = life.saving[1]
             life.saving = None
         now = self.engine.now()
         self.ledger.note(now, life.node, f"{life.key}: checkpoint written ({life.saving_why})")
         if life.saving_why == "on SIGTERM":
             self.ledger.count("saved_on_sigterm")
-            return
-        namespace, name = life.key.split("/", 1)
-        if self.sim.get("Pod", name, namespace) is not None:
-            self.ledger.count("checkpoints_acked")
-            self.sim.patch_direct(
-                "Pod", name, {"metadata": {"annotations": {DONE: rfc3339(self.sim.clock.now())}}}, namespace
-            )
+        else:
+            namespace, name = life.key.split("/", 1)
+            if self.sim.get("Pod", name, namespace) is not None:
+                self.ledger.count("checkpoints_acked")
+                self.sim.patch_direct(
+                    "Pod", name, {"metadata": {"annotations": {DONE: rfc3339(self.sim.clock.now())}}}, namespace
+                )
+        if life.sigterm_at is not None:
+            self._exits(life, "its checkpoint is written")
 
     def _sigterm(self, life: PodLife) -> None:
         now = self.engine.now()
@@ -115,18 +123,31 @@ class WorkloadSide:
             return
         assert isinstance(life.spec, Training)
         life.stopped_at = now
-        if life.spec.saves_on_sigterm and life.saving is None:
+        if not life.spec.saves_on_sigterm:
+            self._exits(life, "it does not trap SIGTERM")
+        elif life.saving is None:
             life.saving = (now, now + life.spec.checkpoint_seconds)
             life.saving_why = "on SIGTERM"
             self.engine.at(life.saving[1], lambda: self._saved(life))
         self._update_idle(life.node)
+
+    def _exits(self, life: PodLife, why: str) -> None:
+        """The training process exits: its pod is gone now (the kubelet reports the exit), whatever
+        grace it had left."""
+        self.ledger.note(self.engine.now(), life.node, f"{life.key}: exits ({why})")
+        self.engine.after(0, partial(self._remove, life))
+
+    def _remove(self, life: PodLife) -> None:
+        namespace, name = life.key.split("/", 1)
+        if not life.dead and self.sim.get("Pod", name, namespace) is not None:
+            self.sim.delete_direct("Pod", name, namespace, grace_seconds=0)
 
     def _died(self, life: PodLife) -> None:
         now = self.engine.now()
         with self._lock:
             paused = None
             if life.saving is not None and life.saving[1] <= now:
-                life.captured = life.saving[1]
+                life.captured = life.saved_at = life.saving[1]
                 if life.saving_why == "on SIGTERM":
                     self.ledger.count("saved_on_sigterm")
             elif life.saving is not None:
@@ -149,7 +170,28 @@ class WorkloadSide:
         stop = min(t for t in (life.stopped_at, paused, now) if t is not None)
         capture = max(life.captured or life.started, life.periodic_capture(stop, now))
         how = "after SIGTERM" if life.sigterm_at is not None else "killed"
-        self.ledger.losses.append(Loss(now, life.key, life.node, life.gpus, max(0.0, stop - capture), how))
+        writing = None if paused is None else (paused, paused + self._write_seconds(life), life.saving_why)
+        self.ledger.losses.append(
+            Loss(
+                now,
+                life.key,
+                life.node,
+                life.gpus,
+                max(0.0, stop - capture),
+                how,
+                trigger=life.key,
+                trigger_node=life.node,
+                stopped_at=stop,
+                ended_at=life.sigterm_at if life.sigterm_at is not None else now,
+                writing=writing,
+                asked_at=life.asked_at,
+                saved_at=life.saved_at,
+            )
+        )
+
+    @staticmethod
+    def _write_seconds(life: PodLife) -> float:
+        return life.spec.checkpoint_seconds if isinstance(life.spec, Training) else 0.0
 
     def _became_empty(self, node: str) -> None:
         for hook in self.on_empty:

@@ -1,9 +1,14 @@
-"""The three-arm table (terminal) and the JSON document (--json)."""
+"""What `gpuwarden simulate` prints: the table, rendered from the JSON document `--json` prints
+(`Outcome.to_json()`, with `headline`), so the two never disagree. Every row is explained in
+docs/simulate.md#the-table."""
 
 from __future__ import annotations
 
-from sim.outcome.multinode import table_lines
-from sim.outcome.runner import Outcome
+from typing import Any
+
+from sim.outcome.costs import per_week
+from sim.outcome.multinode import ROWS as MULTI_NODE_ROWS
+from sim.outcome.seeds import headline_lines
 
 ROWS = (
     ("training_gpu_minutes_lost", "training lost (GPU-minutes)"),
@@ -15,28 +20,80 @@ ROWS = (
     ("idle_gpu_hours", "idle GPU-hours paid"),
     ("evictions_blocked_by_pdb", "evictions blocked by PDBs"),
     ("nodes_past_deadline", "nodes drained past deadline"),
-    ("replacements_launched", "replacements launched"),
-    ("replacements_unused", "replacements unused"),
+    ("replacements_launched", "nodes launched during the run"),
+    ("replacements_unused", "  of which never ran a pod"),
     ("interruptions", "Spot interruptions"),
     ("gpuwarden_invocations", "gpuwarden invocations"),
 )
 
+COST_ROWS = (
+    ("compute", "compute (USD)"),
+    ("idle", "  of which idle GPUs (USD)"),
+    ("lost_work", "lost training (USD)"),
+    ("total", "compute + lost training (USD)"),
+)
 
-def table(outcome: Outcome) -> str:
-    arms = [r.arm.value for r in outcome.arms]
-    width = max(len(label) for _, label in ROWS)
+WIDTH = 36
+
+
+def _row(label: str, values: list[Any]) -> str:
+    return f"{label:<{WIDTH}}  " + "  ".join(f"{v:>10}" for v in values)
+
+
+def render(doc: dict[str, Any]) -> str:
+    """The whole text: the run's table, its causes and dollars, the multi-node jobs, the headline
+    over seeds (when the document has one), and the verdict last."""
+    arms = doc["arms"]
     lines = [
-        f"scenario {outcome.scenario.name}, seed {outcome.seed}, {outcome.days:g} days: "
-        + ", ".join(f"{n} {k}" for k, n in outcome.to_json()["incidents"].items()),
+        f"scenario {doc['scenario']}, seed {doc['seed']}, {doc['days']:g} days: "
+        + ", ".join(f"{n} {k}" for k, n in doc["incidents"].items()),
         "",
-        f"{'':<{width}}  " + "  ".join(f"{a:>10}" for a in arms),
+        _row("", list(arms)),
     ]
-    for key, label in ROWS:
-        values = [r.figures.get(key, 0) for r in outcome.arms]
-        lines.append(f"{label:<{width}}  " + "  ".join(f"{v:>10}" for v in values))
-    lines.append(f"{'real seconds':<{width}}  " + "  ".join(f"{r.seconds:>10.1f}" for r in outcome.arms))
-    lines += table_lines(outcome)
-    for r in outcome.arms:
-        for failure in r.failures:
-            lines.append(f"{r.arm.value}: gpuwarden did not handle {failure}")
+    lines += [_row(label, [a.get(key, 0) for a in arms.values()]) for key, label in ROWS]
+    lines += _cause_lines(arms)
+    lines += _cost_lines(doc)
+    lines += _multi_node_lines(doc.get("multi_node_jobs") or {})
+    for arm, figures in arms.items():
+        lines += [f"{arm}: gpuwarden did not handle {failure}" for failure in figures.get("gpuwarden_failures", [])]
+    if doc.get("headline"):
+        lines += headline_lines(doc["headline"])
+    if doc.get("plot"):
+        lines += ["", f"plot: {doc['plot']}"]
+    if doc.get("verdict"):
+        lines += ["", doc["verdict"]]
     return "\n".join(lines)
+
+
+def _cause_lines(arms: dict[str, Any]) -> list[str]:
+    causes = sorted({c for a in arms.values() for c in a.get("training_lost_by_cause", {})})
+    if not causes:
+        return []
+    lines = ["training lost by cause (GPU-minutes; docs/simulate.md#causes)"]
+    for cause in causes:
+        lines.append(_row(f"  {cause}", [f"{a['training_lost_by_cause'].get(cause, 0.0):.1f}" for a in arms.values()]))
+    return lines
+
+
+def _cost_lines(doc: dict[str, Any]) -> list[str]:
+    arms = doc["arms"]
+    if "prices" not in doc or not all("cost_usd" in a for a in arms.values()):
+        return []
+    prices = doc["prices"]
+    lines = ["", f"in dollars, prices as of {prices['as_of']} ({prices['currency']} per instance-hour, Linux)"]
+    lines += [_row(label, [f"{a['cost_usd'][key]:,.0f}" for a in arms.values()]) for key, label in COST_ROWS]
+    if "karpenter" in arms:
+        theirs = arms["karpenter"]["cost_usd"]["total"]
+        saved = [per_week(theirs - a["cost_usd"]["total"], doc["days"]) for a in arms.values()]
+        lines.append(_row("saved per week vs Karpenter (USD)", [f"{s:,.0f}" for s in saved]))
+    return lines
+
+
+def _multi_node_lines(per_arm: dict[str, Any]) -> list[str]:
+    if not any(f["jobs"] for f in per_arm.values()):
+        return []
+    jobs = next(iter(per_arm.values()))["jobs"]
+    lines = ["", f"multi-node training jobs ({jobs}; every rank restarts when one stops)"]
+    lines.append(_row("", list(per_arm)))
+    lines += [_row(label, [f[key] for f in per_arm.values()]) for key, label in MULTI_NODE_ROWS]
+    return lines

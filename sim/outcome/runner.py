@@ -18,14 +18,17 @@ from functools import partial
 from typing import Any
 
 from sim.outcome.accounting import Ledger
+from sim.outcome.causes import attribute, by_cause
+from sim.outcome.costs import arm_costs, net_per_week, verdict
 from sim.outcome.engine import Engine
 from sim.outcome.events import Incident, IncidentKind, generate
 from sim.outcome.gangs import GangWorld
 from sim.outcome.multinode import multinode_json
+from sim.outcome.prices import PriceTable
 from sim.outcome.scenario import Scenario
 from sim.outcome.world import World
 
-Progress = Callable[[str, float, int], None]  # (arm, fraction done, incidents so far)
+Progress = Callable[[str, float, int], None]  # (which run and arm, fraction done, incidents so far)
 
 
 class Arm(StrEnum):
@@ -58,9 +61,20 @@ class Outcome:
     days: float
     incidents: list[Incident]
     arms: list[ArmResult]
+    #: what the dollars are computed with (docs/simulate.md#prices); None: no dollars
+    prices: PriceTable | None = None
+
+    def costs(self) -> dict[str, dict[str, float]]:
+        """USD per arm (`sim/outcome/costs.py`); empty without a price table."""
+        if self.prices is None:
+            return {}
+        return {r.arm.value: arm_costs(r, self.scenario, self.prices) for r in self.arms}
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        """The document `simulate --json` prints. Everything but `timing` depends on the scenario, the
+        seed, the days, the policy and the prices only: the same inputs give the same document."""
+        costs = self.costs()
+        doc: dict[str, Any] = {
             "scenario": self.scenario.name,
             "seed": self.seed,
             "days": self.days,
@@ -68,14 +82,27 @@ class Outcome:
             "arms": {
                 r.arm.value: {
                     **r.figures,
-                    "real_seconds": round(r.seconds, 1),
-                    "engine_steps": r.engine_steps,
+                    "training_lost_by_cause": by_cause(attribute(r)),
+                    **({"cost_usd": costs[r.arm.value]} if costs else {}),
+                    "losses": [a.to_json() for a in attribute(r)],
                     "gpuwarden_failures": r.failures,
                 }
                 for r in self.arms
             },
             "multi_node_jobs": multinode_json(self),
         }
+        if self.prices is not None and costs:
+            doc["prices"] = self.prices.model_dump(mode="json")
+            doc["net_per_week_usd"] = {
+                f"{arm}_vs_{against}": net_per_week(costs, self.days, against, arm)
+                for arm, against in (("gpuwarden", "karpenter"), ("nothing", "karpenter"), ("gpuwarden", "nothing"))
+                if arm in costs and against in costs
+            }
+            doc["verdict"] = verdict(costs, self.days, self.prices)
+        doc["timing"] = {
+            r.arm.value: {"real_seconds": round(r.seconds, 1), "engine_steps": r.engine_steps} for r in self.arms
+        }
+        return doc
 
 
 @contextmanager
@@ -106,6 +133,7 @@ def run_arm(
     days: float,
     policy: Any = None,
     progress: Progress | None = None,
+    label: str = "",
 ) -> ArmResult:
     from sim.outcome.gpuwarden_arm import Gpuwarden
     from sim.outcome.karpenter_arm import KarpenterDriver
@@ -145,7 +173,7 @@ def run_arm(
         end = days * 86400.0
         if progress is not None:
             for hour in range(1, int(end // 3600) + 1):
-                engine.at(hour * 3600.0, partial(_report, progress, arm, hour * 3600.0 / end, seen))
+                engine.at(hour * 3600.0, partial(_report, progress, f"{label}{arm.value}", hour * 3600.0 / end, seen))
         engine.run_until(end)
         ledger.close(end)
     return ArmResult(
@@ -161,8 +189,8 @@ def run_arm(
     )
 
 
-def _report(progress: Progress, arm: Arm, fraction: float, seen: list[int]) -> None:
-    progress(arm.value, fraction, seen[0])
+def _report(progress: Progress, what: str, fraction: float, seen: list[int]) -> None:
+    progress(what, fraction, seen[0])
 
 
 def _resolve(world: World, incident: Incident, chains: dict[str, list[str]]) -> list[str]:
@@ -187,6 +215,7 @@ def _ec2(world: World, incident: Incident, nodes: list[str]) -> None:
     if incident.kind is IncidentKind.SPOT_INTERRUPTION:
         world.ledger.count("interruptions", len(nodes))
     for node in nodes:
+        world.ledger.instance_ends.setdefault(node, incident.at + incident.lead)
         world.engine.at(incident.at + incident.lead, partial(world.terminate_instance, node, "deadline"))
 
 
@@ -197,9 +226,12 @@ def run(
     policy: Any = None,
     arms: tuple[Arm, ...] = ARMS,
     progress: Progress | None = None,
+    prices: PriceTable | None = None,
+    label: str = "",
 ) -> Outcome:
+    """Every arm through the same incidents. `label` prefixes the progress reports ("seed 9, ")."""
     seed = scenario.seed if seed is None else seed
     days = scenario.days if days is None else days
     incidents = generate(scenario, seed, days)
-    results = [run_arm(scenario, arm, incidents, days, policy, progress) for arm in arms]
-    return Outcome(scenario, seed, days, incidents, results)
+    results = [run_arm(scenario, arm, incidents, days, policy, progress, label) for arm in arms]
+    return Outcome(scenario, seed, days, incidents, results, prices)

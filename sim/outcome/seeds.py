@@ -15,7 +15,9 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from sim.outcome.causes import attribute, by_cause
 from sim.outcome.multinode import figures as multinode_figures
+from sim.outcome.prices import PriceTable
 from sim.outcome.runner import ARMS, Arm, Outcome, Progress, run
 from sim.outcome.scenario import Scenario
 
@@ -57,10 +59,18 @@ class Headline:
     def _per_arm(self, arm: Arm) -> dict[str, Any]:
         results = [next(r for r in o.arms if r.arm is arm) for o in self.outcomes]
         multi = [multinode_figures(r) for r in results]
-        return {
+        runs = max(len(results), 1)
+        causes: dict[str, float] = {}
+        for result in results:
+            for cause, minutes in by_cause(attribute(result)).items():
+                causes[cause] = causes.get(cause, 0.0) + minutes
+        doc = {
             "training_gpu_minutes_lost": Spread(
                 tuple(r.figures["training_gpu_minutes_lost"] for r in results)
             ).to_json(),
+            "training_lost_by_cause_mean": {
+                k: round(v / runs, 1) for k, v in sorted(causes.items(), key=lambda kv: -kv[1])
+            },
             "multi_node_training_gpu_minutes_lost": Spread(
                 tuple(m["training_gpu_minutes_lost"] for m in multi)
             ).to_json(),
@@ -68,8 +78,13 @@ class Headline:
             "multi_node_spot_interruptions": sum(m["spot_interruptions"] for m in multi),
             "multi_node_incidents": sum(m["incidents"] for m in multi),
             "multi_node_job_restarts": sum(m["job_restarts"] for m in multi),
+            "multi_node_job_restarts_losing_work": sum(m["job_restarts_losing_work"] for m in multi),
             "gpuwarden_failures": sum(len(r.failures) for r in results),
         }
+        costs = [o.costs().get(arm.value) for o in self.outcomes]
+        if all(c is not None for c in costs) and costs:
+            doc["lost_work_usd"] = Spread(tuple(c["lost_work"] for c in costs if c is not None)).to_json()
+        return doc
 
     def to_json(self) -> dict[str, Any]:
         arms = [r.arm for r in self.outcomes[0].arms] if self.outcomes else []
@@ -88,16 +103,24 @@ def run_headline(
     policy: Any = None,
     arms: tuple[Arm, ...] = ARMS,
     progress: Progress | None = None,
+    prices: PriceTable | None = None,
 ) -> Headline:
     sub = spot_training(scenario)
     days = scenario.days if days is None else days
     chosen = [scenario.seed + i for i in range(seeds)]
-    outcomes = [run(sub, seed=s, days=days, policy=policy, arms=arms, progress=progress) for s in chosen]
+    outcomes = [
+        run(sub, seed=s, days=days, policy=policy, arms=arms, progress=progress, prices=prices, label=_label(i, chosen))
+        for i, s in enumerate(chosen)
+    ]
     return Headline(chosen, days, outcomes)
 
 
-def table_lines(headline: Headline) -> list[str]:
-    doc = headline.to_json()
+def _label(index: int, seeds: list[int]) -> str:
+    return f"headline {index + 1}/{len(seeds)} (seed {seeds[index]}), "
+
+
+def headline_lines(doc: dict[str, Any]) -> list[str]:
+    """The headline's table, from its JSON (`Headline.to_json()`)."""
     arms = doc["arms"]
     if not arms:
         return []
@@ -112,14 +135,26 @@ def table_lines(headline: Headline) -> list[str]:
     def cell(figure: dict[str, float]) -> str:
         return f"{figure['mean']:.0f} ± {figure['sd']:.0f} [{figure['min']:.0f}-{figure['max']:.0f}]"
 
-    rows = (
+    def dollars(figure: dict[str, float]) -> str:
+        return f"${figure['mean']:,.0f} ± {figure['sd']:,.0f}"
+
+    rows: list[tuple[str, str, Any]] = [
         ("training lost, all jobs", "training_gpu_minutes_lost", cell),
         ("  resting on Spot interruptions", "spot_interruptions", str),
         ("training lost, multi-node jobs", "multi_node_training_gpu_minutes_lost", cell),
         ("  resting on Spot interruptions", "multi_node_spot_interruptions", str),
         ("  incidents on their nodes", "multi_node_incidents", str),
         ("  job restarts", "multi_node_job_restarts", str),
-    )
+        ("    of which lost work", "multi_node_job_restarts_losing_work", str),
+    ]
+    if all("lost_work_usd" in a for a in arms.values()):
+        rows.append(("lost work per run (USD)", "lost_work_usd", dollars))
     for label, key, show in rows:
         lines.append(f"{label:<34}  " + "  ".join(f"{show(a[key]):>22}" for a in arms.values()))
+    causes = sorted({c for a in arms.values() for c in a["training_lost_by_cause_mean"]})
+    if causes:
+        lines.append("GPU-minutes lost per run, by cause (mean; docs/simulate.md#causes)")
+        for cause in causes:
+            values = [f"{a['training_lost_by_cause_mean'].get(cause, 0.0):.0f}" for a in arms.values()]
+            lines.append(f"  {cause:<32}  " + "  ".join(f"{v:>22}" for v in values))
     return lines

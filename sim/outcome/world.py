@@ -140,7 +140,7 @@ class World(WorkloadSide):
         self.instance_node[instance] = name
         gpus = int(node["status"]["capacity"].get(b.GPU, "0"))
         now = self.engine.now()
-        self.ledger.node_up(name, gpus, now, replacement=now > 0)
+        self.ledger.node_up(name, gpus, now, replacement=now > 0, pool=pool)
         self.ledger.note(now, name, "node ready")
         self.sim.create(b.daemonset_pod(node))
         self._update_idle(name)

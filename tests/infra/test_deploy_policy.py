@@ -33,11 +33,10 @@ def test_a_bad_policy_fails_the_synth_with_the_validation_error(tmp_path: Path) 
     proc = subprocess.run(
         [sys.executable, "-m", "infra.app"], cwd=REPO, env=env, capture_output=True, text=True, check=False
     )
-    # Then it fails, naming the field and pydantic's reason, and writes no template
+    # Then it fails, naming the field, what was given and what is allowed, and writes no template
     assert proc.returncode != 0
     assert "invalid gpuwarden policy" in proc.stderr
-    assert "gpu_idle.threshold_percent" in proc.stderr
-    assert "less than or equal to 100" in proc.stderr
+    assert "gpu_idle.threshold_percent: given 250; allowed: at most 100" in proc.stderr
     assert not (tmp_path / "out" / "GpuwardenStack.template.json").exists()
 
 

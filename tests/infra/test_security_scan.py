@@ -124,7 +124,7 @@ def test_removing_one_acknowledgement_makes_checkov_fail(synth: Synth, tmp_path:
     assert report["returncode"] == 1
 
 
-def test_every_function_reserves_the_concurrency_the_readme_justifies(synth: Synth) -> None:
+def test_every_function_reserves_the_concurrency_docs_security_md_justifies(synth: Synth) -> None:
     by_handler = {
         f["Properties"]["Handler"]: f["Properties"].get("ReservedConcurrentExecutions")
         for f in synth.resources("AWS::Lambda::Function").values()
@@ -132,9 +132,9 @@ def test_every_function_reserves_the_concurrency_the_readme_justifies(synth: Syn
     for spec in (INTERRUPTION, DRAIN, RUNBOOK, GPU_IDLE, MAINTENANCE, WINDOWS):
         assert by_handler.pop(spec.handler) == spec.reserved_concurrency, spec.name
     assert set(by_handler.values()) == {1}  # the cluster-access installer and CDK's custom-resource framework
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    page = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
     for spec in (INTERRUPTION, DRAIN, RUNBOOK, GPU_IDLE, MAINTENANCE, WINDOWS):
-        assert f"| {spec.name} | {spec.reserved_concurrency} |" in readme, spec.name
+        assert f"| {spec.name} | {spec.reserved_concurrency} |" in page, spec.name
 
 
 def test_the_interruption_concurrency_follows_context_interruption_concurrency(synth_with: Any) -> None:

@@ -104,7 +104,7 @@ def test_layer_is_for_python_313(synth: Synth) -> None:
 def test_interruption_function_starts_the_drain_and_has_reserved_concurrency(synth: Synth) -> None:
     _, props = _function(synth, INTERRUPTION_HANDLER)
     (sm_id,) = synth.resources("AWS::StepFunctions::StateMachine")
-    assert props["ReservedConcurrentExecutions"] == 100  # README Security: one per node of a 100-node burst
+    assert props["ReservedConcurrentExecutions"] == 100  # docs/security.md: one per node of a 100-node burst
     assert props["Environment"]["Variables"]["GPUWARDEN_DRAIN_STATE_MACHINE_ARN"] == {"Ref": sm_id}
     synth.template.has_resource_properties(
         "AWS::IAM::Policy",

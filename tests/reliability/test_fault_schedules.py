@@ -345,4 +345,4 @@ def test_spot_interruption_keeps_its_invariants_under_random_faults_long(aws: No
 def _report() -> Any:
     yield
     if STATS["schedules"]:
-        print(f"\nfault schedules: {STATS}")  # shown with -s; the README quotes a run
+        print(f"\nfault schedules: {STATS}")  # shown with -s; docs/reliability.md quotes a run

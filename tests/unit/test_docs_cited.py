@@ -1,6 +1,6 @@
 """Every page of docs/ that the code points a reader to exists.
 
-Given every `docs/<name>.md` named in functions/, sim/ or infra/ (comments, docstrings, messages),
+Given every `docs/<name>.md` named in functions/, sim/, infra/ or realplane/ (comments, docstrings, messages),
 when docs/ is listed, then each named page is there — so a comment never sends a maintainer to
 a page that was renamed or never written.
 """
@@ -16,7 +16,7 @@ CITED = re.compile(r"docs/([A-Za-z0-9_-]+\.md)")
 
 def _citations() -> dict[str, list[str]]:
     cited: dict[str, list[str]] = {}
-    for tree in ("functions", "sim", "infra"):
+    for tree in ("functions", "sim", "infra", "realplane"):
         for path in sorted((ROOT / tree).rglob("*.py")):
             for page in CITED.findall(path.read_text(encoding="utf-8")):
                 cited.setdefault(page, []).append(str(path.relative_to(ROOT)))

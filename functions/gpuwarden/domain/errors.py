@@ -16,7 +16,18 @@ class InvalidEvent(GpuwardenError):
 
 
 class InvalidPolicy(GpuwardenError):
-    """The policy document does not validate."""
+    """The policy document cannot be read or does not validate. ``source`` names where it came
+    from; ``problems`` holds one line per error (the key's path, what was given, what is allowed),
+    which the message joins with "; " and a terminal shows one per line."""
+
+    def __init__(self, message: str, *, source: str | None = None, problems: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.source = source
+        self.problems = problems
+
+
+class PolicyNotFound(InvalidPolicy):
+    """The policy file named by GPUWARDEN_POLICY_FILE is not there."""
 
 
 class InvalidSetting(InvalidPolicy):

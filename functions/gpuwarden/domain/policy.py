@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import difflib
 import re
+import types
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from gpuwarden.domain.schedule import Windows, parse_duration
 
@@ -145,3 +148,117 @@ class Policy(_Frozen):
     alerts: dict[Annotated[str, Field(min_length=1, max_length=256)], AlertKind] = Field(default_factory=dict)
     maintenance: MaintenancePolicy = MaintenancePolicy()
     nodepool_windows: NodePoolWindowsPolicy = NodePoolWindowsPolicy()
+
+
+# --------------------------------------------------------------------------- errors a person can act on
+
+
+def validation_problems(err: ValidationError, model: type[BaseModel] = Policy) -> tuple[str, ...]:
+    """One line per error of a document validated by ``model`` (docs/policy.md, "When the policy
+    does not validate"): the key's dotted path, what was given and what is allowed, and for a key
+    the model does not know, the closest one it does ("did you mean"). No library URLs."""
+    return tuple(_problem(e, model) for e in err.errors(include_url=False))
+
+
+def _problem(error: Mapping[str, Any], model: type[BaseModel]) -> str:
+    loc = tuple(error.get("loc") or ())
+    path = ".".join(str(step) for step in loc) or "(the document)"
+    given = _shown(error.get("input"))
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        names = list(_fields_at(model, loc[:-1]))
+        close = difflib.get_close_matches(str(loc[-1]), names, n=1, cutoff=0.6)
+        hint = f": did you mean `{close[0]}`?" if close else "."
+        return f"{path}: unknown key (given {given}){hint} Allowed here: {', '.join(names)}"
+    if kind == "missing":
+        return f"{path}: required, not given"
+    if kind in ("value_error", "assertion_error"):  # the validator's own words, which name the value
+        return f"{path}: {_allowed(error)}"
+    return f"{path}: given {given}; allowed: {_allowed(error)}"
+
+
+_ALLOWED_BY_TYPE = {
+    "bool_parsing": "true or false",
+    "bool_type": "true or false",
+    "int_parsing": "a whole number",
+    "int_type": "a whole number",
+    "int_from_float": "a whole number",
+    "float_parsing": "a number",
+    "float_type": "a number",
+    "string_type": "text",
+    "dict_type": "a mapping of keys",
+    "model_type": "a mapping of keys",
+    "model_attributes_type": "a mapping of keys",
+    "list_type": "a list",
+}
+
+
+_BOUNDS = {"greater_than": "more than", "greater_than_equal": "at least", "less_than": "less than"}
+_BOUNDS |= {"less_than_equal": "at most", "multiple_of": "a multiple of"}
+_BOUND_KEYS = {"greater_than": "gt", "greater_than_equal": "ge", "less_than": "lt", "less_than_equal": "le"}
+_BOUND_KEYS |= {"multiple_of": "multiple_of"}
+
+
+def _allowed(error: Mapping[str, Any]) -> str:
+    """What is allowed, from the error's type and context (never by parsing its message)."""
+    kind = error["type"]
+    ctx = error.get("ctx") or {}
+    if kind in _ALLOWED_BY_TYPE:
+        return _ALLOWED_BY_TYPE[kind]
+    if kind == "literal_error":
+        return str(ctx.get("expected", ""))
+    if kind in ("value_error", "assertion_error"):  # the validator's own words
+        return str(ctx.get("error", ""))
+    if kind in ("string_too_short", "string_too_long"):
+        most = "at least" if kind == "string_too_short" else "at most"
+        count = ctx.get("min_length" if kind == "string_too_short" else "max_length")
+        return f"text of {most} {count} character{'s' if count != 1 else ''}"
+    bound = ctx.get(_BOUND_KEYS.get(kind, ""))
+    if bound is not None:
+        return f"{_BOUNDS[kind]} {bound:g}" if isinstance(bound, int | float) else f"{_BOUNDS[kind]} {bound}"
+    text = str(error.get("msg", ""))
+    return text[:1].lower() + text[1:]
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _fields_at(model: type[BaseModel], path: Sequence[object]) -> dict[str, Any]:
+    """The fields of the model found at ``path`` inside ``model`` (list indexes and mapping keys
+    stepped through); empty when the path leads to no model."""
+    current: Any = model
+    for step in path:
+        current = _inner(current, step)
+    found = _as_model(current)
+    return dict(found.model_fields) if found is not None else {}
+
+
+def _inner(annotation: Any, step: object) -> Any:
+    found = _as_model(annotation)
+    if found is not None:
+        field = found.model_fields.get(str(step))
+        return field.annotation if field is not None else None
+    container = _unwrapped(annotation)
+    origin, args = get_origin(container), get_args(container)
+    if isinstance(origin, type) and issubclass(origin, Mapping) and len(args) == 2:
+        return args[1]
+    if isinstance(origin, type) and issubclass(origin, Sequence | set | frozenset) and args:
+        return args[0]
+    return None
+
+
+def _unwrapped(annotation: Any) -> Any:
+    """Annotated[X, ...] -> X; X | None -> X."""
+    while get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    if get_origin(annotation) in (Union, types.UnionType):
+        rest = [a for a in get_args(annotation) if a is not type(None)]
+        annotation = rest[0] if len(rest) == 1 else annotation
+    return annotation
+
+
+def _as_model(annotation: Any) -> type[BaseModel] | None:
+    annotation = _unwrapped(annotation)
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None

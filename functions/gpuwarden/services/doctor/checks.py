@@ -208,7 +208,9 @@ def check_gpu_metrics(policy: Policy, has_metric: Callable[[str], bool]) -> Find
 def check_policy(policy: Policy | None, error: str | None, now: datetime, source: str | None = "the policy") -> Finding:
     """``source`` None: no policy was given, the defaults are in use (a warning, never a silent ok)."""
     if policy is None:
-        return Finding("policy", Severity.ERROR, f"the policy does not validate: {error}", "fix the policy document")
+        # the error names the file and says what is wrong with it: not found, or each key that does not validate
+        fix = "point GPUWARDEN_POLICY_FILE (or GPUWARDEN_POLICY_PARAMETER) at a policy that validates (docs/policy.md)"
+        return Finding("policy", Severity.ERROR, str(error), fix)
     if source is None:
         return Finding(
             "policy",

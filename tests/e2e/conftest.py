@@ -1,0 +1,39 @@
+"""The e2e suite: gpuwarden against a real control plane and real Karpenter (docs/realplane.md).
+
+One plane for the session (``plane``), started from the binaries ``make setup-real`` built; each
+component's log, the API server's audit log and the `kill`s a `signal:` checkpoint ran stay in
+test-artifacts/realplane/. A scene leaves the plane as it found it (its namespaces deleted, its
+NodeClaims gone) so the next scene starts from an empty cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from realplane.harness import Plane
+from tests.e2e.world import AwsWorld, start_moto
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts" / "realplane"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session")
+def plane() -> Iterator[Plane]:
+    with Plane(artifacts=ARTIFACTS) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def aws() -> Iterator[AwsWorld]:
+    with start_moto() as world:
+        yield world

@@ -1,0 +1,79 @@
+"""Where the lost GPU-minutes go (sim/outcome/causes.py, docs/simulate.md#causes): each scene is
+computed by hand, and every lost GPU-minute of an arm has exactly one cause.
+
+The four-rank job of test_outcome_gangs (p4d, 8 GPUs a rank, a checkpoint every 30 min from t = 0)
+and the one-node fine-tuning job of test_outcome; a Spot warning at 50:00, the instance gone at 52:00.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sim.outcome.causes import MEANING, Cause, attribute, by_cause
+from sim.outcome.events import Incident, IncidentKind
+from sim.outcome.runner import Arm, ArmResult, run_arm
+from tests.sim.test_outcome import SPOT, tiny
+from tests.sim.test_outcome_gangs import GPUS, ddp, spot
+
+
+def causes(result: ArmResult) -> dict[str, float]:
+    found = by_cause(attribute(result))
+    total = result.figures["training_gpu_minutes_lost"]
+    assert sum(found.values()) == pytest.approx(total, abs=0.1 * max(len(found), 1))
+    return found
+
+
+def test_a_sharded_checkpoint_dies_with_a_rank_that_does_not_trap_sigterm() -> None:
+    # Given a sharded checkpoint (every rank writes its part, 90 s), ranks that do not trap SIGTERM
+    # (grace 60 s), and a Spot warning for rank 2's node: gpuwarden asks every rank at 50:01
+    scenario = ddp(checkpoint_writers="all", checkpoint_seconds=90, grace_seconds=60)
+    result = run_arm(scenario, Arm.GPUWARDEN, spot(2), days=0.1)
+    # When gpuwarden deletes rank 2 at deadline - grace (50:58), before the write ends (51:31)
+    # Then rank 2's process exits at once, its part is never written, and the job restarts from the
+    # 30:00 checkpoint: the 20:01 before the ask is lost on 32 GPUs
+    assert result.figures["training_gpu_minutes_lost"] == pytest.approx((20 * 60 + 1) / 60 * GPUS, abs=1)
+    # And that is gpuwarden cutting a write that would have ended before the instance did
+    assert causes(result) == {Cause.CUT_BY_GPUWARDEN.value: pytest.approx((20 * 60 + 1) / 60 * GPUS, abs=1)}
+    assert MEANING[Cause.CUT_BY_GPUWARDEN][1] is True  # what gpuwarden could have saved
+
+
+def test_a_checkpoint_longer_than_the_notice_is_that_whoever_asked() -> None:
+    # Given a rank-0 checkpoint that takes 120 s, asked 1 s into a 120 s notice
+    scenario = ddp(checkpoint_seconds=120, grace_seconds=120, saves_on_sigterm=True, checkpoint_timeout_seconds=120)
+    result = run_arm(scenario, Arm.GPUWARDEN, spot(0), days=0.1)
+    # Then nothing could save it: the write would end 1 s after the instance is gone
+    assert set(causes(result)) == {Cause.WRITE_LONGER_THAN_NOTICE.value}
+
+
+def test_karpenter_alone_loses_to_sigterm_before_any_checkpoint() -> None:
+    result = run_arm(ddp(), Arm.KARPENTER, spot(1), days=0.1)
+    assert set(causes(result)) == {Cause.SIGTERM_BEFORE_ASKED.value}
+
+
+def test_nothing_loses_to_the_instance_that_nobody_handled() -> None:
+    result = run_arm(tiny(), Arm.NOTHING, SPOT, days=0.1)
+    assert set(causes(result)) == {Cause.UNHANDLED.value}
+
+
+def test_an_acknowledgement_of_an_earlier_notice_is_no_checkpoint_for_the_next() -> None:
+    # Given a rebalance recommendation at 40:00 (gpuwarden prepares: it asks the job, which writes by
+    # 41:00 and trains on) and the Spot warning of the same chain at 50:00
+    incidents = [
+        Incident(40 * 60.0, IncidentKind.REBALANCE, "spot", 0, None, "rebalance-1", "c1"),
+        *SPOT,
+    ]
+    result = run_arm(tiny(), Arm.GPUWARDEN, incidents, days=0.1)
+    # When gpuwarden takes the 41:00 acknowledgement as this notice's and evicts at once (50:01)
+    # Then the 9 minutes trained since are lost on 4 GPUs, and that is what the cause says
+    assert result.figures["training_gpu_minutes_lost"] == pytest.approx(9 * 4, abs=1)
+    assert causes(result) == {Cause.STALE_ACKNOWLEDGEMENT.value: pytest.approx(9 * 4, abs=1)}
+
+
+def test_a_job_that_restarts_without_losing_work_is_counted_as_a_restart() -> None:
+    # Given gpuwarden asking rank 0 of a DDP job whose checkpoint fits the notice
+    result = run_arm(ddp(), Arm.GPUWARDEN, spot(0), days=0.1)
+    from sim.outcome.multinode import figures
+
+    # Then the job still restarts (its rank's node is gone), having lost nothing
+    mn = figures(result)
+    assert (mn["job_restarts"], mn["job_restarts_losing_work"]) == (1, 0)

@@ -1,0 +1,86 @@
+"""The real plane's build is keyed by its pins and refuses a go.mod that disagrees with them; a
+plane whose binaries are missing fails in one line naming them and `make setup-real`.
+
+Given realplane/pins.toml and the Go modules of realplane/go, when the cache key is computed,
+the go.mod files are checked, or a plane is started over an empty cache, then (docs/realplane.md):
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from realplane import build, pins
+from realplane.harness import Plane, PlaneError
+
+
+@pytest.fixture
+def copied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of realplane/ (pins.toml and go/) the module paths point at."""
+    here = tmp_path / "realplane"
+    shutil.copytree(pins.HERE / "go", here / "go")
+    shutil.copyfile(pins.PINS_FILE, here / "pins.toml")
+    monkeypatch.setattr(pins, "HERE", here)
+    monkeypatch.setattr(pins, "PINS_FILE", here / "pins.toml")
+    monkeypatch.setattr(pins, "GO_DIR", here / "go")
+    return here
+
+
+def test_the_key_is_stable_and_moves_with_a_pin(copied: Path) -> None:
+    first = pins.cache_key()
+    assert first == pins.cache_key()
+    (copied / "pins.toml").write_text((copied / "pins.toml").read_text().replace("v0.8.0", "v0.7.0"))
+    assert pins.cache_key() != first
+
+
+def test_the_key_moves_with_a_go_sum(copied: Path) -> None:
+    first = pins.cache_key()
+    go_sum = copied / "go" / "kwok" / "go.sum"
+    go_sum.write_text(go_sum.read_text() + "example.com/x v1.0.0 h1:AAAA=\n")
+    assert pins.cache_key() != first
+
+
+def test_the_committed_go_mods_require_what_the_pins_say() -> None:
+    build.check_go_mods()  # raises SystemExit otherwise
+    for module in pins.MODULES:
+        assert (module.path / "go.sum").is_file(), module.name
+
+
+def test_a_pin_without_its_go_mod_is_refused_in_one_line(copied: Path) -> None:
+    (copied / "pins.toml").write_text((copied / "pins.toml").read_text().replace("v1.14.1", "v1.14.3"))
+    with pytest.raises(SystemExit) as refused:
+        build.check_go_mods()
+    message = str(refused.value)
+    assert "\n" not in message
+    assert "sigs.k8s.io/karpenter v1.14.1" in message
+    assert "v1.14.3" in message
+    assert "--repin" in message
+
+
+def test_every_binary_is_built_by_one_module_and_named_once() -> None:
+    assert len(pins.BINARIES) == len(set(pins.BINARIES)) == 6
+    assert set(pins.BINARIES) == {
+        "etcd",
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+        "kwok",
+        "karpenter-kwok",
+    }
+
+
+def test_a_plane_without_its_binaries_fails_in_one_line_naming_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(pins.CACHE_ENV, str(tmp_path / "empty-cache"))
+    plane = Plane(artifacts=tmp_path / "artifacts")
+    with pytest.raises(PlaneError) as failed, plane:
+        pass
+    message = str(failed.value)
+    assert "\n" not in message
+    assert re.search(r"etcd, kube-apiserver, .*karpenter-kwok not built", message), message
+    assert "make setup-real" in message
+    assert not plane.workdir.exists()  # the temporary directory went with the failed start
