@@ -58,11 +58,11 @@ lint: $(STAMP)
 # The suite on the simulator (two workers), then the e2e scenes on the real plane: one plane, serially.
 test: lint $(CHECKOV_STAMP) prometheus setup-real
 	$(VENV)/bin/pytest -q -n 2 -m "not long and not bench and not e2e"
-	$(VENV)/bin/pytest -q -p no:xdist -m e2e tests/e2e
+	$(VENV)/bin/pytest -q -p no:xdist -m e2e -rxXs --durations=20 tests/e2e
 
 # The e2e scenes alone (test-artifacts/realplane/ keeps each component's log and the audit log).
 test-e2e: setup-real
-	$(VENV)/bin/pytest -q -p no:xdist -m e2e tests/e2e
+	$(VENV)/bin/pytest -q -p no:xdist -m e2e -rxXs --durations=20 tests/e2e
 
 # Random seeds, not CI's derandomized profile: each run draws new fault schedules and Karpenter
 # interleavings from one seed, printed first (GPUWARDEN_TEST_SEED=<seed> make test-long replays it).

@@ -111,6 +111,15 @@ class Component:
             return ""
         return lines[-1][:300] if lines else ""
 
+    def pause(self) -> None:
+        """SIGSTOP the program (and its children): it holds its sockets and answers nothing."""
+        if self.proc is not None:
+            os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.proc is not None:
+            os.killpg(self.proc.pid, signal.SIGCONT)
+
     def stop(self, grace: float = 10.0) -> None:
         proc = self.proc
         if proc is None or proc.poll() is not None:
@@ -166,6 +175,7 @@ class Plane:
         nodepools: Iterable[Mapping[str, Any]] | None = None,
         karpenter: bool = True,
         complete_jobs: bool = False,
+        jobset: bool = False,
         ready_timeout: float = READY_TIMEOUT,
     ) -> None:
         self.artifacts = artifacts
@@ -174,6 +184,8 @@ class Plane:
         #: KWOK's pod-complete stage: a Job's pod Succeeds as soon as it runs. Off by default, so
         #: a training pod runs until it is evicted or deleted, as a long training run does.
         self.complete_jobs = complete_jobs
+        #: JobSet's CRD (jobset.x-k8s.io), so a user's JobSet manifest is admitted (no JobSet controller).
+        self.jobset = jobset
         self.ready_timeout = ready_timeout
         self.workdir = Path(tempfile.mkdtemp(prefix="realplane-"))
         self.components: dict[str, Component] = {}
@@ -195,6 +207,8 @@ class Plane:
         self.exec_dir = self.workdir / "exec"
         self._stopped = False
         self._client: ApiClient | None = None
+        #: How each component's readiness is probed (its URL, with the admin certificate, verified).
+        self._probes: dict[str, tuple[str, bool, bool]] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -225,6 +239,8 @@ class Plane:
         self._start(self._start_scheduler, "kube-scheduler", ("scheduler",))
         self._prepare_kwok()
         self._start(self._start_kwok, "kwok", ("kwok",))
+        if self.jobset:
+            self.install_crds("jobset-crds")
         if self.with_karpenter:
             self._install_karpenter_objects()
             self._start(self._start_karpenter, "karpenter", ("karpenter", "karpenter-metrics"))
@@ -328,7 +344,17 @@ class Plane:
                 )
             time.sleep(interval)
 
+    def restart(self, name: str) -> None:
+        """Stop component ``name`` (SIGTERM, as a rolling update does) and start it again with the
+        same flags, ports and store; return once it is ready again (docs/realplane.md, "Faults")."""
+        component = self.components[name]
+        component.stop()
+        component.start()
+        url, client_cert, verify = self._probes[name]
+        self._ready(component, url, client_cert=client_cert, verify=verify)
+
     def _ready(self, component: Component, url: str, *, client_cert: bool = False, verify: bool = False) -> None:
+        self._probes[component.name] = (url, client_cert, verify)
         context = ssl.create_default_context(cafile=str(self.pki.ca_cert)) if verify else _insecure()
         if client_cert:
             context.load_cert_chain(str(self.pki.admin_cert), str(self.pki.admin_key))
@@ -507,17 +533,8 @@ class Plane:
         """Karpenter's CRDs (Established), the KWOKNodeClass ``default`` and the NodePools."""
         from kubernetes import client
 
-        crds = sorted((pins.share_dir() / "karpenter-crds").glob("*.yaml"))
-        api = self.api_client()
-        ext: Any = client.ApiextensionsV1Api(api)
-        names = []
-        for path in crds:
-            crd = yaml.safe_load(path.read_text())
-            ext.create_custom_resource_definition(crd)
-            names.append(crd["metadata"]["name"])
-        for name in names:
-            self.wait_for(f"CRD {name} Established", partial(_established, ext, name), timeout=self.ready_timeout)
-        custom: Any = client.CustomObjectsApi(api)
+        self.install_crds("karpenter-crds")
+        custom: Any = client.CustomObjectsApi(self.api_client())
         custom.create_cluster_custom_object(
             "karpenter.kwok.sh",
             "v1alpha1",
@@ -526,6 +543,19 @@ class Plane:
         )
         for pool in self.nodepools:
             custom.create_cluster_custom_object("karpenter.sh", "v1", "nodepools", pool)
+
+    def install_crds(self, folder: str) -> None:
+        """The CRDs the build copied into ``share/<folder>``, each waited for until Established."""
+        from kubernetes import client
+
+        ext: Any = client.ApiextensionsV1Api(self.api_client())
+        names = []
+        for path in sorted((pins.share_dir() / folder).glob("*.yaml")):
+            crd = yaml.safe_load(path.read_text())
+            ext.create_custom_resource_definition(crd)
+            names.append(crd["metadata"]["name"])
+        for name in names:
+            self.wait_for(f"CRD {name} Established", partial(_established, ext, name), timeout=self.ready_timeout)
 
     def _start_karpenter(self) -> None:
         from kubernetes import client

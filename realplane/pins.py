@@ -110,6 +110,8 @@ SHARE = {
         ),
     ),
     "karpenter": ("karpenter-crds", ("pkg/apis/crds/*.yaml", "kwok/apis/crds/*.yaml")),
+    # a module of no Go module of ours: `go mod download` of the pin (verified by the checksum database)
+    "jobset": ("jobset-crds", ("config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml",)),
 }
 
 

@@ -72,7 +72,7 @@ def invoke(event: TextIO, dry_run: bool) -> None:
     except ValueError as err:
         fail_invalid(f"not JSON: {err}")
     from gpuwarden.local import run_event
-    from gpuwarden.services.routes import fallback_kind
+    from gpuwarden.services.dispatch import fallback_kind
 
     emit(guarded(lambda: run_event(raw, dry_run=dry_run), fallback_kind(raw)))
 
@@ -156,10 +156,11 @@ def scan(as_json: bool) -> None:
     """One GPU-health scan, as the deployed schedule runs it every minute: every GPU node whose
     AcceleratedHardwareReady or GPUHealthy condition is False is handled as gpu-unhealthy.
     Exit as for invoke. KUBECONFIG, GPUWARDEN_POLICY_FILE and DRY_RUN apply."""
+    from gpuwarden.kinds.registry import SCAN_KIND
     from gpuwarden.local import run_scan
     from gpuwarden.terminal import scan_lines
 
-    result = guarded(run_scan, "gpu-unhealthy")
+    result = guarded(run_scan, SCAN_KIND.value)
     answer(result, as_json, scan_lines)
 
 
@@ -190,11 +191,26 @@ DEMO_SPEED, SANDBOX_SPEED = 10.0, 1.0  # the sandbox keeps real time: commands t
     f"[default: {DEMO_SPEED:g} for the tour, {SANDBOX_SPEED:g} (real time) with --serve].",
 )
 @click.option("--serve", is_flag=True, help="Keep the demo's cluster and moto up for commands by hand (Ctrl-C stops).")
-def demo(speed: float | None, serve: bool) -> None:
+@click.option(
+    "--real",
+    is_flag=True,
+    help="On a real control plane with real Karpenter (KWOK nodes), built by `make setup-real` (docs/realplane.md).",
+)
+def demo(speed: float | None, serve: bool, real: bool) -> None:
     """Replay sample events through the real handlers on a simulated GPU cluster and AWS;
-    with --serve, print the `export` lines of a sandbox and keep it up until Ctrl-C."""
+    with --serve, print the `export` lines of a sandbox and keep it up until Ctrl-C; with --real,
+    on a real control plane (etcd, kube-apiserver, controller-manager, scheduler, KWOK, Karpenter)."""
     from gpuwarden.checkout import simulator
 
+    if real:
+        if speed is not None:
+            raise click.UsageError("--speed is the simulator's clock: the real plane runs in real time")
+        harness = simulator("realplane.harness")
+        try:
+            module = simulator("realplane.sandbox" if serve else "realplane.tour")
+            sys.exit(module.serve() if serve else module.run_tour())
+        except harness.PlaneError as err:
+            raise click.ClickException(str(err)) from None
     if serve:
         sys.exit(simulator("sim.serve").serve(speed=SANDBOX_SPEED if speed is None else speed))
     sys.exit(simulator("sim.demo").run_demo(speed=DEMO_SPEED if speed is None else speed))

@@ -146,10 +146,12 @@ def parse_policy(text: str, source: str) -> Policy:
     if not isinstance(document, dict):
         problem = f"a policy is a mapping of keys (cluster: …), not {type(document).__name__}"
         raise InvalidPolicy(f"{source} does not validate: {problem}", source=source, problems=(problem,))
+    from gpuwarden.kinds.registry import POLICY  # with the sections the kinds add (gpuwarden/kinds/)
+
     try:
-        return Policy.model_validate(document)
+        return POLICY.model_validate(document)
     except ValidationError as err:
-        problems = validation_problems(err)
+        problems = validation_problems(err, POLICY)
         raise InvalidPolicy(
             f"{source} does not validate: {'; '.join(problems)}", source=source, problems=problems
         ) from None

@@ -1,6 +1,7 @@
 """Any input run in this process, exactly as deployed: the local twin of `handlers/` (docs/cli.md).
 
-The input is parsed and routed by the deployed rules (`services.routes`), and run to its end, a
+The input is parsed as the deployed rules filter it, dispatched to its kind (`services.dispatch`),
+and run to its end, a
 drain included. Every failure after parsing (no cluster, no credentials, an endpoint down,
 retries exhausted) is the failed JSON result; input that does not parse and a policy that does
 not validate raise (`InvalidEvent`, `InvalidPolicy`), for the caller to answer with exit 2.
@@ -13,9 +14,20 @@ from typing import TYPE_CHECKING, Any
 
 from gpuwarden.config import Settings
 from gpuwarden.domain.errors import GpuwardenError, InvalidPolicy
+from gpuwarden.kinds.inputs import parse_event
+from gpuwarden.kinds.registry import SCAN_KIND
+from gpuwarden.services.dispatch import (
+    fallback_kind,
+    handle_alerts,
+    handle_batch,
+    handle_release,
+    handle_runbook,
+    handle_scan,
+    handle_tick,
+    tick_kind,
+)
 from gpuwarden.services.engine.failures import failed_result
-from gpuwarden.services.routes import handle_alerts, handle_batch, handle_release, handle_scan, handle_tick, tick_kind
-from gpuwarden.sources import AlertBatch, NoticeBatch, RunbookRequest, ScanTick, WindowTick, parse_event
+from gpuwarden.sources import AlertBatch, NoticeBatch, RunbookRequest, ScanTick, SchedulerTick
 from gpuwarden.wiring import build_deps, deployed_rules, runbook_deps
 
 if TYPE_CHECKING:
@@ -33,7 +45,7 @@ def run_event(raw: object, deps: Deps | None = None, *, dry_run: bool = False) -
     parsed = parse_event(raw, deployed=deployed_rules(settings))
     if isinstance(parsed, RunbookRequest):  # as a direct invoke of the runbook function would
         return run_runbook(parsed.model_copy(update={"dry_run": True}) if dry_run else parsed)
-    if isinstance(parsed, WindowTick):
+    if isinstance(parsed, SchedulerTick):
         return _answered(
             lambda: handle_tick(parsed, deps or build_deps(settings, caller="cli")).to_json(),
             tick_kind(parsed),
@@ -45,7 +57,7 @@ def run_event(raw: object, deps: Deps | None = None, *, dry_run: bool = False) -
         batch = parsed
         return _answered(
             lambda: handle_alerts(batch, deps or build_deps(settings, caller="cli"), drain_locally=True).to_json(),
-            "gpu-unhealthy",
+            fallback_kind(raw),
             event_id=batch.message_id,
         )
     if not isinstance(parsed, NoticeBatch):
@@ -53,7 +65,7 @@ def run_event(raw: object, deps: Deps | None = None, *, dry_run: bool = False) -
     first = parsed.notices[0] if parsed.notices else None
     return _answered(
         lambda: handle_batch(parsed, deps or build_deps(settings, caller="cli"), drain_locally=True).to_json(),
-        parsed.reported_kind.value,
+        parsed.kind.value,
         event_id=first.event_id if first else parsed.event_id,
         node=first.node_name if first else None,
         instance_id=first.instance_id if first else None,
@@ -67,17 +79,16 @@ def run_scan(deps: Deps | None = None) -> dict[str, Any]:
     def answer() -> dict[str, Any]:
         return handle_scan(None, deps or build_deps(Settings.from_env(), caller="cli"), drain_locally=True).to_json()
 
-    return _answered(answer, "gpu-unhealthy")
+    return _answered(answer, SCAN_KIND.value)
 
 
 def run_runbook(request: RunbookRequest, progress: Callable[[DrainProgress], None] | None = None) -> dict[str, Any]:
     """A runbook request against KUBECONFIG (or the policy's EKS cluster), with the same services
     as the deployed function; the drain runs here to its end. The caller is the OS user."""
-    from gpuwarden.services.runbook.actions import run_runbook as run
 
     def answer() -> dict[str, Any]:
         deps = runbook_deps(build_deps(Settings.from_env()), request)
-        return run(request, deps, drain_locally=True, progress=progress).to_json()
+        return handle_runbook(request, deps, drain_locally=True, progress=progress).to_json()
 
     extra = {"action": request.action, "dry_run": request.dry_run}
     return _answered(answer, "manual", node=request.node, instance_id=request.instance_id, extra=extra)

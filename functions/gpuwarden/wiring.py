@@ -18,12 +18,13 @@ from gpuwarden.services.engine.context import Deps, utcnow
 if TYPE_CHECKING:
     from gpuwarden.services.doctor.doctor import DoctorReport
     from gpuwarden.sources import RunbookRequest
-    from gpuwarden.sources.routing import Rule
+    from gpuwarden.sources.rules import Rule
 
 
 def deployed_rules(settings: Settings) -> tuple[Rule, ...]:
     """The EventBridge rules as deployed (with the configured GPU-idle alarm prefixes)."""
-    from gpuwarden.sources.routing import parse_prefixes, rules
+    from gpuwarden.kinds.registry import rules
+    from gpuwarden.sources.rules import parse_prefixes
 
     return rules(parse_prefixes(settings.gpu_idle_alarm_prefixes))
 
@@ -93,6 +94,7 @@ def build_deps(
     from gpuwarden.adapters.aws import Cloud
     from gpuwarden.adapters.http import PodHttp
     from gpuwarden.adapters.kube import KubeClient
+    from gpuwarden.kinds.registry import VOLUNTARY
 
     policy = policy or load_policy(settings)
     chosen = policy
@@ -118,6 +120,7 @@ def build_deps(
         ledger=ledger or ledger_for(settings),
         http=http,
         policy=policy,
+        voluntary_kinds=VOLUNTARY,
         window_clock=window_clock,
         dry_run=is_dry,
         caller=caller or getpass.getuser(),
@@ -169,6 +172,7 @@ def doctor_report() -> DoctorReport:
     """`gpuwarden doctor` as the CLI runs it: KUBECONFIG (or the policy's EKS cluster),
     GPUWARDEN_POLICY_FILE/PARAMETER, the AWS chain. Every failure becomes a finding."""
     from gpuwarden.adapters.cluster_reads import cluster_has_gpu_metric, reads_on
+    from gpuwarden.kinds.registry import SWITCHES
     from gpuwarden.services.doctor.doctor import DoctorReads, diagnose
 
     settings = Settings.from_env()
@@ -194,4 +198,5 @@ def doctor_report() -> DoctorReport:
         now,
         effective.cluster,
         policy_source=source,
+        switches=SWITCHES,
     )

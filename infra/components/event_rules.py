@@ -1,5 +1,6 @@
-"""EventBridge rules: built from the one definition of their patterns (gpuwarden.sources.routing,
-which `gpuwarden invoke` applies too); ``EventRoutes.route(RULE, fn)`` wires one up.
+"""EventBridge rules: built from the kinds' specs (gpuwarden.kinds.registry: each kind's rules, its
+switch and the function it goes to; `gpuwarden invoke` applies the same rules);
+``EventRoutes.route(rule, fn)`` wires one up.
 
 Every rule target retries (2 attempts, 1 h max age) and has a dead-letter queue for events
 EventBridge could not deliver; the function's own async retries and on-failure queue are set
@@ -17,8 +18,10 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from gpuwarden.domain.policy import Policy
-from gpuwarden.domain.switches import KIND_SWITCHES, is_on
-from gpuwarden.sources.routing import DEFAULT_ALARM_PREFIX, KIND_OF, Rule, rules
+from gpuwarden.domain.switches import is_on
+from gpuwarden.kinds.registry import routed_rules
+from gpuwarden.kinds.spec import Route
+from gpuwarden.sources.rules import DEFAULT_ALARM_PREFIX, Rule
 from infra.components.alarms import AlarmSink
 from infra.components.queues import DeadLetterQueue
 
@@ -27,8 +30,8 @@ TARGET_MAX_EVENT_AGE = Duration.hours(1)
 
 
 def pattern_of(rule: Rule) -> events.EventPattern:
-    """The CDK form of a rule's pattern (gpuwarden.sources.routing: the one definition, also
-    applied by `gpuwarden invoke` and the handlers)."""
+    """The CDK form of a rule's pattern (its kind's spec: the one definition, also applied by
+    `gpuwarden invoke` and the handlers)."""
     pattern = rule.pattern
     return events.EventPattern(
         source=list(pattern["source"]),
@@ -37,28 +40,16 @@ def pattern_of(rule: Rule) -> events.EventPattern:
     )
 
 
-def deployed_rules(prefixes: Sequence[str] = (DEFAULT_ALARM_PREFIX,)) -> dict[str, Rule]:
-    """Every rule the stack deploys, by construct id."""
-    return {rule.name: rule for rule in rules(prefixes)}
-
-
-_BY_NAME = deployed_rules()
-SPOT_INTERRUPTION = _BY_NAME["SpotInterruption"]
-REBALANCE = _BY_NAME["Rebalance"]
-INSTANCE_STOPPING = _BY_NAME["InstanceStopping"]
-CAPACITY_RESERVATION_INTERRUPTION = _BY_NAME["CapacityReservationInterruption"]
-CAPACITY_BLOCK_EXPIRY = _BY_NAME["CapacityBlockExpiry"]
-CAPACITY_BLOCK_DELIVERED = _BY_NAME["CapacityBlockDelivered"]
-SCHEDULED_MAINTENANCE = _BY_NAME["ScheduledMaintenance"]
-#: the rules that target the interruption function
-EC2_RULES = tuple(r for r in _BY_NAME.values() if r.route == "interruption")
-#: the rules that target the maintenance (planning) function
-PLANNING_RULES = tuple(r for r in _BY_NAME.values() if r.route == "maintenance")
-
-
-def rule_is_on(rule: Rule, policy: Policy) -> bool:
-    """A rule whose kind is switched off in the policy is not created (gpuwarden.domain.switches)."""
-    return all(is_on(policy, KIND_SWITCHES.get(KIND_OF[t].value, "")) for t in rule.detail_types if t in KIND_OF)
+def kind_rules(
+    route: Route, policy: Policy | None = None, prefixes: Sequence[str] = (DEFAULT_ALARM_PREFIX,)
+) -> tuple[Rule, ...]:
+    """The rules of every kind whose events go to the function ``route``; with a ``policy``, only
+    those of the kinds it leaves switched on (a switched-off kind gets no rule)."""
+    return tuple(
+        rule
+        for spec, rule in routed_rules(prefixes)
+        if spec.route == route and (policy is None or is_on(policy, spec.switch or ""))
+    )
 
 
 class EventRoutes(Construct):

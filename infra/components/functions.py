@@ -59,17 +59,17 @@ DRAIN = FunctionSpec(
     sync_caller="the drain workflow (Step Functions LambdaInvoke, RequestResponse; throttles and errors retried there)",
 )
 GPU_IDLE = FunctionSpec(
-    "GpuIdle", "gpuwarden.handlers.gpu_idle.handler", "GPU-idle reclaim", reserved_concurrency=5, invoked_async=True
+    "GpuIdle", "gpuwarden.handlers.gpu_signals.handler", "GPU-idle reclaim", reserved_concurrency=5, invoked_async=True
 )
 MAINTENANCE = FunctionSpec(
     "Maintenance",
-    "gpuwarden.handlers.maintenance.handler",
+    "gpuwarden.handlers.planning.handler",
     "AWS Health scheduled changes",
     reserved_concurrency=5,
     invoked_async=True,
 )
 WINDOWS = FunctionSpec(
-    "Windows", "gpuwarden.handlers.windows.handler", "Budget windows", reserved_concurrency=2, invoked_async=True
+    "Windows", "gpuwarden.handlers.scheduled.handler", "Budget windows", reserved_concurrency=2, invoked_async=True
 )
 RUNBOOK = FunctionSpec(
     "Runbook",

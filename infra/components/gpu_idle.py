@@ -20,14 +20,14 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from gpuwarden.domain.policy import GpuIdlePolicy
-from gpuwarden.sources.routing import DEFAULT_ALARM_PREFIX, Rule
-from infra.components.event_rules import EventRoutes, deployed_rules
+from gpuwarden.sources.rules import DEFAULT_ALARM_PREFIX, Rule
+from infra.components.event_rules import EventRoutes, kind_rules
 from infra.components.functions import GpuwardenFunction
 
 #: gpuwarden's own alarms start with this; the rules match it plus the users' prefixes.
 ALARM_PREFIX = DEFAULT_ALARM_PREFIX
 PREFIXES_CONTEXT = "gpuIdleAlarmPrefixes"
-#: The functions apply the same filters (gpuwarden.sources.routing) with these prefixes.
+#: The functions apply the same filters (gpuwarden.kinds.registry.rules) with these prefixes.
 PREFIXES_ENV = "GPUWARDEN_GPU_IDLE_ALARM_PREFIXES"
 
 GET_METRIC_DATA_REASON = (
@@ -54,11 +54,10 @@ def alarm_prefixes(scope: Construct) -> list[str]:
     return [ALARM_PREFIX, *[p for p in extra if p != ALARM_PREFIX]]
 
 
-def rule_specs(prefixes: list[str]) -> tuple[Rule, Rule]:
-    """The alarm and contributor rules: ALARM, and a GPU metric, a Metrics Insights query over one,
-    or a name with one of ``prefixes``."""
-    by_name = deployed_rules(prefixes)
-    return by_name["GpuIdleAlarm"], by_name["GpuIdleContributor"]
+def rule_specs(prefixes: list[str]) -> tuple[Rule, ...]:
+    """The GPU function's rules (the gpu-idle kind's alarm and contributor rules: ALARM, and a GPU
+    metric, a Metrics Insights query over one, or a name with one of ``prefixes``)."""
+    return kind_rules("gpu_signals", prefixes=prefixes)
 
 
 class GpuIdleReclaim(Construct):

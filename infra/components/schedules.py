@@ -38,7 +38,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_scheduler as scheduler
 from constructs import Construct
 
-from gpuwarden.domain.schedule import CronSchedule, Window
+from gpuwarden.domain.windows import CronSchedule, Window
 from infra.components.alarms import AlarmSink
 from infra.components.functions import GpuwardenFunction
 from infra.components.queues import DeadLetterQueue
@@ -61,7 +61,7 @@ _NAME_MAX = 64
 
 
 def tick_input(action: str, window: str | None = None) -> str:
-    """The target Input: our WindowTick JSON (functions/gpuwarden/sources/scheduler.py)."""
+    """The target Input: our SchedulerTick JSON (functions/gpuwarden/sources/ticks.py)."""
     tick: dict[str, str] = {"gpuwarden": "budget-window", "action": action}
     if window is not None:
         tick["window"] = window

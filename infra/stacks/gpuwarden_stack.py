@@ -94,9 +94,8 @@ class GpuwardenStack(Stack):
         self._allow_replacement(interruption)
         self.routes = EventRoutes(self, "Events", alarms=alarms)
         policy = settings.policy  # what is switched off in it gets no rule, alarm or schedule
-        for rule in event_rules.EC2_RULES:
-            if event_rules.rule_is_on(rule, policy):
-                self.routes.route(rule, interruption.function)
+        for rule in event_rules.kind_rules("interruption", policy):
+            self.routes.route(rule, interruption.function)
 
         # --- runbook: direct invoke (CLI --remote, SSM Automation documents); IAM as interruption
         runbook = self.functions.add(functions.RUNBOOK)
@@ -116,9 +115,8 @@ class GpuwardenStack(Stack):
             self.drain.state_machine.grant_start_execution(fn.role)
             self._allow_replacement(fn)
             cloud_permissions.describe_capacity_blocks(fn)  # Capacity Block plans: end dates, the reconcile
-        for rule in event_rules.PLANNING_RULES:  # scheduled maintenance, Capacity Blocks delivered
-            if event_rules.rule_is_on(rule, policy):
-                self.routes.route(rule, maintenance_fn.function)
+        for rule in event_rules.kind_rules("planning", policy):  # scheduled maintenance, Capacity Blocks delivered
+            self.routes.route(rule, maintenance_fn.function)
         self.schedules = BudgetWindowSchedules(
             self,
             "Schedules",

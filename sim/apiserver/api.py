@@ -16,7 +16,7 @@ from sim.apiserver.patch import PatchError, json_patch, merge_patch, strategic_m
 from sim.apiserver.priority import admit_pod
 from sim.apiserver.registry import Registry, ResourceType
 from sim.apiserver.selectors import field_matcher, matches, parse_field_selector, parse_label_selector
-from sim.apiserver.store import Obj, Store
+from sim.apiserver.store import Obj, Store, encoded
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -190,7 +190,7 @@ class Api:
         if rtype.kind in DECORATED:
             return None
         wanted, indexed = self._selection(rtype, label_selector, field_selector)
-        items, rv = self.store.list_encoded(rtype, namespace, wanted, indexed)
+        items, rv = self.store.list(rtype, namespace, wanted, indexed, render=encoded)
         head = json.dumps(self.list_doc(rtype, [], rv), separators=(",", ":"))
         return (head[: -len("[]}")] + "[" + ",".join(items) + "]}").encode()
 

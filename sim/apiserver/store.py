@@ -43,6 +43,12 @@ ChangeListener = Callable[[str, str, Obj], None]  # (kind, event type, object)
 ObjKey = tuple[str, str, str]  # (type key, namespace, name)
 BucketKey = tuple[str, str]  # (namespace, name)
 
+
+def encoded(obj: Obj) -> str:
+    """The compact JSON the server sends."""
+    return json.dumps(obj, separators=(",", ":"))
+
+
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 GENERATION_GROUPS = ("apps", "batch", "policy", "karpenter.sh")
 
@@ -163,26 +169,15 @@ class Store:
         namespace: str | None = None,
         predicate: Callable[[Obj], bool] | None = None,
         indexed: tuple[str, str] | None = None,
-    ) -> tuple[list[Obj], str]:
-        """The objects ``predicate`` accepts, in (namespace, name) order. ``indexed`` (a field path
-        and value the predicate requires, on one of the type's indexed fields) narrows the scan."""
+        render: Callable[[Obj], Any] = clone,
+    ) -> tuple[builtins.list[Any], str]:
+        """The objects ``predicate`` accepts, in (namespace, name) order, each a copy (``render``: made
+        under the lock from the stored object instead, e.g. `encoded`, the compact JSON the server
+        sends: no copy to serialize). ``indexed`` (a field path and value the predicate requires, on
+        one of the type's indexed fields) narrows the scan."""
         with self._lock:
             bucket = self._bucket(rtype)
-            return [clone(bucket[key]) for key in self._select(rtype, namespace, predicate, indexed)], str(self._rv)
-
-    def list_encoded(
-        self,
-        rtype: ResourceType,
-        namespace: str | None = None,
-        predicate: Callable[[Obj], bool] | None = None,
-        indexed: tuple[str, str] | None = None,
-    ) -> tuple[builtins.list[str], str]:
-        """`list`, each object as the compact JSON the server sends, encoded under the lock straight
-        from the stored object (no copy: the server would only serialize the copy)."""
-        with self._lock:
-            bucket = self._bucket(rtype)
-            chosen = self._select(rtype, namespace, predicate, indexed)
-            return [json.dumps(bucket[key], separators=(",", ":")) for key in chosen], str(self._rv)
+            return [render(bucket[key]) for key in self._select(rtype, namespace, predicate, indexed)], str(self._rv)
 
     def _select(
         self,

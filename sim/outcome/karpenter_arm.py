@@ -233,7 +233,7 @@ def _active(budget: Obj, now: datetime) -> bool:
     schedule, duration = budget.get("schedule"), budget.get("duration")
     if not schedule or not duration:
         return True
-    from gpuwarden.domain.schedule.model import Window  # the project's one cron evaluation
+    from gpuwarden.domain.windows.model import Window  # the project's one cron evaluation
 
     doc = {"name": "budget", "schedule": schedule, "timezone": "UTC", "duration": duration, "max_disruptions": 0}
     try:

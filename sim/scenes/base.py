@@ -29,6 +29,22 @@ class SceneSummary:
     evicted: int
     seconds_left: float | None
 
+    @classmethod
+    def of(cls, scene: str, result: dict[str, Any], *, evicted: int | None = None) -> SceneSummary:
+        """One node's scene from gpuwarden's answer: the pods it evicted once they had checkpointed,
+        every pod it evicted or deleted (``evicted``: counted by the scene itself), the time left."""
+        actions = result["actions"]
+        return cls(
+            scene=scene,
+            outcome=result["outcome"],
+            nodes=1,
+            checkpointed=sum(
+                1 for a in actions if a["type"] == "evict" and a.get("reason") == "checkpoint acknowledged"
+            ),
+            evicted=sum(1 for a in actions if a["type"] in ("evict", "delete")) if evicted is None else evicted,
+            seconds_left=result.get("seconds_left"),
+        )
+
 
 def build_cluster(sim: KubeSim) -> None:
     sim.create(nodepool("gpu-training"))

@@ -76,8 +76,8 @@ def capacity_block_scene(sim: KubeSim) -> SceneSummary:
 
     from gpuwarden.adapters.scheduler import EventBridgeScheduler
     from gpuwarden.domain.policy import Policy
-    from gpuwarden.services.routes import handle_batch, handle_tick
-    from gpuwarden.sources import parse_notices, parse_window_tick
+    from gpuwarden.kinds.inputs import parse_notices, parse_scheduler_tick
+    from gpuwarden.services.dispatch import handle_batch, handle_tick
     from sim.scenes.base import EVENTS, SceneSummary
     from sim.wiring import sim_deps
 
@@ -113,7 +113,7 @@ def capacity_block_scene(sim: KubeSim) -> SceneSummary:
     fires = termination - timedelta(minutes=lead)
     sim.clock.advance(max(0.0, (fires - sim.clock.now()).total_seconds()))
     print(f"  {_when(rfc3339(sim.clock.now()), termination)}  {'schedule':<13} {schedule['Name']} fires")
-    due = handle_tick(parse_window_tick(tick), deps).to_json()
+    due = handle_tick(parse_scheduler_tick(tick), deps).to_json()
     timeline = [(a, r["node"].split(".")[0]) for r in due.get("results") or [due] for a in r["actions"]]
     for action, node in sorted(timeline, key=lambda pair: pair[0]["at"]):
         _print([action], termination, node)

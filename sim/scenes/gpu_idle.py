@@ -51,8 +51,8 @@ def _build(sim: KubeSim) -> str:
 
 
 def gpu_idle_scene(sim: KubeSim) -> SceneSummary:
-    from gpuwarden.services.routes import handle_batch
-    from gpuwarden.sources import parse_notices
+    from gpuwarden.kinds.inputs import parse_notices
+    from gpuwarden.services.dispatch import handle_batch
     from sim.scenes.base import EVENTS, SceneSummary, scene_deps, timeline_line
 
     claim = _build(sim)
@@ -72,12 +72,4 @@ def gpu_idle_scene(sim: KubeSim) -> SceneSummary:
         label = _LABELS.get(action["type"])
         print(line.replace(action["type"], label, 1) if label else line)
     print(f"  {result['outcome']}: {result['reason']}")
-    actions = result["actions"]
-    return SceneSummary(
-        scene="gpu-idle reclaim",
-        outcome=result["outcome"],
-        nodes=1,
-        checkpointed=sum(1 for a in actions if a["type"] == "evict" and a.get("reason") == "checkpoint acknowledged"),
-        evicted=sum(1 for a in actions if a["type"] in ("evict", "delete")),
-        seconds_left=None,
-    )
+    return SceneSummary.of("gpu-idle reclaim", result)

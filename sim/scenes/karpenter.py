@@ -63,8 +63,8 @@ def _karpenter_line(action: KarpenterAction, start: datetime) -> str:
 
 
 def karpenter_scene(sim: KubeSim) -> SceneSummary:
-    from gpuwarden.services.routes import handle_batch
-    from gpuwarden.sources import parse_notices
+    from gpuwarden.kinds.inputs import parse_notices
+    from gpuwarden.services.dispatch import handle_batch
     from sim.scenes.base import EVENTS, SceneSummary, scene_deps, timeline_line
 
     karpenter = Karpenter.running_on(sim) or Karpenter(sim).start()
@@ -109,15 +109,7 @@ def karpenter_scene(sim: KubeSim) -> SceneSummary:
     ]
     print(f"  replacement: Karpenter's {', '.join(replacements) or 'none'}; gpuwarden's: {_ours(result)}")
     karpenter.interruption_queue = False
-    actions = result["actions"]
-    return SceneSummary(
-        scene="spot + Karpenter",
-        outcome=result["outcome"],
-        nodes=1,
-        checkpointed=sum(1 for a in actions if a["type"] == "evict" and a.get("reason") == "checkpoint acknowledged"),
-        evicted=sum(1 for a in actions if a["type"] in ("evict", "delete")),
-        seconds_left=result.get("seconds_left"),
-    )
+    return SceneSummary.of("spot + Karpenter", result)
 
 
 def _launched(sim: KubeSim, claim: str) -> bool:
@@ -135,13 +127,19 @@ def _ours(result: dict[str, Any]) -> str:
 def _doctor(sim: KubeSim) -> None:
     from gpuwarden.adapters.cluster_reads import ClusterReads, cluster_has_gpu_metric
     from gpuwarden.domain.policy import Policy
+    from gpuwarden.kinds.registry import SWITCHES
     from gpuwarden.services.doctor.doctor import diagnose
     from gpuwarden.terminal import doctor_table as render_table
 
     print("  $ gpuwarden doctor        (on the demo cluster)")
     policy = Policy(cluster="ml-prod")
     report = diagnose(
-        ClusterReads(sim.api_client()), policy, None, lambda c: cluster_has_gpu_metric("us-west-2", c), sim.clock.now()
+        ClusterReads(sim.api_client()),
+        policy,
+        None,
+        lambda c: cluster_has_gpu_metric("us-west-2", c),
+        sim.clock.now(),
+        switches=SWITCHES,
     )
     for line in render_table(report).splitlines():
         print(f"    {line}")

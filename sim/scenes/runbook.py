@@ -21,7 +21,7 @@ def scene_deps(sim: KubeSim) -> Any:
 
 
 def runbook_scene(sim: KubeSim) -> SceneSummary:
-    from gpuwarden.services.runbook.actions import run_runbook
+    from gpuwarden.services.dispatch import handle_runbook
     from gpuwarden.sources import parse_runbook
     from gpuwarden.wiring import runbook_deps
 
@@ -29,14 +29,14 @@ def runbook_scene(sim: KubeSim) -> SceneSummary:
     print(f"\nScene — on-call runbook: plan, then drain {NODE}")
     print(f"  $ gpuwarden runbook plan --node {NODE.split('.')[0]}…")
     plan_request = parse_runbook({"action": "plan", "node": NODE, "reason": REASON})
-    plan = run_runbook(plan_request, runbook_deps(deps, plan_request)).to_json()
+    plan = handle_runbook(plan_request, runbook_deps(deps, plan_request)).to_json()
     print(f"    {plan['reason']}")
     for row in plan["plan"]:
         print(f"    {row['pod']:<44} {row['step']:<6} {row['reason']}")
     print(f'  $ gpuwarden runbook drain --node {NODE.split(".")[0]}… --reason "{REASON}"')
     start = sim.clock.now().replace(microsecond=0)
     drain_request = parse_runbook({"action": "drain", "node": NODE, "reason": REASON})
-    result = run_runbook(drain_request, runbook_deps(deps, drain_request)).to_json()
+    result = handle_runbook(drain_request, runbook_deps(deps, drain_request)).to_json()
     shown: set[tuple[str, str]] = set()
     for action in result["actions"]:
         key = (action["type"], str(action.get("pod")))
@@ -45,12 +45,4 @@ def runbook_scene(sim: KubeSim) -> SceneSummary:
         shown.add(key)
         print(timeline_line(action, start))
     print(f"    {result['outcome']}: {result['reason']}")
-    actions = result["actions"]
-    return SceneSummary(
-        scene="runbook drain",
-        outcome=result["outcome"],
-        nodes=1,
-        checkpointed=sum(1 for a in actions if a["type"] == "evict" and a.get("reason") == "checkpoint acknowledged"),
-        evicted=sum(1 for a in actions if a["type"] in ("evict", "delete")),
-        seconds_left=None,
-    )
+    return SceneSummary.of("runbook drain", result)

@@ -10,8 +10,8 @@ from sim.scenes.base import _LABELS, EVENTS, INSTANCE, NODE, SceneSummary, scene
 
 
 def spot_scene(sim: KubeSim) -> SceneSummary:
-    from gpuwarden.services.routes import handle_batch
-    from gpuwarden.sources import parse_notices
+    from gpuwarden.kinds.inputs import parse_notices
+    from gpuwarden.services.dispatch import handle_batch
 
     event = json.loads((EVENTS / "spot-interruption.json").read_text())
     event["time"] = rfc3339(sim.clock.now())
@@ -26,12 +26,4 @@ def spot_scene(sim: KubeSim) -> SceneSummary:
             continue
         shown.add(key)
         print(timeline_line(action, start))
-    actions = result["actions"]
-    return SceneSummary(
-        scene="spot interruption",
-        outcome=result["outcome"],
-        nodes=1,
-        checkpointed=sum(1 for a in actions if a["type"] == "evict" and a.get("reason") == "checkpoint acknowledged"),
-        evicted=sum(1 for a in actions if a["type"] in ("evict", "delete")),
-        seconds_left=result.get("seconds_left"),
-    )
+    return SceneSummary.of("spot interruption", result)

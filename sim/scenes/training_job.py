@@ -55,8 +55,8 @@ def _launched_zone(sim: KubeSim, claim: str, wait_seconds: float = 10.0) -> str 
 
 
 def training_job_scene(sim: KubeSim) -> SceneSummary:
-    from gpuwarden.services.routes import handle_batch
-    from gpuwarden.sources import parse_notices
+    from gpuwarden.kinds.inputs import parse_notices
+    from gpuwarden.services.dispatch import handle_batch
 
     pods = _build(sim)
     name, instance = RANKS[DOOMED]
@@ -81,11 +81,4 @@ def training_job_scene(sim: KubeSim) -> SceneSummary:
     if claim:
         zone = _launched_zone(sim, claim.split("/", 1)[-1])
         print(f"  replacement {claim} launched in {zone or 'not yet launched'} (the gang runs in {ZONE})")
-    return SceneSummary(
-        scene="training job",
-        outcome=result["outcome"],
-        nodes=1,
-        checkpointed=sum(1 for a in actions if a["type"] == "evict" and a.get("reason") == "checkpoint acknowledged"),
-        evicted=len(evicted),
-        seconds_left=result.get("seconds_left"),
-    )
+    return SceneSummary.of("training job", result, evicted=len(evicted))

@@ -110,11 +110,11 @@ def _budgets(sim: KubeSim) -> str:
 
 
 def _tick(sim: KubeSim, deps: Any, action: str, window: str | None, when: datetime) -> None:
-    from gpuwarden.services.routes import handle_tick
-    from gpuwarden.sources import parse_window_tick
+    from gpuwarden.kinds.inputs import parse_scheduler_tick
+    from gpuwarden.services.dispatch import handle_tick
 
     raw = {"gpuwarden": "budget-window", "action": action} | ({"window": window} if window else {})
-    result = handle_tick(parse_window_tick(raw), replace(deps, window_clock=lambda: when))
+    result = handle_tick(parse_scheduler_tick(raw), replace(deps, window_clock=lambda: when))
     wrote = sum(1 for a in result.actions if a["nodepool"] == POOL)
     label = f"{action} {window}" if window else action
     print(f"  {when:%a %H:%M}Z  tick {label:<31} {POOL}: {_budgets(sim)}" + ("" if wrote else " (in step)"))
@@ -122,8 +122,8 @@ def _tick(sim: KubeSim, deps: Any, action: str, window: str | None, when: dateti
 
 def windows_scene(sim: KubeSim) -> SceneSummary:
     from gpuwarden.domain.policy import Policy
-    from gpuwarden.services.routes import handle_batch
-    from gpuwarden.sources import parse_notices
+    from gpuwarden.kinds.inputs import parse_notices
+    from gpuwarden.services.dispatch import handle_batch
     from sim.scenes.base import SceneSummary, scene_deps
 
     _build(sim)

@@ -41,9 +41,9 @@ def main(node_name: str) -> None:
     node = deps.kube.get_node(node_name)
     if node is None:
         raise SystemExit(f"node {node_name} not found")
-    mark_node(deps.kube, node, notice)
+    mark_node(deps.kube, node, notice, voluntary=deps.voluntary_kinds)
     state = DrainState(node=node_name, event_id=notice.event_id, kind=notice.kind, started_at=deps.clock())
-    state = drain_to_end(recorder, state)
+    state = drain_to_end(recorder, state).state
     seconds = time.perf_counter() - started
     evicted = sum(1 for a in recorder.actions if a["type"] == "evict")
     blocked = sum(1 for a in recorder.actions if a["type"] == "eviction-blocked")

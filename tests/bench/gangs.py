@@ -287,8 +287,8 @@ def request_count(runs: int) -> tuple[list[Figure], dict[str, Any]]:
     The goal counts the requests that do the work; the Kubernetes Events the contract asks for (one
     on the node per step: cordoned, checkpoint requested, replacement launched) are posted after
     that work, once per reason, and stand beside it as a figure of their own, and in every total."""
-    from gpuwarden.services.routes import handle_batch
-    from gpuwarden.sources import parse_notices
+    from gpuwarden.kinds.inputs import parse_notices
+    from gpuwarden.services.dispatch import handle_batch
     from sim import KubeSim
     from sim import builders as b
     from sim.actors.workloads import Workloads

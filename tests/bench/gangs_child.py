@@ -28,8 +28,8 @@ def main() -> None:
 
     import gpuwarden.handlers._runtime as runtime
     from gpuwarden.config import Settings
-    from gpuwarden.services.routes import handle_batch
-    from gpuwarden.sources import parse_notices
+    from gpuwarden.kinds.inputs import parse_notices
+    from gpuwarden.services.dispatch import handle_batch
     from gpuwarden.wiring import build_deps
     from sim.actors.capacity_reservations import Block, CapacityReservations
 

@@ -34,7 +34,7 @@ def main(policy_json: str, now: str) -> None:
     from gpuwarden.adapters.ledger import MemoryLedger
     from gpuwarden.config import Settings
     from gpuwarden.domain.policy import Policy
-    from gpuwarden.services.routes import handle_alerts, handle_scan
+    from gpuwarden.services.dispatch import handle_alerts, handle_scan
     from gpuwarden.sources import parse_sns
     from gpuwarden.wiring import build_deps
 

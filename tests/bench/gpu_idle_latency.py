@@ -28,8 +28,8 @@ def main() -> None:
     from gpuwarden.adapters.ledger import MemoryLedger
     from gpuwarden.config import Settings
     from gpuwarden.domain.policy import GpuIdlePolicy, Policy
-    from gpuwarden.services.routes import handle_batch
-    from gpuwarden.sources import parse_notices
+    from gpuwarden.kinds.inputs import parse_notices
+    from gpuwarden.services.dispatch import handle_batch
     from gpuwarden.wiring import build_deps
     from sim import KubeSim
     from sim.builders import daemonset_pod, gpu_node, nodeclaim_for, nodepool

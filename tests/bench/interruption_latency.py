@@ -25,8 +25,8 @@ def one_run(signal_pods: int) -> tuple[float, float]:
     from gpuwarden.adapters.ledger import MemoryLedger
     from gpuwarden.config import Settings
     from gpuwarden.domain.policy import Policy
-    from gpuwarden.services.routes import handle_batch
-    from gpuwarden.sources import parse_notices
+    from gpuwarden.kinds.inputs import parse_notices
+    from gpuwarden.services.dispatch import handle_batch
     from gpuwarden.wiring import build_deps
     from sim import KubeSim
     from sim.actors.workloads import Workloads

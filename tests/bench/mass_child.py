@@ -67,10 +67,10 @@ def lambda_process(role: str, index: int, plan: dict[str, Any], tasks: Any, out:
     """One execution environment: build the dependencies once, then one invocation at a time."""
     from gpuwarden.config import Settings
     from gpuwarden.handlers._runtime import warm
+    from gpuwarden.kinds.inputs import parse_notices
+    from gpuwarden.services.dispatch import handle_batch
     from gpuwarden.services.engine.context import Recorder
     from gpuwarden.services.engine.drain import DrainState, drain_step
-    from gpuwarden.services.routes import handle_batch
-    from gpuwarden.sources import parse_notices
     from gpuwarden.wiring import build_deps
 
     quiet_handler_logs()
@@ -113,7 +113,7 @@ def lambda_process(role: str, index: int, plan: dict[str, Any], tasks: Any, out:
                     out.put(("finished", {**result.drain, "at": clock().isoformat()}))
                 continue
             recorder = Recorder(deps, task["event_id"])
-            state = drain_step(recorder, DrainState.model_validate(task))
+            state = drain_step(recorder, DrainState.model_validate(task)).state
             late = [a["at"] for a in recorder.actions if a["type"] == "signal"]  # a round asked before the invocation
             if late:
                 out.put(("signalled", {"node": state.node, "signal": late}))

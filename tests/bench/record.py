@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RESULTS = Path(__file__).resolve().parent / "results.json"
 RECORD = ROOT / "docs" / "benchmarks.json"
 PAGE = ROOT / "docs" / "benchmarks.md"
-EVERY = ("cold", "latency", "drain", "mass", "gangs", "memory", "artifacts", "soak", "gpu_health")
+EVERY = ("cold", "latency", "drain", "mass", "gangs", "memory", "artifacts", "soak", "gpu_health", "realplane")
 
 
 def key_of(ran: list[str]) -> str:

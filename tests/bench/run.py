@@ -4,7 +4,8 @@ Benchmarks print figures; they are not timed tests and never fail on a missed go
 command fails only when a benchmark cannot run at all for a reason other than a clear skip
 (kubectl absent, no layer build).
 
-    python -m tests.bench.run [--only cold,latency,drain,mass,gangs,memory,artifacts,soak,gpu_health] [--smallest]
+    python -m tests.bench.run [--smallest]
+        [--only cold,latency,drain,mass,gangs,memory,artifacts,soak,gpu_health,realplane]
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ BENCHES: dict[str, str] = {
     "artifacts": "tests.bench.artifacts",
     "soak": "tests.bench.soak",
     "gpu_health": "tests.bench.gpu_health",
+    "realplane": "tests.bench.realplane",
 }
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from realplane.aws import AwsWorld, start_moto
 from realplane.harness import Plane
-from tests.e2e.world import AwsWorld, start_moto
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "realplane"

@@ -12,15 +12,15 @@ from typing import Any
 import pytest
 
 from gpuwarden.domain import annotations as ann
+from realplane.aws import AwsWorld
 from realplane.harness import Plane, dump, dump_full
+from tests.e2e.scene import SignalAcknowledger
 from tests.e2e.world import (
     GPU,
     GPU_TOLERATION,
     GPUWARDEN_USER,
     NODEPOOL,
-    AwsWorld,
     Cluster,
-    SignalAcknowledger,
     condition,
     invoke,
     rfc3339,
@@ -180,7 +180,7 @@ def test_spot_warning_on_a_node_real_karpenter_launched(
     assert len(marker.read_text().split()) == 1
     assert [line.split(" ", 1)[1] for line in plane.signals.read_text().splitlines()] == ["-s USR1 1"]
     train_name, signal_name = train_pod["metadata"]["name"], signal_pod["metadata"]["name"]
-    assert [pod for pod, _ in trainer_side.acknowledged] == [signal_name]
+    assert trainer_side.acknowledged == [signal_name]
     assert sorted(result["drain"]["checkpointed"]) == sorted([f"ml/{train_name}", f"ml/{signal_name}"])
     ours = _requests(plane, GPUWARDEN_USER)
 

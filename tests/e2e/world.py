@@ -7,86 +7,23 @@ import json
 import os
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client
 
+from realplane.aws import REGION, AwsWorld
 from realplane.harness import Plane
 
 GPUWARDEN = Path(sys.executable).with_name("gpuwarden")
 EVENTS = Path(__file__).resolve().parents[2] / "events"
-REGION = "us-west-2"
-ACCOUNT = "123456789012"  # moto's default account
 CLUSTER = "ml-prod"
 #: The client name gpuwarden's requests carry in the audit log (Plane.kubeconfig_for).
 GPUWARDEN_USER = "gpuwarden"
 NODEPOOL = "gpu-training"
 GPU = "nvidia.com/gpu"
 GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
-
-
-@dataclass
-class AwsWorld:
-    """moto, in this process, as the EC2 the plane's nodes would run in."""
-
-    endpoint: str
-
-    def ec2(self) -> Any:
-        import boto3
-
-        return boto3.client(
-            "ec2",
-            endpoint_url=self.endpoint,
-            region_name=REGION,
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-        )
-
-    def instance_for_node(self, node: dict[str, Any]) -> str:
-        """Launch the EC2 instance behind a KWOK node and return its id.
-
-        Karpenter's KWOK provider names a node ``kwok-<nodeclaim>-…`` with providerID
-        ``kwok://<name>``, so nothing in the node says which instance it is; gpuwarden finds a
-        node without an AWS providerID by the instance's ``PrivateDnsName`` (as EKS names nodes).
-        moto derives that name from the private IP; this instance reports the node's name instead,
-        as EC2 would for the node's real instance (docs/realplane.md, "Findings")."""
-        from moto.backends import get_backend
-
-        labels = node["metadata"]["labels"]
-        ec2 = self.ec2()
-        image = ec2.describe_images()["Images"][0]["ImageId"]
-        launched = ec2.run_instances(
-            ImageId=image,
-            MinCount=1,
-            MaxCount=1,
-            InstanceType=labels.get("node.kubernetes.io/instance-type", "p4d.24xlarge"),
-            Placement={"AvailabilityZone": labels.get("topology.kubernetes.io/zone", f"{REGION}a")},
-        )
-        instance_id: str = launched["Instances"][0]["InstanceId"]
-        instance = get_backend("ec2")[ACCOUNT][REGION].get_instance(instance_id)
-        name = node["metadata"]["name"]
-        instance.__class__ = type(
-            "KwokNodeInstance", (type(instance),), {"private_dns_name": property(lambda _self: name)}
-        )
-        return instance_id
-
-
-@contextmanager
-def start_moto() -> Iterator[AwsWorld]:
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        yield AwsWorld(endpoint=f"http://127.0.0.1:{server.get_host_and_port()[1]}")
-    finally:
-        server.stop()
 
 
 def spot_warning(instance_id: str, at: datetime | None = None) -> dict[str, Any]:
@@ -99,11 +36,46 @@ def spot_warning(instance_id: str, at: datetime | None = None) -> dict[str, Any]
     return event
 
 
-def invoke(plane: Plane, aws: AwsWorld, event: dict[str, Any], tmp: Path) -> subprocess.CompletedProcess[str]:
-    """`gpuwarden invoke EVENT.json` as a user runs it: the console script, KUBECONFIG at the plane
-    (as client ``gpuwarden``), AWS at moto."""
-    path = tmp / "event.json"
+def invoke(
+    plane: Plane, aws: AwsWorld, event: dict[str, Any], tmp: Path, **options: Any
+) -> subprocess.CompletedProcess[str]:
+    """`gpuwarden invoke EVENT.json` as a user runs it (see `gpuwarden_cli`)."""
+    path = tmp / f"event-{len(list(tmp.glob('event-*.json')))}.json"
     path.write_text(json.dumps(event))
+    return gpuwarden_cli(plane, aws, ["invoke", str(path)], **options)
+
+
+def gpuwarden_cli(
+    plane: Plane,
+    aws: AwsWorld,
+    argv: list[str],
+    *,
+    policy: Path | None = None,
+    now: datetime | None = None,
+    save_as: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """``gpuwarden ARGV…`` as a user runs it: the console script, KUBECONFIG at the plane (as client
+    ``gpuwarden``), AWS at moto, the policy file given (else the cluster name alone) and
+    ``GPUWARDEN_NOW`` when a scene sets the windows' clock. ``save_as`` keeps its output in the
+    plane's artifacts (``<save_as>.stdout`` / ``.stderr``)."""
+    completed = subprocess.run(
+        [str(GPUWARDEN), "--verbose", *argv],
+        capture_output=True,
+        text=True,
+        env=gpuwarden_env(plane, aws, policy=policy, now=now),
+        timeout=300,
+        check=False,
+    )
+    if save_as:
+        (plane.artifacts / f"{save_as}.stdout").write_text(completed.stdout)
+        (plane.artifacts / f"{save_as}.stderr").write_text(completed.stderr)
+    return completed
+
+
+def gpuwarden_env(
+    plane: Plane, aws: AwsWorld, *, policy: Path | None = None, now: datetime | None = None
+) -> dict[str, str]:
+    """The environment of a gpuwarden command against the plane and moto (see `gpuwarden_cli`)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GPUWARDEN_", "DRY_RUN", "KUBECONFIG"))}
     env |= {
         "KUBECONFIG": str(plane.kubeconfig_for(GPUWARDEN_USER)),
@@ -111,17 +83,19 @@ def invoke(plane: Plane, aws: AwsWorld, event: dict[str, Any], tmp: Path) -> sub
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_REGION": REGION,
-        "GPUWARDEN_CLUSTER": CLUSTER,
         "POWERTOOLS_METRICS_NAMESPACE": "GpuwardenE2E",
     }
-    return subprocess.run(
-        [str(GPUWARDEN), "--verbose", "invoke", str(path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
+    env |= {"GPUWARDEN_POLICY_FILE": str(policy)} if policy else {"GPUWARDEN_CLUSTER": CLUSTER}
+    if now is not None:
+        env["GPUWARDEN_NOW"] = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return env
+
+
+def answer(completed: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """The JSON answer of a gpuwarden command that exited 0 (else the assertion shows its stderr)."""
+    assert completed.returncode == 0, completed.stderr[-3000:] + completed.stdout[-2000:]
+    result: dict[str, Any] = json.loads(completed.stdout)
+    return result
 
 
 class Cluster:
@@ -183,43 +157,3 @@ def running_and_ready(pod: dict[str, Any]) -> bool:
 
 def rfc3339(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-class SignalAcknowledger:
-    """The trainer side of a `signal:` checkpoint on the real plane: KWOK runs gpuwarden's
-    `kill -s USR1 1` through the harness's recording `kill` (plane.signals); when a new line
-    appears there, this writes `gpuwarden.io/checkpoint-done` on the pod that was asked and has
-    not answered, as a trainer's signal handler would once its checkpoint is saved."""
-
-    def __init__(self, plane: Plane, namespace: str, selector: str) -> None:
-        self.plane = plane
-        self.namespace = namespace
-        self.selector = selector
-        self.acknowledged: list[tuple[str, str]] = []  # (pod, the signal line it answered)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="signal-acknowledger", daemon=True)
-
-    def __enter__(self) -> SignalAcknowledger:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-    def _run(self) -> None:
-        from gpuwarden.domain import annotations as ann
-
-        core: Any = client.CoreV1Api(self.plane.api_client())
-        seen = 0
-        while not self._stop.wait(0.05):
-            lines = self.plane.signals.read_text().splitlines()
-            for line in lines[seen:]:
-                for pod in core.list_namespaced_pod(self.namespace, label_selector=self.selector).items:
-                    notes = pod.metadata.annotations or {}
-                    if notes.get(ann.CHECKPOINT_REQUESTED) and not notes.get(ann.CHECKPOINT_DONE):
-                        done = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-                        body = {"metadata": {"annotations": {ann.CHECKPOINT_DONE: done}}}
-                        core.patch_namespaced_pod(pod.metadata.name, self.namespace, body)
-                        self.acknowledged.append((pod.metadata.name, line))
-            seen = len(lines)

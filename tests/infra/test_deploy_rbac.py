@@ -18,9 +18,9 @@ import pytest
 
 from gpuwarden.adapters import kube as kube_adapter
 from gpuwarden.domain.policy import Policy
+from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.services.dispatch import handle_batch
 from gpuwarden.services.doctor import rbac
-from gpuwarden.services.routes import handle_batch
-from gpuwarden.sources import parse_notices
 from sim import KubeSim
 from sim.actors.workloads import Workloads
 from sim.clock import rfc3339

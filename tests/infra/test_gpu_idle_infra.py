@@ -10,7 +10,7 @@ from aws_cdk.assertions import Template
 from infra.components.gpu_idle import alarm_prefixes, idle_query, rule_specs
 from tests.infra.conftest import Synth
 
-GPU_IDLE_HANDLER = "gpuwarden.handlers.gpu_idle.handler"
+GPU_IDLE_HANDLER = "gpuwarden.handlers.gpu_signals.handler"
 QUERY = (
     "SELECT AVG(node_gpu_utilization) FROM SCHEMA(ContainerInsights, ClusterName, InstanceId, NodeName) "
     "WHERE ClusterName = 'ml-test' GROUP BY InstanceId, NodeName ORDER BY AVG() ASC"

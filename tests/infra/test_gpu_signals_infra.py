@@ -9,7 +9,7 @@ from typing import Any
 from gpuwarden.sources import parse_scan_tick
 from tests.infra.conftest import Synth
 
-GPU_HANDLER = "gpuwarden.handlers.gpu_idle.handler"
+GPU_HANDLER = "gpuwarden.handlers.gpu_signals.handler"
 
 
 def _gpu_function(synth: Synth) -> str:

@@ -9,16 +9,16 @@ from typing import Any
 
 import pytest
 
-from gpuwarden.domain.schedule import Window
-from gpuwarden.sources import parse_window_tick
+from gpuwarden.domain.windows import Window
+from gpuwarden.kinds.inputs import parse_scheduler_tick
 from infra.app import STACK_NAME, build_app
 from infra.components.schedules import close_expression, open_expressions, schedule_name
 from infra.config import SKIP_BUNDLING
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
-WINDOWS_HANDLER = "gpuwarden.handlers.windows.handler"
-MAINTENANCE_HANDLER = "gpuwarden.handlers.maintenance.handler"
+WINDOWS_HANDLER = "gpuwarden.handlers.scheduled.handler"
+MAINTENANCE_HANDLER = "gpuwarden.handlers.planning.handler"
 FREEZE: dict[str, Any] = {
     "name": "business-hours-freeze",
     "schedule": "0 9 * * MON-FRI",
@@ -189,7 +189,7 @@ def test_every_schedule_invokes_the_windows_function_with_a_window_tick(synth: S
         assert props["FlexibleTimeWindow"] == {"Mode": "OFF"}
         tick = json.loads(target["Input"])
         assert tick["scheduled_time"] == "<aws.scheduler.scheduled-time>"
-        parsed = parse_window_tick(tick)  # the input parses as the handler will parse it
+        parsed = parse_scheduler_tick(tick)  # the input parses as the handler will parse it
         action = name.rsplit("-", 1)[-1]
         assert parsed.action == action
         if action != "reconcile":

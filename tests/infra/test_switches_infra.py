@@ -42,15 +42,15 @@ def test_switched_off_behaviours_get_no_alarm_rule_function_or_schedule(
     assert off.error is None, off.error
     # Then the GPU-idle alarm, its rules and its function exist only when on
     assert synth.resources("AWS::CloudWatch::Alarm") != {}
-    assert "gpuwarden.handlers.gpu_idle.handler" in _handlers(synth)
-    assert "gpuwarden.handlers.gpu_idle.handler" not in _handlers(off)
+    assert "gpuwarden.handlers.gpu_signals.handler" in _handlers(synth)
+    assert "gpuwarden.handlers.gpu_signals.handler" not in _handlers(off)
     assert [k for k in synth.resources("AWS::CloudWatch::Alarm") if "FleetAlarm" in k]
     assert not [k for k in off.resources("AWS::CloudWatch::Alarm") if "FleetAlarm" in k]
     assert "CloudWatch Alarm State Change" in _rule_types(synth)
     assert "CloudWatch Alarm State Change" not in _rule_types(off)
     # And with GPU-idle off but the GPU-health scan on, the GPU function stays for the scan, without the alarm
     scan_only = synth_with({"policy": {"gpu_idle": {"enabled": False}}})
-    assert "gpuwarden.handlers.gpu_idle.handler" in _handlers(scan_only)
+    assert "gpuwarden.handlers.gpu_signals.handler" in _handlers(scan_only)
     assert not [k for k in scan_only.resources("AWS::CloudWatch::Alarm") if "FleetAlarm" in k]
     assert "CloudWatch Alarm State Change" not in _rule_types(scan_only)
     # And no rebalance, AWS Health or Capacity-Block-delivered rule

@@ -26,7 +26,8 @@ import yaml
 
 from gpuwarden.domain.alerts import coverage_refusal
 from gpuwarden.domain.notice import Notice
-from gpuwarden.sources import AlertBatch, parse_event
+from gpuwarden.kinds.inputs import parse_event
+from gpuwarden.sources import AlertBatch
 from tests.integration import test_alertmanager_sns
 from tests.integration.test_alertmanager_sns import (
     _json_template,

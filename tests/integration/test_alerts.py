@@ -9,8 +9,9 @@ import json
 from typing import Any
 
 from gpuwarden.domain.policy import Policy
-from gpuwarden.services.routes import handle_alerts
-from gpuwarden.sources import AlertBatch, parse_event
+from gpuwarden.kinds.inputs import parse_event
+from gpuwarden.services.dispatch import handle_alerts
+from gpuwarden.sources import AlertBatch
 from tests.integration.conftest import World, load_event
 from tests.integration.test_gpu_idle import NODE, idle_cluster
 

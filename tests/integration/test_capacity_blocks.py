@@ -18,9 +18,9 @@ import pytest
 
 from gpuwarden.adapters.scheduler import EventBridgeScheduler, at_expression
 from gpuwarden.domain.policy import Policy
+from gpuwarden.kinds.inputs import parse_notices, parse_scheduler_tick
+from gpuwarden.services.dispatch import handle_batch, handle_tick
 from gpuwarden.services.engine.context import Deps
-from gpuwarden.services.routes import handle_batch, handle_tick
-from gpuwarden.sources import parse_notices, parse_window_tick
 from sim import KubeSim
 from sim.actors.capacity_reservations import Block, CapacityReservations
 from sim.builders import gpu_node, job, nodepool, training_pod
@@ -128,7 +128,7 @@ def test_a_delivered_block_is_planned_scheduled_and_drained_with_checkpoints_bef
 
     # When the schedule fires (sim time at the planned start)
     world.sim.clock.advance((start - world.sim.clock.now()).total_seconds())
-    due = handle_tick(parse_window_tick(tick | {"scheduled_time": rfc3339(start)}), deps).to_json()
+    due = handle_tick(parse_scheduler_tick(tick | {"scheduled_time": rfc3339(start)}), deps).to_json()
     # Then both nodes are cordoned, their trainers checkpoint, and they are drained before termination starts
     assert due["outcome"] == "handled", due["reason"]
     assert due["kind"] == "capacity-block-plan"
@@ -209,7 +209,7 @@ def test_a_missed_delivery_is_found_by_the_reconcile_and_planned(
     blocks.add(Block(BLOCK, end))
     deps = deps_for(world, blocks)
     # When the periodic reconcile runs
-    tick = parse_window_tick({"gpuwarden": "budget-window", "action": "reconcile"})
+    tick = parse_scheduler_tick({"gpuwarden": "budget-window", "action": "reconcile"})
     result = handle_tick(tick, deps).to_json()
     # Then it found the block with DescribeCapacityReservations and scheduled its plan
     assert blocks.calls == [[BLOCK]]
@@ -230,7 +230,7 @@ def test_an_extended_block_moves_its_plan_when_the_first_schedule_fires(
     end = world.sim.clock.now() + timedelta(minutes=55)
     blocks.add(Block(BLOCK, end + timedelta(days=1)))
     deps = deps_for(world, blocks)
-    tick = parse_window_tick({"gpuwarden": "budget-window", "action": "capacity-block-due", "plan_id": BLOCK})
+    tick = parse_scheduler_tick({"gpuwarden": "budget-window", "action": "capacity-block-due", "plan_id": BLOCK})
     # When the first schedule fires
     result = handle_tick(tick, deps).to_json()
     # Then nothing is drained and the drain is planned for the new end

@@ -11,8 +11,8 @@ from datetime import timedelta
 from typing import Any
 
 from gpuwarden.domain.ports import EvictionOutcome, KubePort
-from gpuwarden.services.routes import handle_batch
-from gpuwarden.sources import parse_notices
+from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.services.dispatch import handle_batch
 from sim import KubeSim
 from sim.apiserver.http_state import RequestRecord
 from sim.builders import inference_pod, training_pod

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwarden.services.routes import handle_batch
-from gpuwarden.sources import parse_notices
+from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.services.dispatch import handle_batch
 from sim.actors.karpenter import Karpenter
 from sim.builders import gpu_node, nodepool
 from sim.clock import rfc3339

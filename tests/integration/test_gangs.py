@@ -13,9 +13,9 @@ from typing import Any
 from dateutil.parser import isoparse
 
 from gpuwarden.domain.gangs import ASK, GROUP, LEADER
-from gpuwarden.services.routes import handle_batch
-from gpuwarden.services.runbook.actions import run_runbook
-from gpuwarden.sources import parse_notices, parse_runbook
+from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.services.dispatch import handle_batch, handle_runbook
+from gpuwarden.sources import parse_runbook
 from gpuwarden.wiring import runbook_deps
 from sim import KubeSim
 from sim.builders import gpu_node, inference_pod, nodepool
@@ -221,7 +221,7 @@ def test_runbook_checkpoint_of_one_node_asks_the_whole_job_and_touches_nothing_e
     ranks = four_rank_job(world, mode="annotate")
     # When an operator asks for a checkpoint of rank 2's node
     request = parse_runbook({"action": "checkpoint", "node": node_name(2), "reason": "before a driver upgrade"})
-    result = run_runbook(request, runbook_deps(world.deps(), request)).to_json()
+    result = handle_runbook(request, runbook_deps(world.deps(), request)).to_json()
     # Then every rank was asked (the same gang step as every notice), nothing cordoned or evicted
     assert result["outcome"] == "handled", result["reason"]
     assert asked_pods([result]) == Counter(ranks)
@@ -237,7 +237,7 @@ def test_runbook_drain_of_one_node_waits_for_the_gang_before_evicting_its_rank(w
     world.workloads.delays[ranks[0]] = 5.0
     # When an operator drains rank 2's node (a voluntary kind, through the same pipeline)
     request = parse_runbook({"action": "drain", "node": node_name(2), "reason": "bad DIMM"})
-    result = run_runbook(request, runbook_deps(world.deps(), request)).to_json()
+    result = handle_runbook(request, runbook_deps(world.deps(), request)).to_json()
     # Then rank 2 left only after rank 0 acknowledged; the other ranks stay, their nodes untouched
     assert result["outcome"] == "handled", result["reason"]
     evict = next(a for a in result["actions"] if a["type"] == "evict" and a["pod"] == ranks[2])
@@ -270,7 +270,7 @@ def test_a_later_notice_with_an_earlier_deadline_moves_the_gangs_request_up_with
     for key in ranks:
         world.workloads.silent.add(key)
     request = parse_runbook({"action": "checkpoint", "node": node_name(0)})
-    run_runbook(request, runbook_deps(world.deps(), request))
+    handle_runbook(request, runbook_deps(world.deps(), request))
     # When a Spot warning (2 minutes) arrives for rank 1's node
     event = spot_warning(world, 1)
     result = handle_batch(parse_notices(event), world.deps()).to_json()

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections import Counter
 from datetime import timedelta
 
-from gpuwarden.services.routes import handle_batch
-from gpuwarden.sources import parse_notices
+from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.services.dispatch import handle_batch
 from sim.actors.capacity_reservations import CapacityReservations
 from sim.builders import gpu_node, nodepool
 from sim.clock import rfc3339

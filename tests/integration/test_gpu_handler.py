@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from gpuwarden.domain.errors import InvalidEvent
-from gpuwarden.handlers import gpu_idle as gpu_handler
+from gpuwarden.handlers import gpu_signals as gpu_handler
 from sim import KubeSim
 from sim.builders import gpu_node, nodepool
 from tests.integration import test_handlers

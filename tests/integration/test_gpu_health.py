@@ -16,8 +16,9 @@ import pytest
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.notice import Kind
 from gpuwarden.domain.policy import GpuHealthPolicy, Policy
+from gpuwarden.kinds.registry import spec_of
+from gpuwarden.services.dispatch import handle_scan
 from gpuwarden.services.notices import gpu_health
-from gpuwarden.services.routes import handle_scan
 from sim import KubeSim
 from sim.builders import gpu_node, job, nodepool, training_pod
 from sim.clock import parse_rfc3339, rfc3339
@@ -193,7 +194,9 @@ def test_racing_invocations_never_hold_more_than_the_pool_allows(world: World) -
 
     def one(i: int) -> None:
         barrier.wait()
-        results.append(gpu_health.handle_gpu_unhealthy(notices[i], world.deps()).to_json())
+        results.append(
+            gpu_health.handle_gpu_unhealthy(notices[i], world.deps(), spec_of(Kind.GPU_UNHEALTHY).hooks).to_json()
+        )
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(len(notices))]
     for t in threads:

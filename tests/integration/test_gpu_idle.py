@@ -14,8 +14,8 @@ import boto3
 import pytest
 
 from gpuwarden.domain.policy import GpuIdlePolicy, Policy
-from gpuwarden.services.routes import handle_batch
-from gpuwarden.sources import parse_notices
+from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.services.dispatch import handle_batch
 from sim import KubeSim
 from sim.builders import daemonset_pod, gpu_node, inference_pod, nodeclaim_for, nodepool, pdb, training_pod
 from tests.integration.conftest import World, load_event
@@ -166,6 +166,29 @@ def test_contributor_alarm_reclaims_the_named_node(world: World) -> None:
     other_claim = world.sim.get("NodeClaim", cluster.claims[cluster.nodes[1]])
     assert other_claim is not None
     assert other_claim["metadata"].get("deletionTimestamp") is None
+
+
+def test_a_node_without_an_aws_provider_id_is_rechecked_on_the_series_the_alarm_names(world: World) -> None:
+    # Given the idle node with no AWS providerID (Karpenter's KWOK provider writes kwok://<node>)
+    idle_cluster(world.sim, trainer=False)
+    world.sim.patch_direct("Node", NODE, {"spec": {"providerID": f"kwok://{NODE}"}})
+    put_utilization(INSTANCE, NODE, IDLE)
+    # When the contributor naming its instance and node goes to ALARM
+    result = run(world, contributor_event(NODE, INSTANCE))
+    # Then the series of that instance and node is re-checked (idle) and the node reclaimed
+    assert result["outcome"] == "handled", result["reason"]
+    assert types(result)[-1] == "retire"
+
+
+def test_an_alarm_pairing_a_node_with_another_instance_finds_no_data_and_skips(world: World) -> None:
+    # Given the idle node with no AWS providerID, and its series published under its own instance
+    idle_cluster(world.sim, trainer=False)
+    world.sim.patch_direct("Node", NODE, {"spec": {"providerID": f"kwok://{NODE}"}})
+    put_utilization(INSTANCE, NODE, IDLE)
+    # When a contributor names the node with another instance, Then no series confirms it: not idle
+    result = run(world, contributor_event(NODE, "i-0123456789abcdef0"))
+    assert result["outcome"] == "ignored", result["reason"]
+    assert_untouched(world, NODE)
 
 
 def test_metric_alarm_with_instance_dimension_reclaims_the_node(world: World) -> None:

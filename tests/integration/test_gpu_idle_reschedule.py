@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwarden.domain.policy import GpuIdlePolicy, Policy
-from gpuwarden.services.routes import handle_batch
-from gpuwarden.sources import parse_notices
+from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.services.dispatch import handle_batch
 from sim import builders as b
 from tests.integration.conftest import World
 from tests.integration.test_gpu_idle import IDLE, contributor_event, node_events, put_utilization

@@ -7,8 +7,8 @@ from typing import Any
 
 from dateutil.parser import isoparse
 
-from gpuwarden.services.routes import handle_batch
-from gpuwarden.sources import parse_notices
+from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.services.dispatch import handle_batch
 from sim.builders import gpu_node, job, training_pod
 from sim.clock import rfc3339
 from tests.integration.conftest import World, load_event

@@ -6,8 +6,8 @@ import json
 import threading
 from typing import Any
 
-from gpuwarden.services.routes import handle_batch
-from gpuwarden.sources import parse_notices
+from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.services.dispatch import handle_batch
 from sim.apiserver.faults import RequestInfo
 from sim.clock import rfc3339
 from tests.integration.conftest import World, load_event

@@ -8,8 +8,8 @@ import pytest
 
 from gpuwarden.domain.errors import InvalidEvent
 from gpuwarden.domain.policy import Policy, RebalancePolicy
-from gpuwarden.services.routes import handle_batch
-from gpuwarden.sources import parse_notices
+from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.services.dispatch import handle_batch
 from sim.clock import rfc3339
 from tests.integration.conftest import World, load_event
 from tests.integration.scenarios import spot_node

@@ -6,8 +6,8 @@ from typing import Any
 
 import boto3
 
-from gpuwarden.services.routes import handle_batch
-from gpuwarden.sources import parse_notices
+from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.services.dispatch import handle_batch
 from sim.builders import gpu_node, inference_pod
 from sim.clock import rfc3339
 from tests.integration.conftest import World, load_event

@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from gpuwarden.services.routes import handle_batch
-from gpuwarden.sources import parse_notices
+from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.services.dispatch import handle_batch
 from sim.builders import gpu_node, job, training_pod
 from sim.clock import rfc3339
 from tests.integration.conftest import World, load_event
@@ -51,7 +51,7 @@ def test_the_result_names_the_replacement_gpuwarden_launched(world: World) -> No
 
 
 def test_forced_uncordon_takes_back_only_the_do_not_disrupt_gpuwarden_added(world: World) -> None:
-    from gpuwarden.services.runbook.actions import run_runbook
+    from gpuwarden.services.dispatch import handle_runbook
     from gpuwarden.sources import parse_runbook
     from gpuwarden.wiring import runbook_deps
 
@@ -65,7 +65,7 @@ def test_forced_uncordon_takes_back_only_the_do_not_disrupt_gpuwarden_added(worl
     world.sim.patch_direct("Node", NODE, {"metadata": {"annotations": held}, "spec": {"unschedulable": True}})
     # When on-call forces an uncordon (the warning was withdrawn)
     request = parse_runbook({"action": "uncordon", "node": NODE, "force": True, "reason": "false alarm"})
-    result = run_runbook(request, runbook_deps(world.deps(), request)).to_json()
+    result = handle_runbook(request, runbook_deps(world.deps(), request)).to_json()
     # Then gpuwarden's own mark is gone, the owner's stays
     assert result["outcome"] == "handled", result["reason"]
     assert "karpenter.sh/do-not-disrupt" not in (world.pod(f"ml/{ours}") or {})["metadata"]["annotations"]

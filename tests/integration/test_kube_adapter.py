@@ -9,8 +9,8 @@ import pytest
 
 from gpuwarden.adapters.kube import KubeClient
 from gpuwarden.domain.errors import NotFound
-from gpuwarden.services.routes import handle_batch
-from gpuwarden.sources import parse_notices
+from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.services.dispatch import handle_batch
 from sim import KubeSim
 from sim.apiserver.core import TOKEN as SIM_TOKEN
 from sim.builders import gpu_node

@@ -1,4 +1,4 @@
-"""One ledger entry per answer, written in one place (services/routes.py via `record_result`).
+"""One ledger entry per answer, written in one place (engine/result.py: `answered` via `record_result`).
 
 Every outcome path a notice or a tick can take ends in the ledger under its event id, with the
 outcome and reason of the answer: handled, ignored (for each kind of reason: at parse time, not
@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from gpuwarden.domain.policy import Policy
-from gpuwarden.services.routes import handle_batch, handle_tick
-from gpuwarden.sources import parse_notices, parse_window_tick
+from gpuwarden.kinds.inputs import parse_notices, parse_scheduler_tick
+from gpuwarden.services.dispatch import handle_batch, handle_tick
 from sim.clock import rfc3339
 from tests.integration.conftest import World, load_event
 from tests.integration.scenarios import spot_node
@@ -181,13 +181,13 @@ def test_a_redelivery_that_finishes_after_a_partial_failure_is_handled_with_the_
 
 def test_a_tick_answer_is_recorded_under_its_plan_or_execution(world: World) -> None:
     spot_node(world.sim)
-    due = parse_window_tick(
+    due = parse_scheduler_tick(
         {"gpuwarden": "budget-window", "action": "maintenance-due", "plan_id": "maint-gone", "execution_id": "x-1"}
     )
     result = handle_tick(due, world.deps())
     assert result.outcome == "ignored"
     assert entry(world, "maint-gone")["outcome"] == "ignored"
-    reconcile = parse_window_tick({"gpuwarden": "budget-window", "action": "reconcile", "execution_id": "x-2"})
+    reconcile = parse_scheduler_tick({"gpuwarden": "budget-window", "action": "reconcile", "execution_id": "x-2"})
     answer = handle_tick(reconcile, world.deps(Policy(cluster="ml-prod")))
     assert answer.event_id is not None
     assert entry(world, answer.event_id)["outcome"] == answer.outcome
@@ -195,7 +195,7 @@ def test_a_tick_answer_is_recorded_under_its_plan_or_execution(world: World) -> 
 
 def test_a_failed_tick_is_recorded_as_failed(world: World) -> None:
     world.sim.faults.inject(reset=True)
-    due = parse_window_tick(
+    due = parse_scheduler_tick(
         {"gpuwarden": "budget-window", "action": "maintenance-due", "plan_id": "maint-1", "execution_id": "x-3"}
     )
     result = handle_tick(due, world.deps())
@@ -206,14 +206,14 @@ def test_a_failed_tick_is_recorded_as_failed(world: World) -> None:
 # --------------------------------------------------------------------------- one place
 
 
-def test_answers_are_written_to_the_ledger_only_by_the_routing_table() -> None:
-    """`record_result` is called from services/routes.py only; every other ledger write is a state
+def test_answers_are_written_to_the_ledger_only_by_the_result_module() -> None:
+    """`record_result` is called from engine/result.py only; every other ledger write is a state
     record of its own key (a plan, a NodePool's saved fields, a runbook request), never an answer."""
     calls, writes = [], []
     for path in SERVICES.rglob("*.py"):
         text = path.read_text()
         rel = path.relative_to(SERVICES).as_posix()
-        if re.search(r"\brecord_result\(", text) and rel not in ("routes.py", "engine/result.py"):
+        if re.search(r"\brecord_result\(", text) and rel != "engine/result.py":
             calls.append(rel)
         for match in re.finditer(r"ledger\.(record|count_duplicate)\(\s*([^,]+),", text):
             writes.append((rel, match.group(2).strip()))

@@ -17,10 +17,10 @@ import pytest
 
 from gpuwarden.adapters.scheduler import EventBridgeScheduler
 from gpuwarden.domain.policy import Policy
+from gpuwarden.kinds.inputs import parse_notices, parse_scheduler_tick
+from gpuwarden.services.dispatch import handle_batch, handle_tick
 from gpuwarden.services.engine.context import Deps
 from gpuwarden.services.notices.maintenance import plan_id_for
-from gpuwarden.services.routes import handle_batch, handle_tick
-from gpuwarden.sources import parse_notices, parse_window_tick
 from tests.integration.conftest import EVENTS, World, load_event
 from tests.integration.scenarios import spot_node
 
@@ -91,7 +91,7 @@ def test_maintenance_is_planned_into_the_latest_window_before_it_even_one_stradd
     tick = json.loads(schedule["Target"]["Input"])
     assert tick["action"] == "maintenance-due"
     assert tick["plan_id"] == plan_id
-    assert parse_window_tick(tick).plan_id == plan_id
+    assert parse_scheduler_tick(tick).plan_id == plan_id
     assert world.ledger.get(f"maintenance-plan#{plan_id}") is not None
 
 
@@ -120,7 +120,7 @@ def test_due_plan_cordons_taints_checkpoints_and_drains(world: World, schedules:
     plan_id = plan_id_for(f"{EVENT_ID}:{scenario.instance_id}")
     # When the one-time schedule fires, with the window open
     due = deps_at(world, day_at(now, 2, 22) + timedelta(seconds=20), policy(NIGHT))
-    result = handle_tick(parse_window_tick({**due_input(schedules, plan_id)}), due).to_json()
+    result = handle_tick(parse_scheduler_tick({**due_input(schedules, plan_id)}), due).to_json()
     # Then the node is cordoned with the scheduled-maintenance taint, the trainer checkpointed, all drained
     assert result["outcome"] == "handled", result["reason"]
     assert result["kind"] == "scheduled-maintenance"
@@ -152,7 +152,7 @@ def test_due_plan_waits_while_the_window_is_used_up(world: World, schedules: Any
     plan_id = plan_id_for(f"{EVENT_ID}:{scenario.instance_id}")
     due_at = day_at(now, 2, 22) + timedelta(seconds=20)
     # When the plan falls due
-    result = handle_tick(parse_window_tick(due_input(schedules, plan_id)), deps_at(world, due_at, policy(NIGHT)))
+    result = handle_tick(parse_scheduler_tick(due_input(schedules, plan_id)), deps_at(world, due_at, policy(NIGHT)))
     # Then it is refused by the window, by name, and asks again in 5 minutes
     assert result.outcome == "ignored"
     assert "window 'night-cap'" in result.reason

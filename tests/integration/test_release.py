@@ -18,9 +18,9 @@ from click.testing import CliRunner
 from gpuwarden.cli import main
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.policy import Policy
+from gpuwarden.kinds.inputs import parse_notices, parse_scheduler_tick
+from gpuwarden.services.dispatch import handle_batch, handle_release, handle_tick
 from gpuwarden.services.engine.context import Deps
-from gpuwarden.services.routes import handle_batch, handle_release, handle_tick
-from gpuwarden.sources import parse_notices, parse_window_tick
 from tests.integration.conftest import World, load_event
 from tests.integration.scenarios import Scenario, spot_node
 
@@ -45,7 +45,7 @@ def _marked_cluster(world: World) -> tuple[Scenario, dict[str, Any]]:
     assert owners_pool is not None
     deps = _deps(world)
     opened = handle_tick(
-        parse_window_tick({"gpuwarden": "budget-window", "action": "open", "window": "night-cap"}), deps
+        parse_scheduler_tick({"gpuwarden": "budget-window", "action": "open", "window": "night-cap"}), deps
     )
     assert opened.outcome == "handled", opened.reason
     event = load_event("spot-interruption.json", time=world.sim.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"))

@@ -12,7 +12,7 @@ import pytest
 
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.gangs import ASK, GROUP, LEADER
-from gpuwarden.services.routes import handle_release
+from gpuwarden.services.dispatch import handle_release
 from gpuwarden.wiring import dry_run_view
 from sim import KubeSim
 from sim.wiring import sim_deps

@@ -9,10 +9,10 @@ from typing import Any
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.replacement import nodeclaim_name
+from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.services.dispatch import handle_batch
 from gpuwarden.services.engine.context import Recorder
 from gpuwarden.services.engine.replace import ensure_replacement
-from gpuwarden.services.routes import handle_batch
-from gpuwarden.sources import parse_notices
 from sim.clock import rfc3339
 from tests.integration.conftest import World, load_event
 from tests.integration.scenarios import NODE, spot_node

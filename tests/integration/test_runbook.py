@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from gpuwarden.domain.policy import DrainPolicy, Policy
-from gpuwarden.domain.schedule import Window
-from gpuwarden.services.runbook.actions import run_runbook
+from gpuwarden.domain.windows import Window
+from gpuwarden.services.dispatch import handle_runbook
 from gpuwarden.sources import parse_runbook
 from gpuwarden.wiring import runbook_deps
 from tests.integration.conftest import World, load_event
@@ -25,7 +25,7 @@ ACTIONS = ("plan", "status", "cordon", "uncordon", "drain", "checkpoint", "repla
 def runbook(world: World, policy: Policy | None = None, **payload: Any) -> dict[str, Any]:
     """Parse the payload as a direct invoke would, run it on the ports a request gets."""
     request = parse_runbook({"node": NODE, **payload} if "instance_id" not in payload else payload)
-    return run_runbook(request, runbook_deps(world.deps(policy), request)).to_json()
+    return handle_runbook(request, runbook_deps(world.deps(policy), request)).to_json()
 
 
 def writes(world: World) -> list[str]:
@@ -52,7 +52,7 @@ def test_plan_names_every_pod_with_the_step_the_drain_would_take_and_writes_noth
     world.sim.clear_requests()
     # When the sample plan payload (by instance id) is run
     request = parse_runbook(load_event("runbook-plan.json"))
-    result = run_runbook(request, runbook_deps(world.deps(), request)).to_json()
+    result = handle_runbook(request, runbook_deps(world.deps(), request)).to_json()
     # Then every pod on the node has a step and a reason, and nothing was written
     assert result["outcome"] == "dry-run"
     assert (result["action"], result["node"], result["dry_run"]) == ("plan", NODE, True)
@@ -103,7 +103,7 @@ def test_drain_cordons_checkpoints_and_evicts_everything_but_daemonset_and_mirro
     scenario = spot_node(world.sim)
     # When it runs
     request = parse_runbook(load_event("runbook-drain.json"))
-    result = run_runbook(request, runbook_deps(world.deps(), request)).to_json()
+    result = handle_runbook(request, runbook_deps(world.deps(), request)).to_json()
     # Then the node is cordoned with the manual taint, every trainer checkpointed before it went
     assert result["outcome"] == "handled", result["reason"]
     assert result["drain"]["outcome"] == "drained"

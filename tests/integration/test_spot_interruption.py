@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from gpuwarden.services.routes import handle_batch
-from gpuwarden.sources import parse_notices
+from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.services.dispatch import handle_batch
 from sim.clock import rfc3339
 from tests.integration.conftest import World, load_event
 from tests.integration.scenarios import checkpoint_server, spot_node
@@ -52,9 +52,8 @@ def test_spot_warning_cordons_checkpoints_replaces_and_drains(world: World) -> N
     # the NodeClaim steers away from the interrupted pool
     claim = world.sim.get("NodeClaim", annotations["gpuwarden.io/replacement"].split("/")[1])
     assert claim is not None
-    assert {"key": "node.kubernetes.io/instance-type", "operator": "NotIn", "values": ["p4d.24xlarge"]} in claim[
-        "spec"
-    ]["requirements"]
+    claimed_types = [r for r in claim["spec"]["requirements"] if r["key"] == "node.kubernetes.io/instance-type"]
+    assert claimed_types == [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["p5.48xlarge"]}]
 
 
 def test_each_trainer_is_asked_before_it_is_evicted(world: World) -> None:

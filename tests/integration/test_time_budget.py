@@ -13,10 +13,10 @@ import pytest
 
 from gpuwarden.domain import annotations as ann
 from gpuwarden.handlers._runtime import SAFETY_MARGIN_SECONDS, time_budget
+from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.services.dispatch import handle_batch, handle_runbook
 from gpuwarden.services.engine.context import Deps
-from gpuwarden.services.routes import handle_batch
-from gpuwarden.services.runbook.actions import run_runbook
-from gpuwarden.sources import parse_notices, parse_runbook
+from gpuwarden.sources import parse_runbook
 from sim.apiserver.exec_ws import ExecResult
 from sim.builders import gpu_node, job, training_pod
 from sim.clock import rfc3339
@@ -93,7 +93,7 @@ def test_a_runbook_drain_hands_what_does_not_fit_to_the_drain_workflow(world: Wo
     context, started = FakeContext(INVOCATION_SECONDS), list[dict[str, Any]]()
     request = parse_runbook({"action": "drain", "node": NODE, "reason": "budget test"})
     # When the deployed runbook function drains it
-    result = run_runbook(request, deployed(world, context, started), drain_locally=False).to_json()
+    result = handle_runbook(request, deployed(world, context, started), drain_locally=False).to_json()
     # Then its first rounds stopped at the budget and the drain workflow took over where they stopped
     assert context.get_remaining_time_in_millis() > 0
     assert result["outcome"] == "handled", result["reason"]

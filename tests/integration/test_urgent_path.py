@@ -5,8 +5,8 @@ claim), then every checkpoint request, and only then the evictions and the NodeC
 from __future__ import annotations
 
 from gpuwarden.domain import annotations as ann
-from gpuwarden.services.routes import handle_batch
-from gpuwarden.sources import parse_notices
+from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.services.dispatch import handle_batch
 from sim.clock import rfc3339
 from tests.integration.conftest import World, load_event
 from tests.integration.scenarios import NODE, checkpoint_server, spot_node

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from gpuwarden.domain.policy import Policy
+from gpuwarden.kinds.inputs import parse_notices, parse_scheduler_tick
+from gpuwarden.services.dispatch import handle_batch, handle_tick
 from gpuwarden.services.engine.context import Deps
-from gpuwarden.services.routes import handle_batch, handle_tick
-from gpuwarden.sources import parse_notices, parse_window_tick
 from sim.builders import gpu_node, nodepool
 from tests.integration.conftest import EVENTS, World, load_event
 from tests.integration.scenarios import spot_node
@@ -63,7 +63,7 @@ def tick(action: str, window: str | None = None) -> Any:
     raw: dict[str, Any] = {"gpuwarden": "budget-window", "action": action}
     if window:
         raw["window"] = window
-    return parse_window_tick(raw)
+    return parse_scheduler_tick(raw)
 
 
 def types(result: dict[str, Any]) -> list[str]:
@@ -154,7 +154,7 @@ def test_open_writes_budgets_and_gpu_cap_and_close_restores_them_exactly(world: 
     training_spec, inference_spec = two_pools(world)
     p = policy(GPU_CAP)
     # When the night window opens (the sample Scheduler input)
-    opened = handle_tick(parse_window_tick(load_event("scheduler-window-open.json")), at(world, NIGHT_2230, p))
+    opened = handle_tick(parse_scheduler_tick(load_event("scheduler-window-open.json")), at(world, NIGHT_2230, p))
     # Then both pools carry the window's budget and GPU cap, with the originals saved on them
     assert opened.outcome == "handled", opened.reason
     own = {"gpu-training": training_spec, "inference": inference_spec}

@@ -14,8 +14,8 @@ import boto3
 import pytest
 
 from gpuwarden.handlers import _runtime
-from gpuwarden.handlers import maintenance as maintenance_handler
-from gpuwarden.handlers import windows as windows_handler
+from gpuwarden.handlers import planning as maintenance_handler
+from gpuwarden.handlers import scheduled as windows_handler
 from gpuwarden.services.notices.maintenance import plan_id_for
 from sim.builders import nodepool
 from tests.integration.conftest import LambdaContext, World, load_event

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from gpuwarden.domain.policy import Policy
-from gpuwarden.services.routes import handle_tick
-from gpuwarden.sources import parse_window_tick
+from gpuwarden.kinds.inputs import parse_scheduler_tick
+from gpuwarden.services.dispatch import handle_tick
 from sim.builders import nodepool
 from tests.integration.conftest import EVENTS, World
 from tests.integration.test_windows import GPU_CAP, MORNING_0630, NIGHT_2230, at, run_cli
@@ -115,7 +115,7 @@ def test_a_pool_refused_with_422_is_reported_and_the_next_pool_is_still_written(
     p = Policy.model_validate({"cluster": "ml-prod", "windows": [NIGHT_CAP]})
     # When the window opens
     result = handle_tick(
-        parse_window_tick({"gpuwarden": "budget-window", "action": "reconcile"}), at(world, NIGHT_2230, p)
+        parse_scheduler_tick({"gpuwarden": "budget-window", "action": "reconcile"}), at(world, NIGHT_2230, p)
     )
     # Then "frozen" is reported failed and the pools after it (by name) are written
     assert fault.hits >= 1
@@ -126,10 +126,10 @@ def test_a_pool_refused_with_422_is_reported_and_the_next_pool_is_still_written(
     assert spec_of(world, "frozen") == own["frozen"]
     fault.remove()
     # And once the server accepts again, the next reconcile converges, and the close restores all
-    handle_tick(parse_window_tick({"gpuwarden": "budget-window", "action": "reconcile"}), at(world, NIGHT_2230, p))
+    handle_tick(parse_scheduler_tick({"gpuwarden": "budget-window", "action": "reconcile"}), at(world, NIGHT_2230, p))
     assert spec_of(world, "frozen")["disruption"]["budgets"][-1] == {"nodes": "2"}
     closed = handle_tick(
-        parse_window_tick({"gpuwarden": "budget-window", "action": "reconcile"}), at(world, MORNING_0630, p)
+        parse_scheduler_tick({"gpuwarden": "budget-window", "action": "reconcile"}), at(world, MORNING_0630, p)
     )
     assert closed.outcome == "handled"
     for name, spec in own.items():

@@ -29,8 +29,8 @@ from typing import Any
 from dateutil.parser import isoparse
 
 from gpuwarden.domain.errors import GpuwardenError
-from gpuwarden.services.routes import handle_batch
-from gpuwarden.sources import parse_notices
+from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.services.dispatch import handle_batch
 from sim import KubeSim
 from sim.actors.karpenter import DO_NOT_DISRUPT, Karpenter
 from sim.builders import nodeclaim_for

@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 
 from gpuwarden.config import parse_policy
 from gpuwarden.domain.errors import HandlingFailed, InvalidEvent, InvalidPolicy
-from gpuwarden.services.routes import handle_batch
-from gpuwarden.sources import NoticeBatch, RunbookRequest, parse_event, parse_notices, parse_runbook
+from gpuwarden.kinds.inputs import parse_event, parse_notices
+from gpuwarden.services.dispatch import handle_batch
+from gpuwarden.sources import NoticeBatch, RunbookRequest, parse_runbook
 from sim import KubeSim
 from sim.actors.capacity_reservations import CapacityReservations
 from tests.reliability.conftest import sim_deps

@@ -16,9 +16,9 @@ from typing import Any
 from gpuwarden.domain.drain_faults import RETRY, TRANSIENT
 from gpuwarden.domain.errors import DrainGaveUp
 from gpuwarden.handlers.drain import workflow_round
+from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.services.dispatch import handle_batch
 from gpuwarden.services.engine.context import Deps
-from gpuwarden.services.routes import handle_batch
-from gpuwarden.sources import parse_notices
 from tests.reliability.conftest import sim_deps
 from tests.reliability.harness import build_cluster, deadline_of, fresh_sim, spot_event
 

@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 
 from gpuwarden.adapters.ledger import MemoryLedger
 from gpuwarden.domain.errors import GpuwardenError
-from gpuwarden.services.routes import handle_batch
-from gpuwarden.sources import parse_notices
+from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.services.dispatch import handle_batch
 from sim import KubeSim
 from sim.apiserver.faults import RequestInfo
 from tests import replay

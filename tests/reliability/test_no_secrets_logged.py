@@ -14,8 +14,8 @@ from gpuwarden.adapters.kubeconfig import client_from_kubeconfig
 from gpuwarden.adapters.ledger import MemoryLedger
 from gpuwarden.config import Settings
 from gpuwarden.domain.policy import Policy
-from gpuwarden.services.routes import handle_batch
-from gpuwarden.sources import parse_notices
+from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.services.dispatch import handle_batch
 from gpuwarden.wiring import build_deps
 from tests.reliability.harness import build_cluster, fresh_sim, spot_event
 

@@ -15,8 +15,9 @@ from typing import Any
 
 from gpuwarden.adapters.ledger import MemoryLedger
 from gpuwarden.domain.errors import InvalidEvent
-from gpuwarden.services.routes import handle_batch
-from gpuwarden.sources import NoticeBatch, parse_event
+from gpuwarden.kinds.inputs import parse_event
+from gpuwarden.services.dispatch import handle_batch
+from gpuwarden.sources import NoticeBatch
 from sim.builders import gpu_node, nodepool
 from sim.clock import rfc3339
 from tests.reliability.conftest import sim_deps

@@ -1,19 +1,32 @@
 """The reference in docs/ names everything a user can meet: every kind and every policy key.
 
-Given the enumerations and models the code decides with, when docs/ is read, then each value
-appears there — so adding a kind or a policy key without documenting it fails here.
+Given the registry of kinds and the models the code decides with, when docs/ and events/ are read,
+then each value appears there: adding a kind without documenting it (its spec's page and anchor)
+or without its sample events fails here, and so does a sample no kind claims.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from gpuwarden.domain.notice import Kind
-from gpuwarden.domain.policy import Policy
+from gpuwarden.kinds.inputs import parse_event
+from gpuwarden.kinds.registry import POLICY, SPECS
+from gpuwarden.sources import NoticeBatch
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+EVENTS = ROOT / "events"
+
+
+def _anchors(page: str) -> set[str]:
+    """The anchors of a page's headings, as GitHub makes them."""
+    headings = re.findall(r"^#+ (.+)$", (ROOT / page).read_text(encoding="utf-8"), re.M)
+    return {re.sub(r"[^a-z0-9 _-]", "", h.strip().lower()).replace(" ", "-") for h in headings}
 
 
 def _policy_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
@@ -32,9 +45,30 @@ def test_every_kind_is_documented_in_events_md() -> None:
     assert missing == []
 
 
+def test_every_kind_is_explained_where_its_spec_says() -> None:
+    missing = []
+    for spec in SPECS:
+        page, _, anchor = spec.doc.partition("#")
+        if anchor not in _anchors(page) or f"`{spec.kind.value}`" not in (ROOT / page).read_text(encoding="utf-8"):
+            missing.append(f"{spec.kind.value}: {spec.doc}")
+    assert missing == []
+
+
+def test_every_sample_event_is_its_kinds_and_every_kind_has_one() -> None:
+    claimed = {sample: spec.kind for spec in SPECS for sample in spec.samples}
+    on_disk = {p.name for p in EVENTS.glob("*.json")}
+    assert sorted(on_disk - set(claimed)) == []  # every sample belongs to a kind
+    assert sorted(set(claimed) - on_disk) == []  # every sample a spec names is there
+    assert [s.kind.value for s in SPECS if not s.samples] == []
+    for sample, kind in claimed.items():
+        parsed = parse_event(json.loads((EVENTS / sample).read_text(encoding="utf-8")))
+        if isinstance(parsed, NoticeBatch):  # an EventBridge event is reported as its kind, even ignored
+            assert parsed.kind is kind, sample
+
+
 def test_every_policy_key_is_documented_in_policy_md() -> None:
     text = (DOCS / "policy.md").read_text(encoding="utf-8")
-    missing = [key for key in _policy_keys(Policy) if f"{key.rsplit('.', 1)[-1]}:" not in text]
+    missing = [key for key in _policy_keys(POLICY) if f"{key.rsplit('.', 1)[-1]}:" not in text]
     assert missing == []
 
 

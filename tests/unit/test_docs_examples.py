@@ -10,8 +10,8 @@ from pydantic import BaseModel
 
 from gpuwarden.config import parse_policy
 from gpuwarden.domain.errors import InvalidPolicy
-from gpuwarden.domain.policy import Policy
-from gpuwarden.domain.switches import SWITCHES, behaviours, is_on
+from gpuwarden.domain.switches import behaviours, is_on
+from gpuwarden.kinds.registry import POLICY, SWITCHES
 from gpuwarden.terminal import config_error_lines
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,8 +31,8 @@ def test_the_first_policy_validates_and_switches_every_behaviour_off() -> None:
     # Then every switch is there and off, rebalance's drain with them, and so is every other
     # section of the policy that has an `enabled` key (replacement launches, Karpenter expiry)
     assert [s for s in SWITCHES if is_on(policy, s)] == []
-    assert set(behaviours(policy).values()) == {False}
-    sections = [name for name, field in Policy.model_fields.items() if _has_enabled(field.annotation)]
+    assert set(behaviours(policy, SWITCHES).values()) == {False}
+    sections = [name for name, field in POLICY.model_fields.items() if _has_enabled(field.annotation)]
     assert {"replacement", "karpenter_expiry"} <= set(sections)
     assert [name for name in sections if getattr(policy, name).enabled] == []
 

@@ -16,7 +16,8 @@ import pytest
 from gpuwarden.domain.alerts import Alert, alert_plan, coverage_refusal, gpu_of
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.policy import Policy
-from gpuwarden.sources import AlertBatch, parse_event
+from gpuwarden.kinds.inputs import parse_event
+from gpuwarden.sources import AlertBatch
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 POLICY = Policy(

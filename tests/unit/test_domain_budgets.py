@@ -24,13 +24,14 @@ from gpuwarden.domain.budgets import (
     budget_answer,
     budget_nodes,
     gpu_idle_reason,
-    reason_for,
     voluntary_verdict,
 )
 from gpuwarden.domain.nodepools import Budget, NodeClaimView, NodePoolView, nodepool_from_json
-from gpuwarden.domain.schedule import Allowance
-from gpuwarden.domain.schedule.cron import parse_robfig
+from gpuwarden.domain.notice import Kind
 from gpuwarden.domain.views import NodeCondition, NodeView, PodView, Taint
+from gpuwarden.domain.windows import Allowance
+from gpuwarden.domain.windows.cron import parse_robfig
+from gpuwarden.kinds.registry import spec_of
 
 DRIFTED = "Drifted"
 HOUR = timedelta(hours=1)
@@ -313,7 +314,9 @@ def test_a_gpu_idle_node_with_only_daemon_mirror_and_finished_pods_is_empty() ->
     assert gpu_idle_reason(pods) == EMPTY
     assert gpu_idle_reason([*pods, pod("triton")]) == UNDERUTILIZED
     assert gpu_idle_reason([pod("web-0", owner_kind="StatefulSet", deletion_timestamp=KARPENTER_NOW)]) == UNDERUTILIZED
-    assert (reason_for("gpu-idle", pods), reason_for("rebalance", [pod("triton")])) == (EMPTY, None)
+    reason = spec_of(Kind.GPU_IDLE).karpenter_reason
+    assert reason is not None
+    assert (reason(pods), spec_of(Kind.REBALANCE).karpenter_reason) == (EMPTY, None)
 
 
 def test_the_windows_are_asked_first_and_the_refusal_names_whichever_refused() -> None:

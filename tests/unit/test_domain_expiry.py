@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from gpuwarden.domain.expiry import expiry_of, plan_expiry
 from gpuwarden.domain.nodepools import nodeclaim_from_json, parse_go_duration
 from gpuwarden.domain.policy import Policy
-from gpuwarden.domain.schedule import Window
+from gpuwarden.domain.windows import Window
 
 CREATED = "2026-06-01T00:00:00Z"
 LEAD = timedelta(minutes=30)

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from gpuwarden.domain.errors import NoFittingReplacement
-from gpuwarden.domain.placement import chosen_term, gang_zone, pod_requirements, values_for
+from gpuwarden.domain.placement import chosen_term, gang_zone, one_per_key, pod_requirements, values_for
+from gpuwarden.domain.predicates import tolerates
 from gpuwarden.domain.replacement import nodeclaim_manifest, place
-from gpuwarden.domain.scheduling import tolerates
 from gpuwarden.domain.views import NodeSelectorRequirement, NodeView, PodView, Taint, Toleration, pod_from_json
 
 ITYPE, ZONE, CAP = "node.kubernetes.io/instance-type", "topology.kubernetes.io/zone", "karpenter.sh/capacity-type"
@@ -133,6 +133,36 @@ def test_value_sets_intersect_ins_less_notins_and_count_min_values() -> None:
     assert values.only == ("b",)
     assert values.min_values == 2
     assert not values.room_without("b")
+
+
+def test_one_requirement_per_key_is_the_same_set_of_values() -> None:
+    # Given the pool's types, a pod's narrower In, the steering's NotIn, a zone NotIn alone, an Exists
+    # beside an In, and a Gt (not a set of values: left as written)
+    given = [
+        req(ITYPE, "In", "a", "b", "c", minValues=1),
+        req(ZONE, "NotIn", "z1"),
+        req(ITYPE, "In", "b", "c"),
+        req(CAP, "Exists"),
+        req(ITYPE, "NotIn", "c"),
+        req(ZONE, "NotIn", "z2"),
+        req(CAP, "In", "spot"),
+        req("gen", "Gt", "4"),
+        req("gen", "Lt", "9"),
+    ]
+    # When merged, Then one per key, in the order of first appearance, each allowing what all allowed
+    assert one_per_key(given) == [
+        req(ITYPE, "In", "b", minValues=1),
+        req(ZONE, "NotIn", "z1", "z2"),
+        req(CAP, "In", "spot"),
+        req("gen", "Gt", "4"),
+        req("gen", "Lt", "9"),
+    ]
+    for key in (ITYPE, ZONE, CAP):
+        merged, written = values_for(one_per_key(given), key), values_for(given, key)
+        assert (merged.only, merged.min_values) == (written.only, written.min_values)
+        assert all(merged.allows(v) == written.allows(v) for v in ("a", "b", "c", "z1", "z2", "z3", "spot"))
+    # and a key with one requirement is kept as it is
+    assert one_per_key([req(ZONE, "In", "z1")]) == [req(ZONE, "In", "z1")]
 
 
 def test_gang_zone_is_the_majority_with_ties_broken_by_name() -> None:

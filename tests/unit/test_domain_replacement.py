@@ -6,12 +6,13 @@ from typing import Any
 
 import pytest
 
-from gpuwarden.domain.decide import plan_interruption
+from gpuwarden.domain.decide import NodePlan
 from gpuwarden.domain.notice import Kind
 from gpuwarden.domain.policy import Policy, RebalancePolicy, ReplacementPolicy
 from gpuwarden.domain.replacement import choose_replacement, nodeclaim_manifest, nodeclaim_name, steering
-from gpuwarden.domain.schedule import Allowance
 from gpuwarden.domain.views import NodeView, PodView, Toleration, node_from_json, pod_from_json
+from gpuwarden.domain.windows import Allowance
+from gpuwarden.kinds.registry import SPECS, spec_of
 
 ITYPE, ZONE, CAP = "node.kubernetes.io/instance-type", "topology.kubernetes.io/zone", "karpenter.sh/capacity-type"
 
@@ -140,7 +141,12 @@ def test_nodeclaim_copies_the_template_steers_and_sizes_for_the_gpu_pods() -> No
     assert spec["taints"] == [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]
     assert spec["expireAfter"] == "720h"
     assert spec["resources"] == {"requests": {"nvidia.com/gpu": "6"}}
-    assert spec["requirements"][-1] == {"key": ITYPE, "operator": "NotIn", "values": ["p4d.24xlarge"]}
+    # one requirement per key: the pool's instance types less the interrupted one (a provider may
+    # read only the first requirement on a key: docs/realplane.md, "Findings")
+    assert [r for r in spec["requirements"] if r["key"] == ITYPE] == [
+        {"key": ITYPE, "operator": "In", "values": ["p5.48xlarge"]}
+    ]
+    assert len({r["key"] for r in spec["requirements"]}) == len(spec["requirements"])
     assert why.startswith("avoid")
     assert "limits" not in spec
 
@@ -153,6 +159,13 @@ def test_nodeclaim_name_is_deterministic_per_event_and_node() -> None:
 
 
 # ------------------------------------------------------------------------------ decide
+
+
+def plan_interruption(
+    kind: Kind, node: NodeView, pods: list[PodView], policy: Policy, allowance: Allowance
+) -> NodePlan:
+    """The kind's own plan, as its spec names it."""
+    return spec_of(kind).hooks.plan(node, pods, policy, lambda: allowance)
 
 
 ANY = Allowance(allowed=None, window=None, reason="no budget windows configured")
@@ -214,9 +227,15 @@ def test_spot_interruption_ignores_do_not_disrupt() -> None:
     assert plan.refused is None
 
 
-def test_other_kinds_are_not_interruptions() -> None:
-    with pytest.raises(ValueError, match="not an interruption kind"):
-        plan_interruption(Kind.GPU_IDLE, node(), [], Policy(cluster="c"), ANY)
+def test_every_kind_that_disrupts_a_node_plans_it_with_a_reason() -> None:
+    # Given every kind whose notices run the one sequence (a plan of its own in its spec)
+    for spec in SPECS:
+        if spec.handle is None or spec.kind is Kind.INSTANCE_STOPPING:
+            continue
+        # When its plan is asked, Then it cordons, checkpoints and says why
+        plan = spec.hooks.plan(node(), [], Policy(cluster="c"), lambda: ANY)
+        assert (plan.cordon, plan.checkpoint) == (True, True), spec.kind
+        assert plan.reason, spec.kind
 
 
 # ------------------------------------------------------------------------------ views

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from gpuwarden.domain.predicates import tolerates
 from gpuwarden.domain.reschedule import candidates, free_gpus, must_place, recreated, would_come_back
-from gpuwarden.domain.scheduling import tolerates
 from gpuwarden.domain.views import NodeSelectorRequirement, NodeView, PodView, Taint, Toleration
 
 GPU_TAINT = Taint("nvidia.com/gpu", "NoSchedule", "true")
@@ -99,6 +99,14 @@ def test_tolerations_follow_kubernetes_rules() -> None:
 def test_free_gpus_count_what_the_node_pods_ask() -> None:
     n = node("x", 8)
     assert free_gpus(n, [pod("a", on="x", gpus=2), pod("b", on="x", gpus=3, phase="Succeeded")]) == 6
+
+
+def test_free_gpus_are_of_the_allocatable_as_kube_scheduler_counts() -> None:
+    # Given a node whose capacity says 4 GPUs and allocatable 8 (Karpenter's KWOK provider: capacity
+    # is the NodeClaim's requests, allocatable the instance type's)
+    n = node("x", 4, allocatable={"nvidia.com/gpu": 8})
+    # Then 4 of them are free beside a 4-GPU pod, as the scheduler would bind a fifth GPU there
+    assert free_gpus(n, [pod("a", on="x", gpus=4)]) == 4
 
 
 def test_a_pod_held_to_its_volumes_zone_goes_only_to_a_node_there() -> None:

@@ -25,6 +25,7 @@ from gpuwarden.domain.gpu_idle import (
     voluntary_in_progress,
 )
 from gpuwarden.domain.views import NODEPOOL_LABEL, NodeView
+from gpuwarden.kinds.registry import VOLUNTARY
 
 T0 = datetime(2026, 6, 1, 3, 42, tzinfo=UTC)
 
@@ -159,7 +160,7 @@ def test_voluntary_in_progress_counts_held_voluntary_nodes_of_the_pool() -> None
         node("d", kind="gpu-idle", pool="other"),
         node("e"),
     ]
-    assert voluntary_in_progress(nodes, "gpu", excluding="a") == 1
+    assert voluntary_in_progress(nodes, "gpu", excluding="a", voluntary=VOLUNTARY) == 1
 
 
 def test_claim_stamps_sort_as_instants() -> None:

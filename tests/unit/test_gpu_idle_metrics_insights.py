@@ -12,7 +12,8 @@ import pytest
 
 from gpuwarden.domain.gpu_idle import IdleMetric, narrow_query
 from gpuwarden.domain.notice import Notice
-from gpuwarden.sources import NoticeBatch, parse_notices
+from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.sources import NoticeBatch
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 INSTANCE, NODE = "i-0abc1234def567890", "ip-10-0-1-23.us-west-2.compute.internal"

@@ -1,5 +1,6 @@
 """The house keeps its shape: no import circle, use cases that import the engine and never each
-other, nothing below the routing table that imports it, files a reader can hold.
+other, nothing below the dispatch that imports it, no use case that reads the kinds (their specs
+bind them), one module per kind, files a reader can hold.
 
 Given the source trees read as text (every import, at the top of a module or inside a function),
 when the import graph is built, then these rules hold (docs/architecture.md).
@@ -14,6 +15,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICES = "gpuwarden.services"
+KINDS = "gpuwarden.kinds"
+#: The modules of gpuwarden/kinds/ that are not kinds: what a spec is, the registry, its parsing.
+_NOT_KINDS = ("spec", "registry", "inputs")
 USE_CASES = ("notices", "runbook", "windows", "doctor")
 
 
@@ -116,10 +120,31 @@ def test_use_cases_import_the_engine_never_each_other() -> None:
     assert crossing == []
 
 
-def test_nothing_below_the_routing_table_imports_it() -> None:
+def test_nothing_below_the_dispatch_imports_it() -> None:
     graph = _graph("functions/gpuwarden", "functions")
-    below = [m for m, deps in graph.items() if f"{SERVICES}.routes" in deps and m.startswith(f"{SERVICES}.")]
+    assert f"{SERVICES}.dispatch" in graph
+    below = [m for m, deps in graph.items() if f"{SERVICES}.dispatch" in deps and m.startswith(f"{SERVICES}.")]
     assert below == []
+
+
+def test_the_engine_and_the_use_cases_never_read_the_kinds() -> None:
+    """The kinds' specs bind the engine and the use cases; only the dispatch reads the registry."""
+    graph = _graph("functions/gpuwarden", "functions")
+    reading = [
+        (m, d)
+        for m, deps in graph.items()
+        for d in deps
+        if m.startswith(f"{SERVICES}.") and m != f"{SERVICES}.dispatch" and d.startswith(f"{KINDS}.")
+    ]
+    assert reading == []
+
+
+def test_a_kind_is_one_module_that_imports_no_other_kind() -> None:
+    graph = _graph("functions/gpuwarden", "functions")
+    specs = [m for m in graph if m.startswith(f"{KINDS}.") and m.rsplit(".", 1)[1] not in _NOT_KINDS]
+    assert len(specs) >= 11  # every contract kind has its module
+    crossing = [(m, d) for m in specs for d in graph[m] if d.startswith(f"{KINDS}.") and d != f"{KINDS}.spec"]
+    assert crossing == []
 
 
 def test_the_services_folder_holds_at_most_eight_modules() -> None:

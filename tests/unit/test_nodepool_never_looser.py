@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from gpuwarden.domain.annotations import SAVED_BUDGETS
 from gpuwarden.domain.quantity import parse_quantity
-from gpuwarden.domain.schedule import Window
-from gpuwarden.domain.schedule.nodepool import (
+from gpuwarden.domain.windows import Window
+from gpuwarden.domain.windows.nodepool import (
     DEFAULT_BUDGETS,
     GPU_RESOURCE,
     MAX_BUDGETS,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpuwarden.domain.notice import Kind
-from gpuwarden.services import routes
+from gpuwarden.kinds.registry import SPECS, spec_of
 from gpuwarden.services.engine import karpenter
 from gpuwarden.services.engine.pipeline import URGENT
 from gpuwarden.services.notices import gpu_idle
@@ -16,14 +16,14 @@ def test_every_runbook_action_has_its_code_and_nothing_else_does() -> None:
 
 
 def test_the_drain_workflow_settles_a_gpu_idle_drain_by_its_kind() -> None:
-    assert routes.hooks_for(Kind.GPU_IDLE).settle is gpu_idle.settle_round
-    spot = routes.hooks_for(Kind.SPOT_INTERRUPTION)  # URGENT, plus the hooks beside Karpenter's own handling
+    assert spec_of(Kind.GPU_IDLE).hooks.settle is gpu_idle.settle_round
+    spot = spec_of(Kind.SPOT_INTERRUPTION).hooks  # URGENT, plus the hooks beside Karpenter's own handling
     assert spot.settle is URGENT.settle
     assert spot.prepare_pod is karpenter.protect_pod
     assert spot.replacement_guard is karpenter.left_to_karpenter
 
 
 def test_an_involuntary_kind_starts_the_drain_workflow_at_once() -> None:
-    involuntary = [k for k in Kind if not k.voluntary and k in routes.HOOKS]
+    involuntary = [s.kind for s in SPECS if not s.voluntary and s.handle is not None]
     assert Kind.CAPACITY_RESERVATION_INTERRUPTION in involuntary
-    assert all(routes.hooks_for(k).hand_off_at_once for k in involuntary)
+    assert all(spec_of(k).hooks.hand_off_at_once for k in involuntary)

@@ -15,18 +15,8 @@ from hypothesis import strategies as st
 from gpuwarden.domain.errors import InvalidEvent
 from gpuwarden.domain.gpu_idle import IdleMetric
 from gpuwarden.domain.notice import SPOT_NOTICE_SECONDS, Kind, Notice
-from gpuwarden.sources import (
-    DETAIL_TYPES,
-    AlertBatch,
-    NoticeBatch,
-    RunbookRequest,
-    ScanTick,
-    WindowTick,
-    parse_event,
-    parse_notices,
-    parse_runbook,
-    route_of,
-)
+from gpuwarden.kinds.inputs import DETAIL_TYPES, parse_event, parse_notices, route_of
+from gpuwarden.sources import AlertBatch, NoticeBatch, RunbookRequest, ScanTick, SchedulerTick, parse_runbook
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 INSTANCE = "i-0abc1234def567890"
@@ -77,14 +67,14 @@ def error_locs(error: InvalidEvent) -> list[list[object]]:
         ),
         (
             "health-scheduled-maintenance.json",
-            "maintenance",
+            "planning",
             Kind.SCHEDULED_MAINTENANCE,
             "2026-06-05T05:00:00+00:00",
         ),
-        ("cloudwatch-alarm-state-change-gpu-idle.json", "gpu_idle", Kind.GPU_IDLE, None),
-        ("cloudwatch-alarm-contributor-state-change.json", "gpu_idle", Kind.GPU_IDLE, None),
-        ("cloudwatch-alarm-state-change-dcgm.json", "gpu_idle", Kind.GPU_IDLE, None),
-        ("cloudwatch-alarm-contributor-dcgm-metrics-insights.json", "gpu_idle", Kind.GPU_IDLE, None),
+        ("cloudwatch-alarm-state-change-gpu-idle.json", "gpu_signals", Kind.GPU_IDLE, None),
+        ("cloudwatch-alarm-contributor-state-change.json", "gpu_signals", Kind.GPU_IDLE, None),
+        ("cloudwatch-alarm-state-change-dcgm.json", "gpu_signals", Kind.GPU_IDLE, None),
+        ("cloudwatch-alarm-contributor-dcgm-metrics-insights.json", "gpu_signals", Kind.GPU_IDLE, None),
         (
             "capacity-reservation-interruption.json",
             "interruption",
@@ -108,7 +98,7 @@ def test_each_aws_sample_becomes_one_notice_for_the_demo_instance(
     batch = parse_event(raw)
     # Then it is one notice of the right kind, for the demo instance, with the right deadline
     assert isinstance(batch, NoticeBatch)
-    assert batch.route == route == route_of(batch)
+    assert route_of(batch) == route
     notice = only_notice(batch)
     assert notice.kind is kind
     assert notice.instance_id == INSTANCE
@@ -249,7 +239,7 @@ def test_health_event_that_is_not_ours_is_ignored_with_a_reason(field: str, valu
     raw = load("health-scheduled-maintenance.json")
     raw["detail"][field] = value
     batch = parse_notices(raw)
-    assert batch.route == "maintenance"
+    assert route_of(batch) == "planning"
     assert batch.notices == ()
     assert batch.ignored is not None
     assert reason in batch.ignored
@@ -408,8 +398,8 @@ def test_event_bridge_only_entry_point_rejects_a_runbook_payload() -> None:
 
 def test_scheduler_window_open_sample_is_a_window_tick() -> None:
     tick = parse_event(load("scheduler-window-open.json"))
-    assert isinstance(tick, WindowTick)
-    assert route_of(tick) == "windows"
+    assert isinstance(tick, SchedulerTick)
+    assert route_of(tick) == "scheduled"
     assert (tick.action, tick.window, tick.attempt) == ("open", "night-cap", 1)
     assert tick.scheduled_time == datetime(2026, 6, 1, 22, 0, tzinfo=UTC)
 
@@ -423,7 +413,7 @@ def test_scheduler_keywords_left_unreplaced_read_as_not_given() -> None:
             "execution_id": "<aws.scheduler.execution-id>",
         }
     )
-    assert isinstance(tick, WindowTick)
+    assert isinstance(tick, SchedulerTick)
     assert (tick.scheduled_time, tick.execution_id) == (None, None)
 
 
@@ -547,7 +537,7 @@ def test_mutated_real_payloads_either_parse_or_raise_invalid_event(raw: object) 
         assert str(rejected)
         json.dumps(rejected.errors)  # what reaches the dead-letter queue and the CLI's stderr
         return
-    assert isinstance(parsed, NoticeBatch | RunbookRequest | WindowTick | ScanTick | AlertBatch)
+    assert isinstance(parsed, NoticeBatch | RunbookRequest | SchedulerTick | ScanTick | AlertBatch)
     if isinstance(parsed, AlertBatch):  # an Alertmanager notification (docs/gpu-signals.md)
         assert all(a.name and a.status in ("firing", "resolved") for a in parsed.alerts)
         assert all(a.starts_at is None or a.starts_at.tzinfo is not None for a in parsed.alerts)

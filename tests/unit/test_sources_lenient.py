@@ -12,9 +12,11 @@ import pytest
 
 from gpuwarden.domain.errors import InvalidEvent
 from gpuwarden.domain.notice import Kind, Notice
-from gpuwarden.sources import NoticeBatch, parse_event, parse_notices
+from gpuwarden.kinds.inputs import parse_event, parse_notices, route_of
+from gpuwarden.kinds.registry import KIND_OF, rules, spec_of
+from gpuwarden.sources import NoticeBatch
 from gpuwarden.sources.lenient import with_aliases
-from gpuwarden.sources.routing import KIND_OF, matches, parse_prefixes, rule_for, rules
+from gpuwarden.sources.rules import matches, parse_prefixes, rule_for
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 INSTANCE = "i-0abc1234def567890"
@@ -113,7 +115,7 @@ def test_capacity_reservation_warning_deadline_is_the_instance_termination_time(
     # Given AWS's documented warning (its `resources` printed as a string)
     notice = one(parse_event(load("capacity-reservation-interruption.json")))  # type: ignore[arg-type]
     assert notice.kind is Kind.CAPACITY_RESERVATION_INTERRUPTION
-    assert not notice.kind.voluntary
+    assert not spec_of(notice.kind).voluntary
     assert notice.instance_id == INSTANCE
     assert notice.deadline == datetime(2026, 6, 1, 14, 4, 10, tzinfo=UTC)
 
@@ -144,7 +146,7 @@ def test_capacity_block_warning_as_printed_by_aws_names_the_block_with_a_ten_min
     batch = parse_event(load(sample))
     assert isinstance(batch, NoticeBatch)
     notice = one(batch)
-    assert batch.route == "interruption"
+    assert route_of(batch) == "interruption"
     assert notice.kind is Kind.CAPACITY_BLOCK_EXPIRY
     assert (notice.capacity_reservation_id, notice.instance_id) == (BLOCK, None)
     assert notice.event_id == f"{BLOCK}-approaching-expiry"
@@ -174,7 +176,7 @@ def test_capacity_block_delivery_is_a_plan_whose_deadline_is_when_termination_st
     batch = parse_event(load(sample))
     assert isinstance(batch, NoticeBatch)
     notice = one(batch)
-    assert batch.route == "maintenance"
+    assert route_of(batch) == "planning"
     assert notice.kind is Kind.CAPACITY_BLOCK_PLAN
     assert notice.capacity_reservation_id == BLOCK
     assert notice.deadline == datetime(2026, 6, 1, 11, 30, tzinfo=UTC)  # end - 30 min

@@ -15,7 +15,8 @@ from gpuwarden.domain.alerts import alert_plan
 from gpuwarden.domain.errors import InvalidEvent
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.policy import Policy
-from gpuwarden.sources import AlertBatch, parse_event
+from gpuwarden.kinds.inputs import parse_event
+from gpuwarden.sources import AlertBatch
 from gpuwarden.sources.sns import go_time
 
 NODE = "ip-10-0-1-23.us-west-2.compute.internal"

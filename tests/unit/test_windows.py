@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from gpuwarden.domain.schedule import (
+from gpuwarden.domain.windows import (
     CronError,
     OpenWindow,
     Slot,

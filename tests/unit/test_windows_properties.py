@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from gpuwarden.domain.schedule import (
+from gpuwarden.domain.windows import (
     CronError,
     CronSchedule,
     Window,

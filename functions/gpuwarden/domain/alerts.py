@@ -22,6 +22,9 @@ from gpuwarden.domain.gpu_health import DETAIL_ALERT, SOURCE_ALERT, alert_identi
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.policy import Policy
 
+#: The kind an alert the policy does not map (or a notification with no alert) is reported as.
+UNMAPPED_KIND = Kind.GPU_UNHEALTHY
+
 #: The labels that name the node, first match wins: dcgm-exporter's ``Hostname`` (the node name),
 #: kube-state-metrics / relabelled ``kubernetes_node`` and ``node``, an EC2 ``instance_id``.
 NODE_LABELS = ("Hostname", "kubernetes_node", "node")
@@ -147,7 +150,7 @@ def alert_plan(alerts: Sequence[Alert], policy: Policy, published: datetime) -> 
         kind = mapped_kind(alert, policy)
         reason = ignored_reason(alert, policy)
         if reason is not None:
-            plan.append(((kind or Kind.GPU_UNHEALTHY).value, reason))
+            plan.append(((kind or UNMAPPED_KIND).value, reason))
             continue
         assert kind is not None
         node, instance = _target_of(alert)

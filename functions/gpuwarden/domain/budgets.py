@@ -36,9 +36,9 @@ from datetime import UTC, datetime, timedelta
 
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.nodepools import Budget, NodeClaimView, NodePoolView, claim_of
-from gpuwarden.domain.schedule import Allowance
-from gpuwarden.domain.schedule.cron import CronError, parse_robfig
 from gpuwarden.domain.views import NodeView, PodView
+from gpuwarden.domain.windows import Allowance
+from gpuwarden.domain.windows.cron import CronError, parse_robfig
 
 UNDERUTILIZED = "Underutilized"
 EMPTY = "Empty"
@@ -183,14 +183,9 @@ def reschedulable(pod: PodView) -> bool:
 
 
 def gpu_idle_reason(pods: Sequence[PodView]) -> str:
-    """The Karpenter reason a gpu-idle reclaim counts under: Empty, or Underutilized."""
+    """The Karpenter reason a gpu-idle reclaim counts under: Empty, or Underutilized (its spec's
+    ``karpenter_reason``; a kind whose spec names none counts only under budgets without reasons)."""
     return UNDERUTILIZED if any(reschedulable(p) for p in pods) else EMPTY
-
-
-def reason_for(kind: str, pods: Sequence[PodView]) -> str | None:
-    """The Karpenter reason a voluntary kind counts under (None: it names none, so only budgets
-    without ``reasons`` apply): gpu-idle's from its node's pods."""
-    return gpu_idle_reason(pods) if kind == "gpu-idle" else None
 
 
 # ----------------------------------------------------------------------------- windows first
@@ -208,7 +203,7 @@ class VoluntaryVerdict:
 
 
 def voluntary_verdict(allowance: Allowance, budget: BudgetAnswer | None) -> VoluntaryVerdict:
-    """One answer for a voluntary action: the windows' (``schedule.voluntary_allowance``), then the
+    """One answer for a voluntary action: the windows' (``windows.voluntary_allowance``), then the
     NodePool's budgets (`budget_answer`; None for a node outside Karpenter, or a forced runbook)."""
     if allowance.allowed is not None and allowance.allowed < 1:
         return VoluntaryVerdict(allowance.reason, "window", allowance, budget)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from gpuwarden.domain.notice import Kind
 from gpuwarden.domain.policy import Policy
-from gpuwarden.domain.schedule import Allowance
 from gpuwarden.domain.views import NodeView, PodView
+from gpuwarden.domain.windows import Allowance
 
 
 @dataclass(frozen=True)
@@ -38,34 +37,38 @@ def window_refusal(allowance: Allowance) -> str | None:
     return allowance.reason
 
 
-#: The involuntary notices that a node is about to be lost, all handled as a Spot interruption.
-LOSS_WARNINGS = {
-    Kind.SPOT_INTERRUPTION: "spot interruption: the instance stops at the deadline",
-    Kind.CAPACITY_RESERVATION_INTERRUPTION: "capacity reservation reclaimed: the instance stops at the deadline",
-    Kind.CAPACITY_BLOCK_EXPIRY: "capacity block ending: EC2 terminates the block's instances at the deadline",
-    Kind.CAPACITY_BLOCK_PLAN: "capacity block ending: planned drain before EC2 starts terminating the block",
-}
+#: What the windows allow a voluntary disruption of the node now, asked only when a plan needs it
+#: (it may list the nodes).
+AskWindows = Callable[[], Allowance]
+#: A kind's plan: the node-level steps one notice asks for, decided on the node, its pods, the
+#: policy and what the windows allow (each kind's spec names its own: gpuwarden/kinds/).
+Plan = Callable[[NodeView, Sequence[PodView], Policy, AskWindows], NodePlan]
 
 
-def plan_interruption(
-    kind: Kind,
-    node: NodeView,
-    pods: Sequence[PodView],
-    policy: Policy,
-    allowance: Allowance,
-) -> NodePlan:
-    """Spot warnings, rebalance recommendations and state changes (docs/events.md)."""
-    replace = policy.replacement.enabled
-    if kind in LOSS_WARNINGS:
-        return NodePlan(True, True, replace, True, LOSS_WARNINGS[kind])
-    if kind is Kind.INSTANCE_STOPPING:
-        return NodePlan(False, False, False, False, "instance is stopping: record the loss")
-    if kind is not Kind.REBALANCE:
-        raise ValueError(f"not an interruption kind: {kind}")
-    if policy.rebalance.action == "prepare":
-        return NodePlan(True, True, replace, False, "rebalance: prepare (policy rebalance.action=prepare)")
-    # a window's refusal is the reason given, whatever else would also refuse: the user configured it
-    refused = window_refusal(allowance) or do_not_disrupt_reason(node, pods)
-    if refused is not None:
-        return NodePlan(True, True, replace, False, "rebalance: prepare only", refused=refused)
-    return NodePlan(True, True, replace, True, "rebalance: drain (policy rebalance.action=drain)")
+def loss_warning(reason: str) -> Plan:
+    """The plan of a warning that the node is about to be lost: cordon, checkpoint, replace (as the
+    policy allows) and drain before the deadline, whatever the windows or do-not-disrupt say."""
+
+    def plan(node: NodeView, pods: Sequence[PodView], policy: Policy, windows: AskWindows) -> NodePlan:
+        return NodePlan(True, True, policy.replacement.enabled, True, reason)
+
+    return plan
+
+
+def drain_with(reason: str, *, replace: bool = True) -> Plan:
+    """Cordon, checkpoint, drain; a replacement where ``replace`` and the policy allow one. The kind's
+    guards (windows, do-not-disrupt, its own) decide before the mark."""
+
+    def plan(node: NodeView, pods: Sequence[PodView], policy: Policy, windows: AskWindows) -> NodePlan:
+        return NodePlan(True, True, replace and policy.replacement.enabled, True, reason)
+
+    return plan
+
+
+def nothing_to_do(reason: str) -> Plan:
+    """No step on the node (an instance already stopping: only its loss is recorded)."""
+
+    def plan(node: NodeView, pods: Sequence[PodView], policy: Policy, windows: AskWindows) -> NodePlan:
+        return NodePlan(False, False, False, False, reason)
+
+    return plan

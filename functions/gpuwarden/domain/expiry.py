@@ -7,7 +7,7 @@ Karpenter v1 expires a NodeClaim at ``metadata.creationTimestamp + spec.expireAf
 forcefully: it deletes the NodeClaim, and no budget and no do-not-disrupt holds it. ``Never``
 (pkg/apis/v1/duration.go) and an absent ``expireAfter`` mean no expiry. gpuwarden plans the drain
 as it plans maintenance: in the latest allowed window before ``expiry - karpenter_expiry.lead_minutes``
-(``schedule.latest_allowed_window_before``, the planner the maintenance and Capacity Block plans
+(``windows.latest_allowed_window_before``, the planner the maintenance and Capacity Block plans
 use), else at that time; once that time has come the expiry is no longer voluntary.
 """
 
@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 
 from gpuwarden.domain.annotations import rfc3339
 from gpuwarden.domain.nodepools import NEVER, NodeClaimView, parse_go_duration
-from gpuwarden.domain.schedule import Window, latest_allowed_window_before
+from gpuwarden.domain.windows import Window, latest_allowed_window_before
 
 
 @dataclass(frozen=True)

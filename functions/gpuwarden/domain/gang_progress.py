@@ -4,7 +4,7 @@ docs/training-jobs.md). The membership and the leader: `domain.gangs`."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -148,3 +148,25 @@ def merge_looks(before: Mapping[str, Any], look: Mapping[str, Any], *, waiting_f
     merged: dict[str, Any] = {"gang": look["gang"], "by": look["by"]}
     merged |= {name: sorted(keys) for name, keys in seen.items() if keys or name in _ALWAYS}
     return merged
+
+
+@dataclass(frozen=True)
+class Looks:
+    """The gangs a run asked or waited for, by gang key, each as its looks so far found it (the
+    result's ``checkpoints``: docs/results.md). A value: each step answers the looks it took, and
+    the run adds them up in order (a later look of one run says who still waits)."""
+
+    by_gang: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def __or__(self, later: Looks) -> Looks:
+        merged = dict(self.by_gang)
+        for key, look in later.by_gang.items():
+            merged[key] = merge_looks(merged.get(key, {}), look, waiting_from_look=True)
+        return Looks(merged)
+
+    def with_look(self, look: Mapping[str, Any]) -> Looks:
+        return self | Looks({look["gang"]: look})
+
+    def as_result(self) -> list[dict[str, Any]] | None:
+        """The result's ``checkpoints`` (None: no gang asked)."""
+        return [dict(self.by_gang[k]) for k in sorted(self.by_gang)] or None

@@ -7,7 +7,7 @@ into the JSON result, the log line and the Kubernetes Event.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -21,8 +21,6 @@ ACTING_STATE = "ALARM"
 CLAIMED_AT = ann.CLAIMED_AT
 #: EKS managed node groups label their nodes with this; it stands in for a NodePool there.
 NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
-
-_VOLUNTARY = frozenset(k.value for k in Kind if k.voluntary)
 
 
 def state_refusal(state: object) -> str | None:
@@ -55,9 +53,11 @@ def held_elsewhere(node: NodeView, event_id: str) -> str | None:
     return f"node {node.name} is already being handled for {node.annotations.get(ann.KIND)} ({holder})"
 
 
-def voluntary_in_progress(nodes: Iterable[NodeView], pool: str | None, *, excluding: str) -> int:
-    """Nodes of ``pool`` gpuwarden holds for a voluntary kind (they are still listed: not gone)."""
-    return sum(1 for n in nodes if n.name != excluding and pool_of(n) == pool and held_kind(n) in _VOLUNTARY)
+def voluntary_in_progress(
+    nodes: Iterable[NodeView], pool: str | None, *, excluding: str, voluntary: Collection[str]
+) -> int:
+    """Nodes of ``pool`` gpuwarden holds for one of the ``voluntary`` kinds (still listed: not gone)."""
+    return sum(1 for n in nodes if n.name != excluding and pool_of(n) == pool and held_kind(n) in voluntary)
 
 
 def min_nodes_refusal(node: NodeView, nodes: Sequence[NodeView], minimum: int) -> str | None:

@@ -10,6 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class Kind(StrEnum):
+    """The contract's kinds (docs/events.md), by name. Everything else a kind is (its events, rules,
+    whether it is voluntary, its plan and hooks, its switch) is its spec: gpuwarden/kinds/."""
+
     SPOT_INTERRUPTION = "spot-interruption"
     REBALANCE = "rebalance"
     SCHEDULED_MAINTENANCE = "scheduled-maintenance"
@@ -22,13 +25,6 @@ class Kind(StrEnum):
     BUDGET_WINDOW = "budget-window"
     MANUAL = "manual"
 
-    @property
-    def voluntary(self) -> bool:
-        """Voluntary kinds ask the windows, never override a PDB, honour do-not-disrupt."""
-        return self in _VOLUNTARY
-
-
-_VOLUNTARY = frozenset({Kind.REBALANCE, Kind.SCHEDULED_MAINTENANCE, Kind.GPU_IDLE, Kind.MANUAL})
 
 SPOT_NOTICE_SECONDS = 120
 #: A Capacity Block's expiration warning comes 40 min before the block ends; EC2 starts

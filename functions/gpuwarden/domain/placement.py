@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpuwarden.domain.scheduling import requirement_matches, tolerates
+from gpuwarden.domain.predicates import requirement_matches, tolerates
 from gpuwarden.domain.views import (
     CAPACITY_TYPE_LABEL,
     NODEPOOL_LABEL,
@@ -95,6 +95,41 @@ def conflict(requirements: Sequence[Mapping[str, Any]]) -> str | None:
         if "DoesNotExist" in operators and operators & {"In", "Exists", "Gt", "Lt", "Gte", "Lte"}:
             return f"{key} is required both to exist and not to exist"
     return None
+
+
+_SET_OPERATORS = frozenset({"In", "NotIn", "Exists"})
+
+
+def one_per_key(requirements: Sequence[Mapping[str, Any]]) -> list[Req]:
+    """The same requirements with one per key where they are sets of values (In, NotIn, Exists):
+    the `In`s intersected less the `NotIn`s, as one `In` (else one `NotIn` of every excluded value,
+    else `Exists`), keeping the largest `minValues`. Karpenter ANDs requirements on one key
+    (pkg/scheduling `Requirements.Add`), so this changes nothing there; but a provider may read one
+    requirement per key only (Karpenter's KWOK provider takes the first `instance-type` one and
+    launched the very type a `NotIn` beside it excluded: docs/realplane.md, "Findings")."""
+    out: list[Req] = []
+    done: set[str] = set()
+    for req in requirements:
+        key = str(req.get("key"))
+        same = [r for r in requirements if r.get("key") == key]
+        if len(same) == 1 or not {r.get("operator") for r in same} <= _SET_OPERATORS:
+            out.append(dict(req))
+            continue
+        if key in done:
+            continue
+        done.add(key)
+        values = values_for(same, key)
+        merged: Req = {"key": key}
+        if values.only is not None:
+            merged |= {"operator": "In", "values": list(values.only)}
+        elif values.excluded:
+            merged |= {"operator": "NotIn", "values": sorted(values.excluded)}
+        else:
+            merged["operator"] = "Exists"
+        if values.min_values:
+            merged["minValues"] = values.min_values
+        out.append(merged)
+    return out
 
 
 # ----------------------------------------------------------------------------- the pods' side

@@ -7,11 +7,11 @@ import re
 import types
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, TypeVar, Union, cast, get_args, get_origin
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model
 
-from gpuwarden.domain.schedule import Windows, parse_duration
+from gpuwarden.domain.windows import Windows, parse_duration
 
 
 class _Frozen(BaseModel):
@@ -262,3 +262,27 @@ def _unwrapped(annotation: Any) -> Any:
 def _as_model(annotation: Any) -> type[BaseModel] | None:
     annotation = _unwrapped(annotation)
     return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+# --------------------------------------------------------------------------- the kinds' sections
+
+
+Section = TypeVar("Section", bound=BaseModel)
+
+
+def with_sections(sections: Mapping[str, type[BaseModel]]) -> type[Policy]:
+    """The policy model with the sections the kinds add (their spec's ``policy``: gpuwarden/kinds/),
+    each at its model's defaults when the document leaves it out; unknown keys are still refused."""
+    clash = sorted(set(sections) & set(Policy.model_fields))
+    if clash:
+        raise TypeError(f"a kind's policy section takes a key the policy already has: {', '.join(clash)}")
+    if not sections:
+        return Policy
+    fields: dict[str, object] = {key: (model, model()) for key, model in sections.items()}
+    return cast("type[Policy]", create_model("Policy", __base__=Policy, **fields))  # type: ignore[call-overload]
+
+
+def section_of(policy: Policy, key: str, model: type[Section]) -> Section:
+    """A kind's own section of ``policy`` (its defaults where the policy was made without it)."""
+    value = getattr(policy, key, None)
+    return value if isinstance(value, model) else model()

@@ -10,7 +10,15 @@ from typing import Any, Literal
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.accelerators import ResourceClaimView, model_requirements, pod_accelerators, replacement_demand
 from gpuwarden.domain.errors import NoFittingReplacement
-from gpuwarden.domain.placement import GPU_NAME_LABEL, Req, gang_zone, pod_requirements, untolerated, values_for
+from gpuwarden.domain.placement import (
+    GPU_NAME_LABEL,
+    Req,
+    gang_zone,
+    one_per_key,
+    pod_requirements,
+    untolerated,
+    values_for,
+)
 from gpuwarden.domain.placement import conflict as _conflict
 from gpuwarden.domain.policy import ReplacementPolicy
 from gpuwarden.domain.views import (
@@ -236,7 +244,7 @@ def nodeclaim_manifest(
     requests = replacement_demand(placed.pods, claims).requests
     spec: dict[str, Any] = {
         "nodeClassRef": tspec.get("nodeClassRef"),
-        "requirements": placed.requirements,
+        "requirements": one_per_key(placed.requirements),  # as every provider reads them
     }
     for key in ("taints", "startupTaints", "expireAfter", "terminationGracePeriod"):
         if key in tspec:

@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from gpuwarden.domain.scheduling import requirement_matches, tolerates
-from gpuwarden.domain.views import NodeView, PodView
+from gpuwarden.domain.predicates import requirement_matches, tolerates
+from gpuwarden.domain.views import GPU_RESOURCE, NodeView, PodView
 
 #: Controller kinds that do not recreate a pod elsewhere (Karpenter's IsOwnedByDaemonSet / ByNode).
 _NOT_RECREATED = frozenset({"DaemonSet", "Node"})
@@ -90,7 +90,9 @@ def candidates(
 
 def free_gpus(node: NodeView, pods_on_node: Sequence[PodView]) -> int:
     used = sum(p.gpu_request for p in pods_on_node if not p.finished and p.node_name == node.name)
-    return node.gpu_capacity - used
+    # what kube-scheduler counts: allocatable (capacity may be more, or, on a node whose kubelet
+    # reports it otherwise, less: docs/realplane.md, "Findings")
+    return node.allocatable.get(GPU_RESOURCE, node.gpu_capacity) - used
 
 
 def would_come_back(

@@ -1,43 +1,16 @@
 """Each behaviour that can disrupt a node, switched by name in the policy (docs/policy.md#switches).
 
-One table: the kind (or Scheduler tick) a switch governs -> the switch's dotted name. The use
-cases never read a switch: routing answers a switched-off notice `ignored`, naming the switch,
-and the stack (infra/) creates no alarm, rule or schedule for what is off.
+A kind's spec names its switch (gpuwarden/kinds/): the use cases never read one; the dispatch
+answers a switched-off notice or tick `ignored`, naming the switch, and the stack (infra/) creates
+no alarm, rule or schedule for what is off. Here: reading a switch's value.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from gpuwarden.domain.policy import Policy
-
-#: notice kind -> the switch that turns its handling off. `gpu_health.enabled` governs the
-#: `gpu-unhealthy` kind once the policy has that section (a missing section counts as on).
-KIND_SWITCHES: dict[str, str] = {
-    "gpu-idle": "gpu_idle.enabled",
-    "gpu-unhealthy": "gpu_health.enabled",
-    "rebalance": "rebalance.enabled",
-    "scheduled-maintenance": "maintenance.enabled",
-    "capacity-block-plan": "capacity_blocks.enabled",
-}
-
-#: Scheduler tick action -> its switch.
-TICK_SWITCHES: dict[str, str] = {
-    "open": "nodepool_windows.enabled",
-    "close": "nodepool_windows.enabled",
-    "maintenance-due": "maintenance.enabled",
-    "capacity-block-due": "capacity_blocks.enabled",
-}
-
-#: Every switch, in the order `doctor` prints them (rebalance's drain is `rebalance.action`).
-SWITCHES: tuple[str, ...] = (
-    "gpu_idle.enabled",
-    "gpu_health.enabled",
-    "rebalance.enabled",
-    "maintenance.enabled",
-    "capacity_blocks.enabled",
-    "nodepool_windows.enabled",
-)
 
 
 def is_on(policy: Policy, switch: str) -> bool:
@@ -59,9 +32,9 @@ def off_reason(policy: Policy, switch: str | None) -> str | None:
     return f"{switch} is false in the policy: this behaviour is switched off"
 
 
-def behaviours(policy: Policy) -> dict[str, bool]:
+def behaviours(policy: Policy, switches: Sequence[str]) -> dict[str, bool]:
     """What is on, by switch name (doctor prints it), rebalance's drain included."""
-    present = {s: is_on(policy, s) for s in SWITCHES if _has_section(policy, s)}
+    present = {s: is_on(policy, s) for s in switches if _has_section(policy, s)}
     present["rebalance.action=drain"] = present.get("rebalance.enabled", True) and policy.rebalance.action == "drain"
     return present
 

@@ -14,10 +14,12 @@ from typing import Any
 
 from gpuwarden.config import Settings
 from gpuwarden.domain.errors import GpuwardenError, HandlingFailed
+from gpuwarden.kinds.inputs import parse_notices
 from gpuwarden.observability import logger
+from gpuwarden.services.dispatch import handle_batch
 from gpuwarden.services.engine.context import Deps
 from gpuwarden.services.engine.result import Result
-from gpuwarden.sources.routing import Rule
+from gpuwarden.sources.rules import Rule
 
 
 def execution_name(state: dict[str, Any]) -> str:
@@ -40,7 +42,7 @@ def rules() -> tuple[Rule, ...]:
     return deployed_rules(settings())
 
 
-def answer(result: Result) -> dict[str, Any]:
+def respond(result: Result) -> dict[str, Any]:
     """The JSON result; a failure (recorded in the ledger and the metric) raises so that the
     asynchronous invocation is retried and then lands in the dead-letter queue."""
     body = result.to_json()
@@ -121,3 +123,11 @@ def time_budget(context: Any) -> Callable[[], float] | None:
 def invocation_deps(context: Any, base: Deps | None = None) -> Deps:
     """This invocation's deps: the warm container's, bounded by the invocation's time budget."""
     return replace(base if base is not None else deps(), remaining=time_budget(context))
+
+
+def handle_notices(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """An EventBridge event a kind's rule delivered: parsed as the deployed rules filter it, every
+    notice dispatched to its kind. A parse failure raises InvalidEvent: the asynchronous invoke
+    fails into the dead-letter queue."""
+    batch = parse_notices(event, deployed=rules())
+    return respond(handle_batch(batch, invocation_deps(context), drain_locally=False))

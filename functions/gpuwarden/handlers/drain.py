@@ -13,16 +13,17 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from gpuwarden.domain.drain_faults import RoundFacts, drain_failure
 from gpuwarden.domain.errors import GpuwardenError
 from gpuwarden.handlers._runtime import invocation_deps, prepare
+from gpuwarden.kinds.registry import spec_of
 from gpuwarden.observability import logger, metrics
+from gpuwarden.services.dispatch import drain_round
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.drain import DrainState
-from gpuwarden.services.routes import drain_round
 
 
 def facts(state: DrainState) -> RoundFacts:
     return RoundFacts(
         node=state.node,
-        voluntary=state.kind.voluntary,
+        voluntary=spec_of(state.kind).voluntary,
         deadline=state.deadline,
         left=[*state.blocked, *state.waiting],
         remaining=state.remaining,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
@@ -27,31 +28,22 @@ from pydantic import (
 from gpuwarden.domain.errors import InvalidEvent
 from gpuwarden.domain.notice import Kind, Notice
 
-from .routing import Route
-
 
 @dataclass(frozen=True)
 class NoticeBatch:
-    """The notices one EventBridge event turns into, and the handler that takes them.
+    """The notices one EventBridge event turns into (their kind's spec says which function takes them).
 
     ``ignored`` is the reason when the event is well-formed but asks nothing of gpuwarden
     (an AWS Health event for another service, an instance entering ``running``…); then
     ``notices`` is empty.
     """
 
-    route: Route
     notices: tuple[Notice, ...]
+    #: The contract kind the event is reported as, even when it is ignored.
+    kind: Kind
     ignored: str | None = None
     #: The envelope's id, so that an ignored event is recorded in the ledger too.
     event_id: str | None = None
-    #: The contract kind the event is reported as, even when it is ignored.
-    kind: Kind | None = None
-
-    @property
-    def reported_kind(self) -> Kind:
-        if self.kind is not None:
-            return self.kind
-        return self.notices[0].kind if self.notices else Kind.SPOT_INTERRUPTION
 
 
 INSTANCE_ID_RE = re.compile(r"^i-[0-9a-f]{8}([0-9a-f]{9})?$")
@@ -146,6 +138,17 @@ class FrozenModel(BaseModel):
     """Base of the ``detail`` models: frozen, extra fields (AWS adds them) ignored."""
 
     model_config = ConfigDict(frozen=True, populate_by_name=True, extra="ignore")
+
+
+def shown(value: Any, limit: int = 100) -> str:
+    """A value from an event, quoted and cut short, for a reason that names it."""
+    return repr(value)[:limit]
+
+
+def detail_of(event: Mapping[str, Any]) -> Mapping[str, Any]:
+    """An event's ``detail`` (empty when it has none, or it is not an object)."""
+    detail = event.get("detail")
+    return detail if isinstance(detail, Mapping) else {}
 
 
 def instance_id_in(value: str) -> str | None:

@@ -77,7 +77,7 @@ class CapacityBlockExpirationWarning(_BlockEvent):
             deadline=add_seconds(self.time, CAPACITY_BLOCK_WARNING_SECONDS, field="time"),
             detail={"end_date": end.isoformat() if end else None},
         )
-        return NoticeBatch(route="interruption", notices=(notice,), kind=kind)
+        return NoticeBatch(notices=(notice,), kind=kind)
 
 
 class CapacityBlockDelivered(_BlockEvent):
@@ -96,4 +96,4 @@ class CapacityBlockDelivered(_BlockEvent):
             deadline=termination_start(end) if end else None,
             detail={"end_date": end.isoformat() if end else None},
         )
-        return NoticeBatch(route="maintenance", notices=(notice,), kind=kind)
+        return NoticeBatch(notices=(notice,), kind=kind)

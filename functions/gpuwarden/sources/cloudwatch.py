@@ -12,7 +12,8 @@ Every state is kept (ALARM, OK, INSUFFICIENT_DATA): the service decides what OK 
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field, ValidationError
 
@@ -27,9 +28,12 @@ from ._common import (
     NodeName,
     NoticeBatch,
     Text,
+    detail_of,
     invalid,
     keyed,
+    shown,
 )
+from .rules import Rule
 
 # The EventBridge reference also lists the alarm events under "aws.monitoring" (CloudWatch's
 # IAM prefix); the CloudWatch user guide's samples all say "aws.cloudwatch". Accept both.
@@ -146,7 +150,6 @@ class AlarmStateChange(_AlarmEvent):
         targets = self.targets()
         if not targets:
             return NoticeBatch(
-                route="gpu_idle",
                 notices=(),
                 ignored=f"alarm {d.alarm_name} has no InstanceId or NodeName dimension",
                 event_id=self.id,
@@ -159,7 +162,7 @@ class AlarmStateChange(_AlarmEvent):
         notices = tuple(
             self._gpu_idle(t, d.state, extra | _watched_detail(metric)) for t, metric in self._watched().items()
         )
-        return NoticeBatch(route="gpu_idle", notices=notices, kind=Kind.GPU_IDLE)
+        return NoticeBatch(notices=notices, kind=Kind.GPU_IDLE)
 
 
 def _watched_detail(metric: Metric | None) -> dict[str, Any]:
@@ -200,11 +203,56 @@ class AlarmContributorStateChange(_AlarmEvent):
         target = _target(contributor.attributes, at=("detail", "alarmContributor", "attributes"))
         if target.key is None:
             return NoticeBatch(
-                route="gpu_idle",
                 notices=(),
                 ignored=(f"alarm {d.alarm_name} contributor {contributor.id} has no InstanceId or NodeName attribute"),
                 event_id=self.id,
                 kind=Kind.GPU_IDLE,
             )
         extra = {"alarm_name": d.alarm_name, "contributor_id": contributor.id, **d.watched_query()}
-        return NoticeBatch(route="gpu_idle", notices=(self._gpu_idle(target, d.state, extra),), kind=Kind.GPU_IDLE)
+        return NoticeBatch(notices=(self._gpu_idle(target, d.state, extra),), kind=Kind.GPU_IDLE)
+
+
+# --------------------------------------------------------------------------- why a rule did not take it
+
+
+def _alarm_metrics(detail: Mapping[str, Any]) -> list[str]:
+    configuration = detail.get("configuration")
+    metrics = configuration.get("metrics") if isinstance(configuration, Mapping) else None
+    found: list[str] = []
+    for metric in metrics if isinstance(metrics, list) else []:
+        if not isinstance(metric, Mapping):
+            continue
+        stat = metric.get("metricStat")
+        inner = stat.get("metric") if isinstance(stat, Mapping) else None
+        if isinstance(inner, Mapping) and inner.get("name"):
+            found.append(str(inner["name"])[:100])
+        elif metric.get("expression"):
+            found.append(str(metric["expression"])[:100])
+    return found
+
+
+def prefixes_of(deployed: Sequence[Rule]) -> list[str]:
+    """The GPU-idle alarm name prefixes the deployed alarm rules take."""
+    for rule in deployed:
+        for alternative in (rule.pattern.get("detail") or {}).get("$or", ()):
+            if "alarmName" in alternative:
+                return [str(c["prefix"]) for c in alternative["alarmName"]]
+    return []
+
+
+def why_not_gpu_idle(event: Mapping[str, Any], deployed: Sequence[Rule]) -> str | None:
+    """Why the deployed GPU-idle rules do not take this alarm event."""
+    if event.get("source") not in get_args(CloudWatchSource):
+        return None
+    prefixes = prefixes_of(deployed)
+    detail = detail_of(event)
+    name = shown(detail.get("alarmName"))
+    state = detail.get("state")
+    value = state.get("value") if isinstance(state, Mapping) else None
+    if value != "ALARM":
+        return f"alarm {name} is in state {shown(value)}: only ALARM means idle"
+    watched = ", ".join(_alarm_metrics(detail)) or "no metric"
+    return (
+        f"alarm {name} is not a GPU-idle alarm: it watches {watched}, not {' or '.join(GPU_METRICS)}, "
+        f"and its name starts with none of the configured GPU-idle prefixes ({', '.join(prefixes)})"
+    )

@@ -8,19 +8,22 @@ Shapes: https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termin
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field
 
 from gpuwarden.domain.notice import SPOT_NOTICE_SECONDS, Kind
 
-from ._common import Envelope, FrozenModel, InstanceId, NoticeBatch, add_seconds, instance_id_in
+from ._common import Envelope, FrozenModel, InstanceId, NoticeBatch, add_seconds, detail_of, instance_id_in, shown
 from .lenient import LossWarning, readable_time
-from .routing import STOPPING_STATES
+from .rules import Rule
 
 Ec2Source = Literal["aws.ec2"]
 
+#: EC2 states after which the instance is gone or going (`instance-stopping`).
+STOPPING_STATES = ("stopping", "stopped", "shutting-down", "terminated")
 # The states in which the instance, and the node on it, is lost.
 LOSS_STATES = frozenset(STOPPING_STATES)
 InstanceAction = Literal["terminate", "stop", "hibernate"]
@@ -68,7 +71,7 @@ class SpotInterruptionWarning(_InstanceWarning):
             deadline=self.deadline,
             detail={"instance_action": self.detail.instance_action},
         )
-        return NoticeBatch(route="interruption", notices=(notice,), kind=Kind.SPOT_INTERRUPTION)
+        return NoticeBatch(notices=(notice,), kind=Kind.SPOT_INTERRUPTION)
 
 
 def _readable(value: object) -> datetime | None:
@@ -104,7 +107,7 @@ class CapacityReservationInterruptionWarning(_InstanceWarning):
             deadline=self.deadline,
             detail={"instance_action": self.detail.instance_action},
         )
-        return NoticeBatch(route="interruption", notices=(notice,), kind=kind)
+        return NoticeBatch(notices=(notice,), kind=kind)
 
 
 class RebalanceDetail(FrozenModel):
@@ -118,7 +121,7 @@ class RebalanceRecommendation(Envelope):
 
     def to_batch(self) -> NoticeBatch:
         notice = self.notice(Kind.REBALANCE, instance_id=self.detail.instance_id)
-        return NoticeBatch(route="interruption", notices=(notice,), kind=Kind.REBALANCE)
+        return NoticeBatch(notices=(notice,), kind=Kind.REBALANCE)
 
 
 class StateChangeDetail(FrozenModel):
@@ -135,7 +138,6 @@ class InstanceStateChange(Envelope):
         state, instance_id = self.detail.state, self.detail.instance_id
         if state not in LOSS_STATES:
             return NoticeBatch(
-                route="interruption",
                 notices=(),
                 ignored=f"instance {instance_id} entered state {state!r}: not a loss of the instance",
                 event_id=self.id,
@@ -147,4 +149,13 @@ class InstanceStateChange(Envelope):
             deadline=self.time,
             detail={"state": state},
         )
-        return NoticeBatch(route="interruption", notices=(notice,), kind=Kind.INSTANCE_STOPPING)
+        return NoticeBatch(notices=(notice,), kind=Kind.INSTANCE_STOPPING)
+
+
+def why_not_lost(event: Mapping[str, Any], deployed: Sequence[Rule]) -> str | None:
+    """Why the instance-stopping rule does not take this state change."""
+    if event.get("source") != "aws.ec2":
+        return None
+    detail = detail_of(event)
+    instance, state = shown(detail.get("instance-id")), shown(detail.get("state"))
+    return f"instance {instance} entered state {state}: not a loss of the instance"

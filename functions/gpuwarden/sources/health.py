@@ -8,7 +8,8 @@ the instances only in the envelope's ``resources``.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -20,9 +21,12 @@ from ._common import (
     Name,
     NoticeBatch,
     OptionalHttpDate,
+    detail_of,
     instance_id_in,
     keyed,
+    shown,
 )
+from .rules import Rule
 
 _ARN = Annotated[str, Field(min_length=1, max_length=1600)]
 
@@ -87,9 +91,18 @@ class HealthEvent(Envelope):
             )
             for instance_id in instances
         )
-        return NoticeBatch(route="maintenance", notices=notices, kind=Kind.SCHEDULED_MAINTENANCE)
+        return NoticeBatch(notices=notices, kind=Kind.SCHEDULED_MAINTENANCE)
 
     def _ignored(self, reason: str) -> NoticeBatch:
-        return NoticeBatch(
-            route="maintenance", notices=(), ignored=reason, event_id=self.id, kind=Kind.SCHEDULED_MAINTENANCE
-        )
+        return NoticeBatch(notices=(), ignored=reason, event_id=self.id, kind=Kind.SCHEDULED_MAINTENANCE)
+
+
+def why_not_scheduled_change(event: Mapping[str, Any], deployed: Sequence[Rule]) -> str | None:
+    """Why the scheduled-maintenance rule does not take this AWS Health event."""
+    if event.get("source") != "aws.health":
+        return None
+    d = detail_of(event)
+    return (
+        f"AWS Health event {shown(d.get('eventTypeCode'))} (service {shown(d.get('service'))}, "
+        f"category {shown(d.get('eventTypeCategory'))}) is not an EC2 scheduled change"
+    )

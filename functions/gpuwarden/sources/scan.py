@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict
 
 from ._common import Name
-from .scheduler import Context
+from .ticks import Context
 
 SCAN_MARKER: Literal["gpu-health-scan"] = "gpu-health-scan"
 

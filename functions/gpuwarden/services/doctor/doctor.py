@@ -7,7 +7,7 @@ complete, in the contract's order, and the exit code says whether anything is an
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -30,9 +30,9 @@ from gpuwarden.services.doctor.gangs import check_checkpoint_gangs
 from gpuwarden.services.doctor.gpu_health import check_gpu_health
 
 
-def check_behaviours(policy: Policy) -> Finding:
-    """What is on and what is off, by switch name (docs/policy.md#switches)."""
-    states = behaviours(policy)
+def check_behaviours(policy: Policy, switches: Sequence[str]) -> Finding:
+    """What is on and what is off, by switch name (docs/policy.md#switches): the kinds' ``switches``."""
+    states = behaviours(policy, switches)
     on = ", ".join(name for name, value in states.items() if value) or "none"
     off = ", ".join(name for name, value in states.items() if not value) or "none"
     return Finding("behaviours", Severity.OK, f"on: {on}; off: {off}")
@@ -114,15 +114,18 @@ def diagnose(
     now: datetime,
     cluster: str = "default",
     policy_source: str | None = "the policy",
+    *,
+    switches: Sequence[str],
 ) -> DoctorReport:
     """Every check. ``reads`` is the cluster, or why it could not be reached; ``policy`` is None
-    when it does not validate (``policy_error`` says why; the cluster checks then use the defaults)."""
+    when it does not validate (``policy_error`` says why; the cluster checks then use the defaults).
+    ``switches``: every policy switch, as the kinds' specs name them (`kinds.registry.SWITCHES`)."""
     effective = policy or Policy(cluster=cluster)
     cluster_part = _unreachable(reads) if isinstance(reads, str) else _cluster_findings(reads, effective)
     findings = [
         *cluster_part,
         check_gpu_metrics(effective, has_gpu_metric),
         check_policy(policy, policy_error, now, policy_source),
-        check_behaviours(effective),
+        check_behaviours(effective, switches),
     ]
     return DoctorReport(findings)

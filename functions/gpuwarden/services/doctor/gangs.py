@@ -1,5 +1,5 @@
 """`checkpoint-gangs`: the doctor's look at jobs that span several pods (docs/training-jobs.md),
-on the pods the doctor read once (`checks.ClusterFacts`).
+on the pods the doctor read once (`facts.ClusterFacts`).
 
 - a gang whose pods disagree on their checkpoint annotations (put them in the pod template);
 - a gang that asks only its leader and has no leader gpuwarden can find (every pod is asked);

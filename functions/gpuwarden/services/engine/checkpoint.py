@@ -14,7 +14,7 @@ from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.checkpoint import CheckpointSpec, checkpoint_by, checkpoint_spec, current_request
 from gpuwarden.domain.errors import GpuwardenError, NotFound
 from gpuwarden.domain.views import NodeView, PodView
-from gpuwarden.services.engine.context import Recorder
+from gpuwarden.services.engine.context import FanOut, Recorder
 from gpuwarden.services.engine.writes import Patch, annotate, update_pod
 
 #: Annotations a kind adds to a pod in the same write that asks it to checkpoint, decided on the
@@ -128,13 +128,15 @@ def asks_for(pods: Iterable[PodView], recorder: Recorder) -> list[Ask]:
 @dataclass(frozen=True)
 class Asking:
     """One step's asking: who asks (``recorder``), for which doomed ``node``, by when (``deadline``),
-    on which workers (``pool``), and what a kind adds to a doomed-node pod's request (``prepare``)."""
+    on which workers (``pool``), what a kind adds to a doomed-node pod's request (``prepare``), and
+    the Capacity Block's runs it shares the gangs with (``fan_out``)."""
 
     recorder: Recorder
     node: NodeView
     deadline: datetime | None
     pool: ThreadPoolExecutor
     prepare: PreparePod | None = None
+    fan_out: FanOut | None = None
 
 
 def ask_pods(asking: Asking, asks: list[Ask], sent: threading.Event | None = None) -> list[Future[None]]:

@@ -12,7 +12,6 @@ from typing import Any, TypeVar, cast
 
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.errors import KubeError
-from gpuwarden.domain.gangs import Gang
 from gpuwarden.domain.policy import Policy
 from gpuwarden.domain.ports import CloudPort, HttpPort, KubePort, LedgerPort, SchedulerPort
 from gpuwarden.domain.views import NodeView, PodView
@@ -78,6 +77,9 @@ class Deps:
     ledger: LedgerPort
     http: HttpPort
     policy: Policy
+    #: The kinds that are voluntary (ask the windows, never override a PDB, honour do-not-disrupt),
+    #: as their specs say (gpuwarden/kinds/): a node's mark names its kind, and a run asks this.
+    voluntary_kinds: frozenset[str]
     clock: Callable[[], datetime] = utcnow
     #: The clock for window decisions: GPUWARDEN_NOW when set (docs/policy.md), else `clock`.
     window_clock: Callable[[], datetime] = utcnow
@@ -91,8 +93,10 @@ class Deps:
     #: Seconds this invocation may still wait (its remaining time minus a safety margin), set per
     #: invocation by the Lambda handlers; None locally, where the CLI waits as long as it takes.
     remaining: Callable[[], float] | None = None
-    #: Set by a fan-out over several nodes of one notice (a Capacity Block's), for its runs.
-    fan_out: FanOut | None = None
+
+    def is_voluntary(self, kind: str) -> bool:
+        """Whether ``kind`` is voluntary (a kind this version does not know is not)."""
+        return kind in self.voluntary_kinds
 
     def time_left(self, wanted: float) -> float:
         """``wanted`` seconds of waiting, cut to what the invocation has left (never below 0)."""
@@ -116,17 +120,13 @@ def worker_pool() -> ThreadPoolExecutor:
 @dataclass
 class Recorder:
     """Every step, in order: into the JSON result, a structured log line, a metric, and a
-    Kubernetes Event on the node (one per reason per flush, naming the pods)."""
+    Kubernetes Event on the node (one per reason per flush, naming the pods). It records actions
+    and logs, nothing else: a run's progress is passed and answered as values (`Ran`, `Round`,
+    `Looks`)."""
 
     deps: Deps
     event_id: str
     actions: list[dict[str, Any]] = field(default_factory=list)
-    #: The gangs this run asked or waited for, by gang key, as their last look found them
-    #: (the result's ``checkpoints``: docs/results.md).
-    checkpoints: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: The gangs this run's checkpoint step found, by gang key (None: it did not look); the
-    #: replacement reads where their other pods run (docs/cluster.md).
-    gangs: dict[str, Gang] | None = None
     _pending: dict[tuple[str, ActionType], list[str]] = field(default_factory=dict)
     _nodes: dict[str, NodeView] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)

@@ -1,54 +1,99 @@
-"""One notice for one node through the one sequence, as a loss warning asks: the node-level plan
-(`domain.decide.plan_interruption`), the mark, then `pipeline.run`. The Spot and capacity warnings,
-a rebalance recommendation and every node of a Capacity Block come here with their kind's hooks,
-which the routing table (`services.routes`) hands in."""
+"""The one disruption sequence, from a notice to its answer (docs/architecture.md, "The pipeline"):
+
+    resolve the node (not ours: ignored) → the kind's plan → guards → mark (`guard_and_mark`)
+    → urgent deliveries, replacement, drain rounds (`run_steps`) → the answer (`result_of`)
+
+Every kind that disrupts a node runs it through `disrupt`, with its spec's hooks (gpuwarden/kinds/):
+what its plan asks for, what its guards refuse, how a stop and a run are answered. A use case
+that needs a step of its own first (the GPU-idle alarm's state, a maintenance plan, a Capacity
+Block's nodes, a scan's breaker) takes it, then calls `disrupt`.
+"""
 
 from __future__ import annotations
 
+from functools import cache
+
 from gpuwarden.domain.actions import ActionType
-from gpuwarden.domain.decide import plan_interruption
 from gpuwarden.domain.drain import DrainContext, decide_round
 from gpuwarden.domain.notice import Notice
-from gpuwarden.domain.schedule import Allowance, voluntary_allowance
 from gpuwarden.domain.views import NodeView, PodView
-from gpuwarden.services.engine.context import Deps, Recorder
-from gpuwarden.services.engine.drain import DrainState
+from gpuwarden.domain.windows import Allowance, voluntary_allowance
+from gpuwarden.services.engine.context import Deps, FanOut, Recorder
 from gpuwarden.services.engine.node_ops import find_node, not_ours, window_allowance
-from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Steps, Taken, run, take
+from gpuwarden.services.engine.pipeline import (
+    Disruption,
+    KindHooks,
+    Marked,
+    Ran,
+    Steps,
+    Stop,
+    guard_and_mark,
+    run_steps,
+)
 from gpuwarden.services.engine.replace import mark_claim
 from gpuwarden.services.engine.result import Outcome, Result, notice_result
 
 
-def _allowance(notice: Notice, deps: Deps, node: NodeView) -> Allowance:
-    """Only a voluntary kind asks the windows (spot interruptions and state changes never wait)."""
-    windows, now = deps.policy.windows, deps.window_clock()
-    if notice.kind.voluntary:
-        return window_allowance(deps.kube, windows, now, node)
-    return voluntary_allowance(windows, now, node.nodepool, in_progress=0)
-
-
-def disrupt(notice: Notice, deps: Deps, hooks: KindHooks, node: NodeView, *, drain_locally: bool = True) -> Result:
-    """The node's plan for this notice, then the sequence with the kind's hooks."""
-    d = Disruption(notice, deps, node, hooks, drain_locally)
+def disrupt(
+    notice: Notice,
+    deps: Deps,
+    hooks: KindHooks,
+    drain_locally: bool = True,
+    *,
+    node: NodeView | None = None,
+    recorder: Recorder | None = None,
+    why: str | None = None,
+    fan_out: FanOut | None = None,
+) -> Result:
+    """The one sequence for ``notice`` with its kind's ``hooks``. ``node``: already resolved by the
+    use case; ``recorder``: the use case's own, when it recorded steps before; ``why``: the reason
+    the use case gives for acting now, in place of the plan's; ``fan_out``: the other runs of one
+    Capacity Block beside this one."""
+    recorder = recorder or Recorder(deps, notice.event_id)
+    if node is None:
+        node = find_node(deps.kube, deps.cloud, notice.instance_id, notice.node_name)
+        if node is None:
+            return _stopped(hooks, Stop(notice, recorder, None, not_ours(notice, deps.policy.cluster), why or ""))
+    d = Disruption(notice, deps, node, hooks, drain_locally, fan_out=fan_out)
+    d.recorder = recorder
+    voluntary = deps.is_voluntary(notice.kind)
     # An involuntary notice cordons before anything else is read: its plan needs no pods.
-    pods = d.pods if notice.kind.voluntary else []
-    plan = plan_interruption(notice.kind, node, pods, deps.policy, _allowance(notice, deps, node))
+    windows = cache(lambda: _allowance(deps, node, voluntary))
+    plan = hooks.plan(node, d.pods if voluntary else [], deps.policy, windows)
+    why = why or plan.reason
     claim = mark_claim(node, notice, deps.policy.replacement) if plan.replace and hooks.claim_with_mark else None
-    taken = take(d, plan.reason, claim)
-    if taken.stopped:
-        return notice_result(notice, d.recorder, node, outcome="ignored", reason=taken.refused or taken.held_reason())
+    marked = guard_and_mark(d, why, claim)
+    if marked.stopped:
+        reason = marked.refused or marked.held_reason()
+        return _stopped(hooks, Stop(notice, recorder, marked.node, reason, why, refused=marked.refused is not None))
     if plan.refused:
-        d.recorder.add(ActionType.REFUSED, d.node, reason=plan.refused)
-    state = run(d, Steps(checkpoint=plan.checkpoint, replace=plan.replace, drain=plan.drain))
-    reason = plan.reason if not plan.refused else f"{plan.reason}; drain refused: {plan.refused}"
-    return answer(d, taken, state, reason)
+        recorder.add(ActionType.REFUSED, d.node, reason=plan.refused)
+    ran = run_steps(d, Steps(checkpoint=plan.checkpoint, replace=plan.replace, drain=plan.drain))
+    reason = why if not plan.refused else f"{why}; drain refused: {plan.refused}"
+    return (hooks.answer or result_of)(d, marked, ran, reason)
 
 
-def answer(d: Disruption, taken: Taken, state: DrainState | None, reason: str) -> Result:
-    """The answer once the sequence ran: handled (dry-run), or duplicate when the mark was this
-    notice's already (a redelivery that resumed what was left)."""
-    deps, notice = d.deps, d.notice
-    outcome: Outcome = "dry-run" if deps.dry_run else "handled" if taken.changed else "duplicate"
+def _allowance(deps: Deps, node: NodeView, voluntary: bool) -> Allowance:
+    """Only a voluntary kind asks the windows (spot interruptions and state changes never wait)."""
+    if voluntary:
+        return window_allowance(deps, node)
+    return voluntary_allowance(deps.policy.windows, deps.window_clock(), node.nodepool, in_progress=0)
+
+
+def _stopped(hooks: KindHooks, stop: Stop) -> Result:
+    return (hooks.stopped or ignored)(stop)
+
+
+def ignored(stop: Stop) -> Result:
+    """The default answer when the sequence stops before acting: ignored, with the reason."""
+    return notice_result(stop.notice, stop.recorder, stop.node, outcome="ignored", reason=stop.reason)
+
+
+def result_of(d: Disruption, marked: Marked, ran: Ran, reason: str) -> Result:
+    """The default answer once the sequence ran: handled (dry-run), or duplicate when the mark was
+    this notice's already (a redelivery that resumed what was left)."""
+    deps, notice, state = d.deps, d.notice, ran.state
+    outcome: Outcome = "dry-run" if deps.dry_run else "handled" if marked.changed else "duplicate"
     if outcome == "duplicate":
         reason = f"event {notice.event_id} was already applied to {d.node.name}; resumed what was left"
     return notice_result(
@@ -60,23 +105,15 @@ def answer(d: Disruption, taken: Taken, state: DrainState | None, reason: str) -
         drain=state.model_dump(mode="json") if state else None,
         seconds_left=state.seconds_left if state else None,
         plan=dry_run_plan(notice, deps, d.pods) if deps.dry_run else None,
+        checkpoints=ran.looks.as_result(),
     )
-
-
-def disrupt_notice(notice: Notice, deps: Deps, hooks: KindHooks, *, drain_locally: bool = True) -> Result:
-    """Resolve the notice's node (not ours: ignored, with the reason), then `disrupt` it."""
-    node = find_node(deps.kube, deps.cloud, notice.instance_id, notice.node_name)
-    if node is None:
-        recorder = Recorder(deps, notice.event_id)
-        return notice_result(notice, recorder, None, outcome="ignored", reason=not_ours(notice, deps.policy.cluster))
-    return disrupt(notice, deps, hooks, node, drain_locally=drain_locally)
 
 
 def dry_run_plan(notice: Notice, deps: Deps, pods: list[PodView]) -> list[dict[str, object]]:
     """What a drain round would do to each pod now (the dry run's `plan`)."""
     ctx = DrainContext(
         event_id=notice.event_id,
-        involuntary=not notice.kind.voluntary,
+        involuntary=not deps.is_voluntary(notice.kind),
         deadline=notice.deadline,
         now=deps.clock(),
         default_checkpoint_timeout=deps.policy.checkpoint.default_timeout_seconds,

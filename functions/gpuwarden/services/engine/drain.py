@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -29,7 +30,7 @@ from gpuwarden.domain.drain import (
     on_eviction_blocked,
 )
 from gpuwarden.domain.errors import NotFound
-from gpuwarden.domain.gang_progress import GangHold
+from gpuwarden.domain.gang_progress import GangHold, Looks
 from gpuwarden.domain.notice import Kind
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.observability import Metric, put
@@ -65,6 +66,14 @@ class DrainState(BaseModel):
     not_checkpointed: list[str] = []
 
 
+@dataclass(frozen=True)
+class Round:
+    """What one round answers: the drain's next state, and where the node's gangs stand."""
+
+    state: DrainState
+    looks: Looks = field(default_factory=Looks)
+
+
 def _evict(recorder: Recorder, node: NodeView, pod: PodView, step: PodStep, ctx: DrainContext) -> PodStep:
     kube = recorder.deps.kube
     namespace, name = pod.namespace, pod.name
@@ -95,7 +104,7 @@ def _context(
     return DrainContext(
         gangs=gangs or {},
         event_id=state.event_id,
-        involuntary=not state.kind.voluntary,
+        involuntary=not recorder.deps.is_voluntary(state.kind),
         deadline=state.deadline,
         now=now,
         default_checkpoint_timeout=policy.checkpoint.default_timeout_seconds,
@@ -114,13 +123,14 @@ def drain_step(
     state: DrainState,
     pool: ThreadPoolExecutor | None = None,
     prepare: PreparePod | None = None,
-) -> DrainState:
-    """One round. Returns the next state; `done` when only skipped pods remain (or the node is gone)."""
+) -> Round:
+    """One round: the next state (`done` when only skipped pods remain, or the node is gone), and
+    the round's look at the node's gangs."""
     deps = recorder.deps
     state = state.model_copy(update={"round": state.round + 1})
     node = deps.kube.get_node(state.node)
     if node is None:
-        return _gone_early(recorder, state, deps.clock())
+        return Round(_gone_early(recorder, state, deps.clock()))
     pods = [p for p in deps.kube.list_pods_on_node(state.node) if p.node_name == state.node]
     state = _seen(state, pods, deps.clock())
     by_key = {p.key: p for p in pods}
@@ -129,11 +139,11 @@ def drain_step(
     try:
         # the node's gangs first: a gang's pod here leaves only once its gang has checkpointed
         asking = Asking(recorder, node, state.deadline, pool, prepare)
-        gangs, asked = gang_round(asking, pods)
+        gangs = gang_round(asking, pods)
         now = deps.clock()  # the time of the observation the round decides on
-        ctx = _context(state, recorder, now, gangs)
+        ctx = _context(state, recorder, now, gangs.holds)
         steps = decide_round(pods, ctx)
-        late = [by_key[s.pod] for s in steps if s.step == "signal" and s.pod not in asked]
+        late = [by_key[s.pod] for s in steps if s.step == "signal" and s.pod not in gangs.asked]
         if late:
             request_checkpoints(asking, late)
         results: list[PodStep] = []
@@ -145,9 +155,9 @@ def drain_step(
     final = {s.pod: s for s in steps} | {r.pod: r for r in results}
     next_state = _progress(recorder, state, node, list(final.values()), now)
     due = _next_due(state, list(final.values()), by_key, ctx)
-    if next_state.done or due is None or due >= next_state.wait_seconds:
-        return next_state
-    return next_state.model_copy(update={"wait_seconds": max(0.05, due)})
+    if not (next_state.done or due is None or due >= next_state.wait_seconds):
+        next_state = next_state.model_copy(update={"wait_seconds": max(0.05, due)})
+    return Round(next_state, gangs.looks)
 
 
 def _seen(state: DrainState, pods: list[PodView], now: datetime) -> DrainState:
@@ -188,7 +198,7 @@ def _next_due(state: DrainState, steps: list[PodStep], pods: dict[str, PodView],
     """Seconds until the first per-pod time the backoff must not sleep past (involuntary): a blocked
     pod's `deadline - grace` (deleted then, or it would get less grace than it asked for) and a
     held pod's `hold_until` (asked to leave then, whatever lower-priority pods still do)."""
-    if state.kind.voluntary or state.deadline is None:
+    if not ctx.involuntary or state.deadline is None:
         return None
     deadline = state.deadline
     times = [deadline - timedelta(seconds=pods[s.pod].grace_seconds) for s in steps if s.blocked]
@@ -223,7 +233,7 @@ def _progress(recorder: Recorder, state: DrainState, node: NodeView, steps: list
         put(Metric.DRAINS_PAST_DEADLINE)
         return state.model_copy(update={"done": True, "outcome": DrainOutcome.DEADLINE_PASSED})
     limit = recorder.deps.policy.drain.voluntary_limit_seconds
-    if state.kind.voluntary and (now - state.started_at).total_seconds() > limit:
+    if recorder.deps.is_voluntary(state.kind) and (now - state.started_at).total_seconds() > limit:
         recorder.add(ActionType.DRAIN_BLOCKED, node, reason=f"not drained after {limit}s: " + "; ".join(blocked[:5]))
         recorder.flush()
         return state.model_copy(update={"done": True, "outcome": DrainOutcome.BLOCKED})

@@ -10,7 +10,9 @@
   that already carries a current request (this notice's, or another notice's for the same gang)
   is not asked again, so concurrent notices for several nodes of one job ask each pod once.
 - Holding: a gang's pods on the doomed node leave only once the gang has checkpointed
-  (`domain.gangs.holds` → `domain.drain`); its pods on healthy nodes are asked, nothing more.
+  (`domain.gang_progress.holds` → `domain.drain`); its pods on healthy nodes are asked, nothing more.
+- Progress is a value: each step answers where the gangs it looked at stand (`Looks`), for the
+  run to add up into the result's ``checkpoints``.
 - Bad input is reported on the pod (a Kubernetes Event and the result) on the urgent step, and
   that pod is a gang of one.
 """
@@ -20,32 +22,35 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
-from typing import Any
 
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.errors import KubeError
-from gpuwarden.domain.gang_progress import GangHold, GangProgress, holds, merge_looks, progress
+from gpuwarden.domain.gang_progress import GangHold, GangProgress, Looks, holds, progress
 from gpuwarden.domain.gangs import BadGangInput, Gang, form_gang, gang_refs, is_gang
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.observability import logger
 from gpuwarden.services.engine.checkpoint import Ask, Asking, ask_pods, asks_for
-from gpuwarden.services.engine.context import Recorder
+from gpuwarden.services.engine.context import FanOut, Recorder
 
 #: The Kubernetes Event reason on a pod whose gang annotations cannot be read.
 BAD_INPUT_REASON = "CheckpointGangInvalid"
 
 
-def find_gangs(recorder: Recorder, pods: Sequence[PodView], *, report: bool = False) -> list[Gang]:
+def find_gangs(
+    recorder: Recorder, pods: Sequence[PodView], *, report: bool = False, fan_out: FanOut | None = None
+) -> list[Gang]:
     """The gangs of ``pods`` (one LIST each, in its namespace). A gang of one is not returned: a Job
     that runs one pod, a pod that opted into nothing, a pod with bad gang input (``report``: the
     urgent step's look, which reports it as an Event on the pod and a `checkpoint-gang-invalid`
-    action in the result, and which a fan-out's runs share: one LIST per gang for the block)."""
+    action in the result). ``fan_out``: the runs of one Capacity Block share it, one LIST per gang
+    for the whole block."""
     refs, bad = gang_refs(pods)
     by_key = {p.key: p for p in pods}
     gangs: list[Gang] = []
-    kube, fan_out = recorder.deps.kube, recorder.deps.fan_out if report else None
+    kube = recorder.deps.kube
     for ref in refs:
         try:
             read = partial(kube.list_pods, ref.namespace, ref.labels or None)
@@ -92,59 +97,74 @@ def _gang_asks(recorder: Recorder, node: NodeView, gang: Gang, only: set[str] | 
     return out
 
 
+@dataclass(frozen=True)
+class Asked:
+    """What the urgent step did: the deliveries still running, and where the gangs stand."""
+
+    deliveries: list[Future[None]]
+    looks: Looks = field(default_factory=Looks)
+
+
 def ask_gangs(
     asking: Asking, pods: list[PodView], sent: threading.Event | None = None, gangs: list[Gang] | None = None
-) -> list[Future[None]]:
+) -> Asked:
     """The urgent step: ask the node's pods and every gang they belong to (each pod once, however
-    many notices touch the gang). Returns the deliveries still running; ``sent`` as `ask_pods`.
-    ``gangs``: as `find_gangs` found them already (with ``report=True``), not listed again. They are
-    kept on the recorder for the rest of the run (the replacement reads them: `replace._peers`)."""
-    recorder = asking.recorder
-    gangs = find_gangs(recorder, pods, report=True) if gangs is None else gangs
-    recorder.gangs = (recorder.gangs or {}) | {g.key: g for g in gangs}
+    many notices touch the gang). ``sent`` as `ask_pods`. ``gangs``: as `find_gangs` found them
+    already (with ``report=True``), not listed again."""
+    recorder, fan_out = asking.recorder, asking.fan_out
+    gangs = find_gangs(recorder, pods, report=True, fan_out=fan_out) if gangs is None else gangs
     in_gang = {p.key for g in gangs for p in g.members}
     asks = asks_for([p for p in pods if p.key not in in_gang], recorder)
-    fan_out = recorder.deps.fan_out
+    looks = Looks()
     for gang in gangs:
         mine = _gang_asks(recorder, asking.node, gang)
         if fan_out is not None:
             mine = [a for a in mine if a.doomed or fan_out.asks_elsewhere(a.pod)]
         asks += mine
-        _look(recorder, gang, asking.deadline, {a.pod.key for a in mine if a.spec is not None})
-    return ask_pods(asking, asks, sent)
+        _, look = _look(recorder, gang, asking.deadline, {a.pod.key for a in mine if a.spec is not None})
+        looks = looks.with_look(look)
+    return Asked(ask_pods(asking, asks, sent), looks)
 
 
-def _look(recorder: Recorder, gang: Gang, deadline: datetime | None, asking: set[str]) -> GangProgress:
-    """Where the gang's checkpoint stands now, kept for the result's ``checkpoints`` (``asking``:
-    the pods this step is asking, counted as asked)."""
+def _look(
+    recorder: Recorder, gang: Gang, deadline: datetime | None, asking: set[str]
+) -> tuple[GangProgress, dict[str, object]]:
+    """Where the gang's checkpoint stands now, and its entry in the result's ``checkpoints``
+    (``asking``: the pods this step is asking, counted as asked)."""
     policy = recorder.deps.policy.checkpoint
     now = recorder.deps.clock()
     state = progress(gang, recorder.event_id, now, deadline, policy.default_timeout_seconds, policy.allow_exec)
     look = state.as_result()
     look["asked"] = sorted(set(state.asked) | asking)
-    _keep(recorder, look)
-    return state
+    return state, look
 
 
-def _keep(recorder: Recorder, look: dict[str, Any]) -> None:
-    """The gang's entry in the result, over every look of the run (`merge_looks`)."""
-    before = recorder.checkpoints.get(look["gang"], {})
-    recorder.checkpoints[look["gang"]] = merge_looks(before, look, waiting_from_look=True)
+@dataclass(frozen=True)
+class GangRound:
+    """One drain round's look at the node's gangs."""
+
+    #: What holds each gang pod on the node.
+    holds: dict[str, GangHold] = field(default_factory=dict)
+    #: The pods this look asked (the round does not ask them again).
+    asked: set[str] = field(default_factory=set)
+    #: Where the gangs stand.
+    looks: Looks = field(default_factory=Looks)
 
 
-def gang_round(asking: Asking, pods: list[PodView]) -> tuple[dict[str, GangHold], set[str]]:
-    """One drain round's look at the node's gangs (one LIST per gang): what holds each gang pod on
-    the node, after asking any gang pod still without a request. Answers the holds and the pods
-    this call asked (the round does not ask them again)."""
+def gang_round(asking: Asking, pods: list[PodView]) -> GangRound:
+    """One drain round's look at the node's gangs (one LIST per gang), after asking any gang pod
+    still without a request."""
     recorder = asking.recorder
     gangs = find_gangs(recorder, pods)
     if not gangs:
-        return {}, set()
+        return GangRound()
     out: dict[str, GangHold] = {}
     asked: set[str] = set()
     asks: list[Ask] = []
+    looks = Looks()
     for gang in gangs:
-        state = _look(recorder, gang, asking.deadline, set())
+        state, look = _look(recorder, gang, asking.deadline, set())
+        looks = looks.with_look(look)
         if state.unasked:
             asks += _gang_asks(recorder, asking.node, gang, set(state.unasked))
             asked |= set(state.unasked)
@@ -152,4 +172,4 @@ def gang_round(asking: Asking, pods: list[PodView]) -> tuple[dict[str, GangHold]
     if asks:
         for future in ask_pods(asking, asks):
             future.add_done_callback(lambda f: f.exception())
-    return out, asked
+    return GangRound(out, asked, looks)

@@ -106,5 +106,3 @@ def left_to_karpenter(d: Disruption) -> str | None:
 #: Involuntary notices (Spot, capacity-reservation and Capacity Block warnings): every pod asked to
 #: checkpoint is protected from Karpenter's drain first, and Karpenter's replacement is not doubled.
 INVOLUNTARY = replace(URGENT, prepare_pod=protect_pod, replacement_guard=left_to_karpenter, claim_with_mark=True)
-#: A rebalance recommendation (voluntary): no mark, but no second replacement either.
-REBALANCE = replace(URGENT, replacement_guard=left_to_karpenter, claim_with_mark=True)

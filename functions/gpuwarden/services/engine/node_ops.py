@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -11,8 +11,9 @@ from gpuwarden.domain.errors import KubeError
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.ports import CloudPort, KubePort
 from gpuwarden.domain.replacement import claimable
-from gpuwarden.domain.schedule import Allowance, Window, voluntary_allowance
 from gpuwarden.domain.views import NodeView, Taint
+from gpuwarden.domain.windows import Allowance, Window, voluntary_allowance
+from gpuwarden.services.engine.context import Deps
 from gpuwarden.services.engine.writes import Patch, update_node
 
 _INSTANCE_CACHE: dict[str, str] = {}
@@ -57,17 +58,18 @@ def is_marked(node: NodeView, notice: Notice) -> bool:
     )
 
 
-def supersedes(new: Kind, current: str | None) -> bool:
+_KNOWN = frozenset(kind.value for kind in Kind)
+
+
+def supersedes(new: Kind, current: str | None, voluntary: Collection[str]) -> bool:
     """An involuntary notice takes over a node a voluntary notice holds; nothing takes over an
-    involuntary one (a late redelivery of an older warning must not take the node back)."""
+    involuntary one (a late redelivery of an older warning must not take the node back). A kind
+    this version does not know is taken over. ``voluntary``: the voluntary kinds (`Deps`)."""
     if current is None:
         return True
-    if new.voluntary:
+    if new in voluntary:
         return False
-    try:
-        return Kind(current).voluntary
-    except ValueError:
-        return True
+    return current in voluntary or current not in _KNOWN
 
 
 @dataclass(frozen=True)
@@ -78,14 +80,16 @@ class MarkResult:
     held_by: str | None = None
 
 
-def _mark_patch(node: NodeView, notice: Notice, extra: Mapping[str, str] | None, claim: str | None) -> Patch | None:
+def _mark_patch(
+    node: NodeView, notice: Notice, extra: Mapping[str, str] | None, claim: str | None, voluntary: Collection[str]
+) -> Patch | None:
     """The mark for ``notice`` on ``node`` as it is now; None when it is marked already or
     another notice holds it (see `supersedes`). ``claim``: the replacement's claim the mark also
     writes while the node is `claimable`."""
     if is_marked(node, notice):
         return None
     if node.annotations.get(ann.EVENT_ID) != notice.event_id and not supersedes(
-        notice.kind, node.annotations.get(ann.KIND)
+        notice.kind, node.annotations.get(ann.KIND), voluntary
     ):
         return None
     taints = [t.as_dict() for t in node.taints if t.key != ann.TAINT_KEY]
@@ -110,12 +114,14 @@ def mark_node(
     kube: KubePort,
     node: NodeView,
     notice: Notice,
+    *,
+    voluntary: Collection[str],
     extra: Mapping[str, str] | None = None,
     claim: str | None = None,
 ) -> MarkResult:
     """Cordon, taint `gpuwarden.io/disruption=<kind>:NoSchedule`, annotate (plus ``extra`` and the
-    replacement's ``claim``). One write, RV-checked."""
-    marked = update_node(kube, node, lambda current: _mark_patch(current, notice, extra, claim))
+    replacement's ``claim``). One write, RV-checked. ``voluntary``: the voluntary kinds (`supersedes`)."""
+    marked = update_node(kube, node, lambda current: _mark_patch(current, notice, extra, claim, voluntary))
     if marked.obj is None:
         raise KubeError(f"node {node.name} disappeared while being cordoned", status=404)
     current = marked.obj
@@ -126,7 +132,7 @@ def mark_node(
 
 
 def voluntary_in_progress(
-    kube: KubePort, nodepool: str | None, *, exclude: str | None = None, covered_by: Window | None = None
+    deps: Deps, nodepool: str | None, *, exclude: str | None = None, covered_by: Window | None = None
 ) -> int:
     """Voluntary disruptions under way: what `voluntary_allowance(in_progress=…)` takes.
 
@@ -137,29 +143,28 @@ def voluntary_in_progress(
     must not count against itself).
     """
     count = 0
-    for node in kube.list_nodes():
+    for node in deps.kube.list_nodes():
         covered = covered_by.applies_to(node.nodepool) if covered_by is not None else node.nodepool == nodepool
         if node.name == exclude or not covered:
             continue
         kind = node.annotations.get(ann.KIND)
-        if kind in _VOLUNTARY_KINDS and ann.DRAIN_COMPLETED not in node.annotations:
+        if kind is not None and deps.is_voluntary(kind) and ann.DRAIN_COMPLETED not in node.annotations:
             count += 1
     return count
 
 
-def window_allowance(kube: KubePort, windows: Sequence[Window], now: datetime, node: NodeView) -> Allowance:
-    """What the windows allow a voluntary disruption of ``node`` at ``now`` (docs/windows.md).
+def window_allowance(deps: Deps, node: NodeView, now: datetime | None = None) -> Allowance:
+    """What the policy's windows allow a voluntary disruption of ``node`` at ``now`` (default: the
+    window clock) (docs/windows.md).
 
     The most restrictive open window decides; its ``max_disruptions`` counts the voluntary
     disruptions under way in everything it covers (all NodePools, or its ``nodepools``). Lists
     nodes only when an open window caps (a freeze, or no window open, needs no count).
     """
+    windows, now = deps.policy.windows, now or deps.window_clock()
     first = voluntary_allowance(windows, now, node.nodepool, in_progress=0)
     if first.window is None or first.allowed == 0:
         return first
     deciding = next(w for w in windows if w.name == first.window)
-    in_progress = voluntary_in_progress(kube, node.nodepool, exclude=node.name, covered_by=deciding)
+    in_progress = voluntary_in_progress(deps, node.nodepool, exclude=node.name, covered_by=deciding)
     return voluntary_allowance(windows, now, node.nodepool, in_progress)
-
-
-_VOLUNTARY_KINDS = frozenset(kind.value for kind in Kind if kind.voluntary)

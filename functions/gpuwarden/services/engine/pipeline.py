@@ -1,15 +1,18 @@
-"""The one disruption sequence every kind runs (docs: the pipeline).
+"""The steps of the one disruption sequence every kind runs (docs/architecture.md, "The pipeline");
+`engine.disrupt` runs them from a notice to its answer.
 
-    resolve the node (the caller) → guards → mark (cordon + taint + annotations) → urgent
-    deliveries (checkpoint requests) → replacement → first drain rounds → hand off to the drain
-    workflow (deployed) or loop here (locally) → settle each round (retire / give back).
+    resolve the node (`disrupt`) → guards → mark (cordon + taint + annotations): `guard_and_mark`
+    → urgent deliveries (checkpoint requests) → replacement → first drain rounds → hand off to the
+    drain workflow (deployed) or loop here (locally): `run_steps` → settle each round (retire /
+    give back): `round_of`.
 
-A kind changes the sequence only through its `KindHooks` (what its guards are, what the mark
-carries, what runs after the mark, what is done to a pod before it is asked to checkpoint,
-when no replacement may be launched, what "settled" means after a drain round) and through
-`Steps` (which of checkpoint / replacement / drain this notice asks for). Whether a PDB may be
-overridden at the deadline is the kind's own `Kind.voluntary`. `services.kinds` maps every kind
-to its hooks, for the drain workflow's rounds.
+A kind changes the sequence only through its `KindHooks` (its plan, what its guards are, what the
+mark carries, what runs after the mark, what is done to a pod before it is asked to checkpoint,
+when no replacement may be launched, what "settled" means after a drain round, how a stop and a
+run are answered) and through `Steps` (which of checkpoint / replacement / drain its plan asks
+for). Whether a PDB may be overridden at the deadline is the kind's own `voluntary`
+(`Deps.is_voluntary`). The kinds' specs (gpuwarden/kinds/) hold every kind's hooks; the drain
+workflow's rounds read them there too.
 
 Inside Lambda every wait here is cut to the invocation's time budget (`Deps.remaining`): what
 does not fit is handed to the drain workflow, whose rounds are re-entrant.
@@ -25,24 +28,33 @@ from dataclasses import dataclass, field
 
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.actions import ActionType
+from gpuwarden.domain.decide import Plan, nothing_to_do
+from gpuwarden.domain.gang_progress import Looks
 from gpuwarden.domain.gangs import Gang
 from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.engine.checkpoint import Asking, PreparePod
-from gpuwarden.services.engine.context import Deps, Recorder, worker_pool
-from gpuwarden.services.engine.drain import DrainState, drain_step
+from gpuwarden.services.engine.context import Deps, FanOut, Recorder, worker_pool
+from gpuwarden.services.engine.drain import DrainState, Round, drain_step
 from gpuwarden.services.engine.gangs import ask_gangs, find_gangs
 from gpuwarden.services.engine.node_ops import mark_node
-from gpuwarden.services.engine.replace import drop_claim, ensure_replacement
-from gpuwarden.services.engine.result import KARPENTER
+from gpuwarden.services.engine.replace import drop_claim, ensure_replacement, gang_peers
+from gpuwarden.services.engine.result import KARPENTER, Result
 from gpuwarden.services.engine.writes import release_node
 
 #: How long the first drain round and the replacement wait for the checkpoint requests to be out.
 REQUESTS_FIRST_SECONDS = 5.0
 
+#: The plan of a kind that asks nothing of the node (the default).
+NO_STEPS = nothing_to_do("this kind plans no step on the node")
+
 Guard = Callable[["Disruption"], str | None]
 Settle = Callable[[Recorder, DrainState], DrainState]
 RoundReport = Callable[[DrainState], None]
+#: The answer when the sequence stops before acting (not ours, refused, held by another notice).
+Stopped = Callable[["Stop"], Result]
+#: The answer once the sequence ran, with the reason it ran for.
+Answer = Callable[["Disruption", "Marked", "Ran", str], Result]
 
 
 def no_guard(_: Disruption) -> str | None:
@@ -59,8 +71,11 @@ def as_is(_: Recorder, state: DrainState) -> DrainState:
 
 @dataclass(frozen=True)
 class KindHooks:
-    """What one kind changes in the sequence. The defaults are an involuntary kind's."""
+    """What one kind changes in the sequence (its spec's `hooks`: gpuwarden/kinds/). The defaults
+    are an involuntary kind's, with no steps planned."""
 
+    #: What a notice of the kind asks of the node (cordon, checkpoint, replace, drain) and why.
+    plan: Plan = NO_STEPS
     #: Before the mark: a refusal (with its reason) leaves the node untouched.
     guard: Guard = no_guard
     #: Annotations the mark writes with gpuwarden's own (one write).
@@ -82,6 +97,10 @@ class KindHooks:
     #: Deployed: start the drain workflow before the first round, beside the deliveries
     #: (an involuntary notice's drain must not wait for this invocation).
     hand_off_at_once: bool = False
+    #: The answer when the sequence stops before acting (None: `disrupt.ignored`, with the reason).
+    stopped: Stopped | None = None
+    #: The answer once it ran (None: `disrupt.result_of`: handled, duplicate or dry-run).
+    answer: Answer | None = None
 
 
 #: Spot interruptions and rebalance recommendations (and the capacity-reservation kinds): no
@@ -110,8 +129,10 @@ class Disruption:
     recorder: Recorder = field(init=False)
     #: Called with the state after every drain round this process runs (a terminal's progress).
     on_round: RoundReport | None = None
-    #: This run's mark wrote the replacement's claim (`take`).
+    #: This run's mark wrote the replacement's claim (`guard_and_mark`).
     claimed: bool = False
+    #: The runs of one Capacity Block side by side in this process (each asks its own node's pods).
+    fan_out: FanOut | None = None
     _pods: list[PodView] | None = None
     _gangs: list[Gang] | None = None
 
@@ -131,18 +152,35 @@ class Disruption:
         """The gangs of the node's pods (docs/training-jobs.md), listed once (one LIST per gang) when
         first needed; bad gang input is reported then."""
         if self._gangs is None:
-            self._gangs = find_gangs(self.recorder, self.pods, report=True)
+            self._gangs = find_gangs(self.recorder, self.pods, report=True, fan_out=self.fan_out)
         return self._gangs
 
 
 @dataclass(frozen=True)
-class Taken:
+class Stop:
+    """Why the sequence stops before acting on the node, for the kind's `KindHooks.stopped`."""
+
+    notice: Notice
+    recorder: Recorder
+    #: None: the notice names no node of the cluster.
+    node: NodeView | None
+    reason: str
+    #: What the sequence was for (the plan's reason, or the use case's).
+    why: str
+    #: A guard refused (else: not ours, or another notice holds the node).
+    refused: bool = False
+
+
+@dataclass(frozen=True)
+class Marked:
     """What the guards and the mark decided. ``refused``/``held_by`` set: nothing more happens."""
 
     node: NodeView
     changed: bool = False
     refused: str | None = None
     held_by: str | None = None
+    #: The node carried this notice's mark before (a redelivery, or a run the drain workflow resumed).
+    resumed: bool = False
 
     @property
     def stopped(self) -> bool:
@@ -152,15 +190,17 @@ class Taken:
         return f"node {self.node.name} is already being handled for {self.held_by}"
 
 
-def take(d: Disruption, why: str, claim: str | None = None) -> Taken:
+def guard_and_mark(d: Disruption, why: str, claim: str | None = None) -> Marked:
     """Guards, then the mark (recorded as `cordon` when this run wrote it; with ``claim``, the
     replacement's claim in the same write), then `after_mark`."""
+    resumed = d.node.annotations.get(ann.EVENT_ID) == d.notice.event_id
     refused = d.hooks.guard(d)
     if refused is not None:
-        return Taken(d.node, refused=refused)
-    mark = mark_node(d.deps.kube, d.node, d.notice, extra=d.hooks.mark_extra(d), claim=claim)
+        return Marked(d.node, refused=refused, resumed=resumed)
+    voluntary = d.deps.voluntary_kinds
+    mark = mark_node(d.deps.kube, d.node, d.notice, voluntary=voluntary, extra=d.hooks.mark_extra(d), claim=claim)
     if mark.held_by is not None:
-        return Taken(mark.node, held_by=mark.held_by)
+        return Marked(mark.node, held_by=mark.held_by, resumed=resumed)
     d.node = mark.node
     d.claimed = mark.changed and claim is not None and d.node.annotations.get(ann.REPLACEMENT) == claim
     if mark.changed:
@@ -169,8 +209,8 @@ def take(d: Disruption, why: str, claim: str | None = None) -> Taken:
     refused = d.hooks.after_mark(d)
     if refused is not None:
         give_back(d.recorder, d.node.name, d.notice.event_id, refused)
-        return Taken(d.node, changed=mark.changed, refused=refused)
-    return Taken(d.node, changed=mark.changed)
+        return Marked(d.node, changed=mark.changed, refused=refused, resumed=resumed)
+    return Marked(d.node, changed=mark.changed, resumed=resumed)
 
 
 def give_back(recorder: Recorder, node: str, event_id: str, reason: str) -> None:
@@ -181,34 +221,47 @@ def give_back(recorder: Recorder, node: str, event_id: str, reason: str) -> None
         recorder.flush()
 
 
-def run(d: Disruption, steps: Steps) -> DrainState | None:
-    """Urgent deliveries, replacement, first rounds; then the drain workflow or the local loop.
-    None when no drain runs (a dry run, or a notice that only prepares the node)."""
+@dataclass(frozen=True)
+class Ran:
+    """What `run_steps` answers: the drain's state (None: no drain ran here, a dry run or a notice
+    that only prepares the node), and where the gangs it asked stand."""
+
+    state: DrainState | None
+    looks: Looks = field(default_factory=Looks)
+
+
+def run_steps(d: Disruption, steps: Steps) -> Ran:
+    """Urgent deliveries, replacement, first rounds; then the drain workflow or the local loop."""
     deps = d.deps
     state = _start(d) if steps.drain and not deps.dry_run else None
+    looks = Looks()
     handed_off = False
     with worker_pool() as pool:
         deliveries: list[Future[None]] = []
         sent = threading.Event()  # the urgent work first: rounds and replacement wait for the requests
+        peers = None
         if steps.checkpoint:
             # the node's pods and every gang they belong to, each pod asked once (docs/training-jobs.md)
-            asking = Asking(d.recorder, d.node, d.notice.deadline, pool, d.hooks.prepare_pod)
-            deliveries = ask_gangs(asking, d.pods, sent, d.gangs)
+            asking = Asking(d.recorder, d.node, d.notice.deadline, pool, d.hooks.prepare_pod, d.fan_out)
+            asked = ask_gangs(asking, d.pods, sent, d.gangs)
+            deliveries, looks, peers = asked.deliveries, asked.looks, gang_peers(d.gangs, d.pods)
         else:
             sent.set()
         if steps.replace:
-            deliveries.append(pool.submit(_replace, d, sent))
+            deliveries.append(pool.submit(_replace, d, sent, peers))
         if state is not None:  # no pod is asked to leave before every checkpoint request is out
             sent.wait(deps.time_left(REQUESTS_FIRST_SECONDS))
         if state is not None and d.hooks.hand_off_at_once and _hand_off(d, state):
             handed_off = True
         elif state is not None:
-            state = _first_rounds(d, state, deliveries, pool)
+            first = _first_rounds(d, state, deliveries, pool)
+            state, looks = first.state, looks | first.looks
         _settle_deliveries(deliveries)
         d.recorder.flush()
     if state is None or state.done or handed_off or _hand_off(d, state):
-        return state
-    return drain_to_end(d.recorder, state, d.hooks, d.on_round)
+        return Ran(state, looks)
+    rest = drain_to_end(d.recorder, state, d.hooks, d.on_round)
+    return Ran(rest.state, looks | rest.looks)
 
 
 def _hand_off(d: Disruption, state: DrainState) -> bool:
@@ -230,20 +283,20 @@ def _start(d: Disruption) -> DrainState:
     )
 
 
-def _replace(d: Disruption, sent: threading.Event) -> None:
+def _replace(d: Disruption, sent: threading.Event, peers: list[PodView] | None) -> None:
     # after this node's checkpoint requests (a Capacity Block's: every node's), one wait of at most 5 s
     until = time.monotonic() + d.deps.time_left(REQUESTS_FIRST_SECONDS)
     sent.wait(until - time.monotonic())
-    if d.deps.fan_out is not None:
-        d.deps.fan_out.sent(d.node.name)
-        d.deps.fan_out.wait_all_sent(max(0.0, until - time.monotonic()))
+    if d.fan_out is not None:
+        d.fan_out.sent(d.node.name)
+        d.fan_out.wait_all_sent(max(0.0, until - time.monotonic()))
     refused = d.hooks.replacement_guard(d)
     if refused is not None:
         if d.claimed:
             drop_claim(d.deps.kube, d.node.name)
         d.recorder.add(ActionType.REPLACEMENT_SKIPPED, reason=refused, left_to=KARPENTER)
         return
-    ensure_replacement(d.recorder, d.node, d.notice, d.pods, claimed=d.claimed)
+    ensure_replacement(d.recorder, d.node, d.notice, d.pods, peers, claimed=d.claimed)
 
 
 def _settle_deliveries(deliveries: list[Future[None]]) -> None:
@@ -252,43 +305,44 @@ def _settle_deliveries(deliveries: list[Future[None]]) -> None:
         future.result()
 
 
-def round_of(
-    recorder: Recorder, state: DrainState, hooks: KindHooks, pool: ThreadPoolExecutor | None = None
-) -> DrainState:
+def round_of(recorder: Recorder, state: DrainState, hooks: KindHooks, pool: ThreadPoolExecutor | None = None) -> Round:
     """One drain round and the kind's `settle` after it (here, and in the drain workflow)."""
-    return hooks.settle(recorder, drain_step(recorder, state, pool, hooks.prepare_pod))
+    drained = drain_step(recorder, state, pool, hooks.prepare_pod)
+    return Round(hooks.settle(recorder, drained.state), drained.looks)
 
 
-def _first_rounds(
-    d: Disruption, state: DrainState, deliveries: list[Future[None]], pool: ThreadPoolExecutor
-) -> DrainState:
+def _first_rounds(d: Disruption, state: DrainState, deliveries: list[Future[None]], pool: ThreadPoolExecutor) -> Round:
     """Drain rounds while the checkpoint deliveries (exec, POST) are still under way, within the
     invocation's time budget."""
-    state = _report(d, round_of(d.recorder, state, d.hooks, pool))
-    while not state.done and not d.deps.out_of_time:
+    rounds = _report(d, round_of(d.recorder, state, d.hooks, pool))
+    while not rounds.state.done and not d.deps.out_of_time:
         # only the deliveries still running: a finished one would end every wait at once (a hot loop)
         pending = [f for f in deliveries if not f.done()]
         if not pending:
             break
-        wait(pending, timeout=d.deps.time_left(state.wait_seconds), return_when="FIRST_COMPLETED")
-        state = _report(d, round_of(d.recorder, state, d.hooks, pool))
-    return state
+        wait(pending, timeout=d.deps.time_left(rounds.state.wait_seconds), return_when="FIRST_COMPLETED")
+        later = _report(d, round_of(d.recorder, rounds.state, d.hooks, pool))
+        rounds = Round(later.state, rounds.looks | later.looks)
+    return rounds
 
 
-def _report(d: Disruption, state: DrainState) -> DrainState:
+def _report(d: Disruption, rounds: Round) -> Round:
     if d.on_round is not None:
-        d.on_round(state)
-    return state
+        d.on_round(rounds.state)
+    return rounds
 
 
 def drain_to_end(
     recorder: Recorder, state: DrainState, hooks: KindHooks = URGENT, on_round: RoundReport | None = None
-) -> DrainState:
+) -> Round:
     """The local driver of the rounds (deployed, the Step Functions loop does this). Inside a
-    Lambda with no drain workflow it stops at the time budget, the drain not done."""
-    while not state.done and not recorder.deps.out_of_time:
-        recorder.deps.sleep(state.wait_seconds)
-        state = round_of(recorder, state, hooks)
+    Lambda with no drain workflow it stops at the time budget, the drain not done. Answers the
+    last state and where the gangs stood over every round."""
+    rounds = Round(state)
+    while not rounds.state.done and not recorder.deps.out_of_time:
+        recorder.deps.sleep(rounds.state.wait_seconds)
+        later = round_of(recorder, rounds.state, hooks)
+        rounds = Round(later.state, rounds.looks | later.looks)
         if on_round is not None:
-            on_round(state)
-    return state
+            on_round(rounds.state)
+    return rounds

@@ -10,6 +10,7 @@ from typing import Any
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.errors import GpuwardenError, NoFittingReplacement, NotFound
+from gpuwarden.domain.gangs import Gang
 from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.policy import ReplacementPolicy
 from gpuwarden.domain.ports import KubePort
@@ -30,11 +31,10 @@ PENDING = "pending:"
 NODECLAIM = "nodeclaim/"
 
 
-def _peers(recorder: Recorder, pods: Sequence[PodView]) -> list[PodView]:
-    """The members of the moved pods' gangs: those this run's checkpoint step found, else found now."""
+def gang_peers(gangs: Sequence[Gang], pods: Sequence[PodView]) -> list[PodView]:
+    """The members of the moved pods' gangs (``gangs``: as the run's checkpoint step found them)."""
     keys = {p.key for p in pods}
-    found = find_gangs(recorder, pods) if recorder.gangs is None else recorder.gangs.values()
-    return [member for gang in found if any(m.key in keys for m in gang.members) for member in gang.members]
+    return [member for gang in gangs if any(m.key in keys for m in gang.members) for member in gang.members]
 
 
 def peer_zones(kube: KubePort, node: NodeView, peers: Sequence[PodView]) -> list[str]:
@@ -140,8 +140,8 @@ def ensure_replacement(
     *,
     claimed: bool = False,
 ) -> Replaced:
-    """Launch one replacement for ``node`` where its pods can run (``peers``: the pods of their gangs;
-    None: the gangs this run found, else one LIST per gang). ``claimed``: this run's mark wrote the
+    """Launch one replacement for ``node`` where its pods can run (``peers``: the pods of their gangs,
+    as the run's checkpoint step found them; None: found now, one LIST per gang). ``claimed``: this run's mark wrote the
     claim (`mark_claim`), read before the launch by the kind's replacement guard."""
     deps = recorder.deps
     claim_name = nodeclaim_name(notice.event_id, node.name)  # this event's NodeClaim, were it one
@@ -175,7 +175,9 @@ def _launched(
     """Launch what ``node``'s claim (this run's) names; on failure the claim is taken back."""
     kube = recorder.deps.kube
     try:
-        gang = _peers(recorder, pods) if peers is None and choice.strategy == "nodeclaim" else peers or []
+        if peers is None and choice.strategy == "nodeclaim":  # no checkpoint step looked: one LIST per gang
+            peers = gang_peers(find_gangs(recorder, pods), pods)
+        gang = peers or []
         value, why = _launch(recorder, choice, node, pods, gang)
     except NoFittingReplacement as err:
         drop_claim(kube, node.name)

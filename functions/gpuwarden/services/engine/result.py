@@ -1,14 +1,19 @@
-"""The JSON answer of every entry point (docs/results.md)."""
+"""The JSON answer of every entry point (docs/results.md): its shape, how several answers make one,
+and where every answer leaves the services: its ledger entry and its metric (`answered`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
 from gpuwarden.domain.actions import ActionType
+from gpuwarden.domain.alerts import UNMAPPED_KIND
+from gpuwarden.domain.errors import CloudError
 from gpuwarden.domain.gang_progress import merge_looks
+from gpuwarden.observability import count_event, logger
 
 if TYPE_CHECKING:
     from gpuwarden.domain.notice import Notice
@@ -31,11 +36,6 @@ def replacement_of(actions: list[dict[str, Any]]) -> str | None:
         if action["type"] == ActionType.REPLACEMENT_SKIPPED and action.get("left_to") == KARPENTER:
             return LEFT_TO_KARPENTER
     return None
-
-
-def gangs_of(recorder: Recorder) -> list[dict[str, Any]] | None:
-    """The result's ``checkpoints``: the gangs the run asked, as their last look found them."""
-    return [recorder.checkpoints[k] for k in sorted(recorder.checkpoints)] or None
 
 
 def merged_checkpoints(results: list[Result]) -> list[dict[str, Any]] | None:
@@ -80,7 +80,8 @@ class Result(BaseModel):
 
 
 def notice_result(notice: Notice, recorder: Recorder, node: NodeView | None, **fields: Any) -> Result:
-    """The answer to one notice (the routing table records it in the ledger: `record_result`)."""
+    """The answer to one notice (the dispatch records it in the ledger: `answered`): the run's
+    actions and replacement, and ``fields`` (a run that asked gangs passes their ``checkpoints``)."""
     return Result(
         kind=notice.kind.value,
         node=node.name if node else notice.node_name,
@@ -88,7 +89,7 @@ def notice_result(notice: Notice, recorder: Recorder, node: NodeView | None, **f
         event_id=notice.event_id,
         deadline=notice.deadline,
         actions=recorder.actions,
-        **({"replacement": replacement_of(recorder.actions), "checkpoints": gangs_of(recorder)} | fields),
+        **({"replacement": replacement_of(recorder.actions)} | fields),
     )
 
 
@@ -100,8 +101,8 @@ def _history(previous: dict[str, Any]) -> str:
 
 
 def record_result(result: Result, deps: Deps) -> Result:
-    """The answer written to the ledger under its event id: the one place, called by the routing
-    table where a notice's or a tick's answer leaves the services (docs/results.md, "The ledger").
+    """The answer written to the ledger under its event id: the one place, called by `answered`
+    where a notice's or a tick's answer leaves the services (docs/results.md, "The ledger").
 
     A duplicate (and an event ignored again) is counted on the event's record. A redelivery that
     resumed work an earlier delivery had failed to finish (its record says `failed`) is that
@@ -127,3 +128,83 @@ def record_result(result: Result, deps: Deps) -> Result:
         entry["history"] = _history(previous)
     deps.ledger.record(event_id, entry | {"caller": deps.caller})
     return result
+
+
+# --------------------------------------------------------------------------- leaving the services
+
+
+def _recorded(result: Result, deps: Deps) -> Result:
+    """The answers it sums first (each under its own event id: a Capacity Block's nodes), then itself."""
+    children = [_recorded(child, deps) for child in result.results or []]
+    if children:
+        result = result.model_copy(update={"results": children})
+    return record_result(result, deps)
+
+
+def answered(result: Result, deps: Deps, *, count: bool = True) -> Result:
+    """Where an answer leaves the services: recorded in the ledger (`record_result`), its own and
+    the answers it sums, and counted (the ``Events`` metric) unless ``count`` is False."""
+    result = _recorded(result, deps)
+    if count:
+        count_event(result.kind, result.outcome)
+    return result
+
+
+def failed(result: Result, deps: Deps) -> Result:
+    """A failed answer (`failures.failed_result` counted it) is recorded too; a ledger that fails as
+    well is not the failure reported."""
+    try:
+        return _recorded(result, deps)
+    except CloudError as ledger_err:
+        logger.warning("failure not recorded in the ledger", extra={"error": str(ledger_err)})
+        return result
+
+
+#: How several answers sum up: the first of these any of them has (none of them: ignored).
+_SUMMED_BY: tuple[Outcome, ...] = ("failed", "handled", "dry-run", "duplicate")
+
+
+def summed_outcome(results: Sequence[Result]) -> Outcome:
+    """The outcome of several answers taken together: failed if any failed, else handled if any was,
+    else dry-run, else duplicate, else ignored."""
+    outcomes = {r.outcome for r in results}
+    return next((o for o in _SUMMED_BY if o in outcomes), "ignored")
+
+
+def summed(results: list[Result], *, where: str = "instances", **fields: Any) -> Result:
+    """Several answers (already answered each: notices of one event, the nodes of a Capacity Block,
+    a scan's kinds) as one: `summed_outcome`, their actions in order, each answer under
+    ``results``; ``where`` says what they are answers for, ``fields`` what else the sum carries."""
+    if len(results) == 1:
+        return results[0]
+    described = "; ".join(f"{r.node or r.instance_id}: {r.outcome}" for r in results)
+    return Result(
+        outcome=summed_outcome(results),
+        kind=results[0].kind,
+        reason=f"{len(results)} {where}: {described}",
+        actions=[a for r in results for a in r.actions],
+        results=results,
+        **fields,
+    )
+
+
+def alerts_answer(
+    results: list[Result], acted: list[Result], deps: Deps, *, message_id: str, lost: str | None
+) -> Result:
+    """An Alertmanager notification's answer (docs/gpu-signals.md): with nothing acted on, one
+    ignored answer recorded under the message id, the alerts' reasons in it; with one node acted on
+    (a dcgm-exporter alert fires per GPU), that node's answer with the others beside it. What a
+    truncated message lost is said in the reason."""
+    if not acted:
+        reasons = [r.reason for r in results] or [f"notification {message_id} carries no alert"]
+        reason = "; ".join([*reasons[:10], *([lost] if lost else [])])
+        kind = results[0].kind if results else UNMAPPED_KIND.value
+        ignored = answered(Result(outcome="ignored", kind=kind, reason=reason, event_id=message_id), deps)
+        return ignored.model_copy(update={"results": results}) if len(results) > 1 else ignored
+    answer = acted[0] if len(results) == 1 else summed(results)
+    if len(acted) == 1 and len(results) > 1:
+        answer = acted[0].model_copy(update={"results": results})
+    if lost:
+        logger.warning("alertmanager notification truncated", extra={"message_id": message_id, "lost": lost})
+        answer = answer.model_copy(update={"reason": f"{answer.reason}; {lost}"})
+    return answer

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from datetime import datetime, timedelta
 
 from gpuwarden.domain import annotations as ann
@@ -27,10 +26,10 @@ from gpuwarden.domain.notice import CAPACITY_BLOCK_TERMINATION_LEAD_SECONDS, Kin
 from gpuwarden.domain.ports import CapacityReservation
 from gpuwarden.domain.views import NodeView
 from gpuwarden.services.engine.context import Deps, FanOut, Recorder
-from gpuwarden.services.engine.disrupt import disrupt_notice
+from gpuwarden.services.engine.disrupt import disrupt
 from gpuwarden.services.engine.failures import failed_notice
 from gpuwarden.services.engine.pipeline import KindHooks
-from gpuwarden.services.engine.result import Result, merged_checkpoints
+from gpuwarden.services.engine.result import Result, merged_checkpoints, summed
 
 DUE_ACTION = "capacity-block-due"
 PLAN = Kind.CAPACITY_BLOCK_PLAN
@@ -80,14 +79,14 @@ def _per_node(notice: Notice, node: NodeView) -> Notice:
     )
 
 
-def _guarded(notice: Notice, deps: Deps, hooks: KindHooks, drain_locally: bool) -> Result:
+def _guarded(notice: Notice, deps: Deps, hooks: KindHooks, drain_locally: bool, fan_out: FanOut | None) -> Result:
     try:
-        return disrupt_notice(notice, deps, hooks, drain_locally=drain_locally)
+        return disrupt(notice, deps, hooks, drain_locally, fan_out=fan_out)
     except GpuwardenError as err:
         return failed_notice(notice, err)
     finally:
-        if deps.fan_out is not None and notice.node_name:  # a run that stopped early holds no one up
-            deps.fan_out.sent(notice.node_name)
+        if fan_out is not None and notice.node_name:  # a run that stopped early holds no one up
+            fan_out.sent(notice.node_name)
 
 
 def drain_nodes(notice: Notice, nodes: Sequence[NodeView], deps: Deps, hooks: KindHooks, drain_locally: bool) -> Result:
@@ -98,22 +97,15 @@ def drain_nodes(notice: Notice, nodes: Sequence[NodeView], deps: Deps, hooks: Ki
         return Result(outcome="ignored", kind=notice.kind.value, event_id=notice.event_id, reason=reason)
     per_node = [_per_node(notice, node) for node in nodes]
     # one handshake per gang for the whole block: each run asks its own node's pods (FanOut)
-    shared = replace(deps, fan_out=FanOut(frozenset(n.name for n in nodes))) if len(nodes) > 1 else deps
+    fan_out = FanOut(frozenset(n.name for n in nodes)) if len(nodes) > 1 else None
     with ThreadPoolExecutor(max_workers=min(_MAX_PARALLEL, len(per_node))) as pool:
-        results = list(pool.map(lambda n: _guarded(n, shared, hooks, drain_locally), per_node))
-    if len(results) == 1:
-        return results[0]
-    outcomes = {r.outcome for r in results}
-    outcome = next((o for o in ("failed", "handled", "dry-run", "duplicate") if o in outcomes), "ignored")
+        results = list(pool.map(lambda n: _guarded(n, deps, hooks, drain_locally, fan_out), per_node))
     # each node's answer is recorded under its own id; the notice's own id gets the whole answer
-    return Result(
-        outcome=outcome,  # type: ignore[arg-type]
-        kind=notice.kind.value,
+    return summed(
+        results,
+        where=f"nodes in {where}",
         event_id=notice.event_id,
         deadline=notice.deadline,
-        reason=f"{len(results)} nodes in {where}: " + "; ".join(f"{r.node}: {r.outcome}" for r in results),
-        actions=[a for r in results for a in r.actions],
-        results=results,
         checkpoints=merged_checkpoints(results),  # one handshake per gang for the whole block
     )
 
@@ -121,7 +113,7 @@ def drain_nodes(notice: Notice, nodes: Sequence[NodeView], deps: Deps, hooks: Ki
 # --------------------------------------------------------------------------- the expiration warning
 
 
-def handle_block_expiry(notice: Notice, deps: Deps, hooks: KindHooks, *, drain_locally: bool = True) -> Result:
+def handle_block_expiry(notice: Notice, deps: Deps, hooks: KindHooks, drain_locally: bool = True) -> Result:
     """Every node in the block, as a Spot interruption with the warning's deadline."""
     assert notice.capacity_reservation_id is not None  # the source model requires it
     nodes = nodes_in_reservation(deps, notice.capacity_reservation_id)
@@ -218,7 +210,7 @@ def plan_block(
     )
 
 
-def handle_block_delivered(notice: Notice, deps: Deps, hooks: KindHooks, *, drain_locally: bool = True) -> Result:
+def handle_block_delivered(notice: Notice, deps: Deps, hooks: KindHooks, drain_locally: bool = True) -> Result:
     """``Capacity Block Delivered``: plan from its end date (read from EC2 when the event has none)."""
     reservation_id = notice.capacity_reservation_id
     assert reservation_id is not None  # the source model requires it
@@ -233,7 +225,7 @@ def handle_block_delivered(notice: Notice, deps: Deps, hooks: KindHooks, *, drai
     return plan_block(reservation_id, end, deps, hooks, drain_locally, event_id=notice.event_id, source=notice.source)
 
 
-def run_block_plan(reservation_id: str, deps: Deps, hooks: KindHooks, *, drain_locally: bool = True) -> Result:
+def run_block_plan(reservation_id: str, deps: Deps, hooks: KindHooks, drain_locally: bool = True) -> Result:
     """The scheduled tick: read the block again (it may have been extended), then drain or move the plan."""
     block = _block(deps, reservation_id)
     if block is None or block.end is None or block.state in ("expired", "cancelled", "failed"):
@@ -244,7 +236,7 @@ def run_block_plan(reservation_id: str, deps: Deps, hooks: KindHooks, *, drain_l
     return plan_block(reservation_id, block.end, deps, hooks, drain_locally, event_id=event_id, source="aws.scheduler")
 
 
-def plan_blocks_in_use(deps: Deps, hooks: KindHooks, *, drain_locally: bool = True) -> list[Result]:
+def plan_blocks_in_use(deps: Deps, hooks: KindHooks, drain_locally: bool = True) -> list[Result]:
     """The reconcile: every Capacity Block the cluster's nodes run in gets its plan (a missed delivery)."""
     nodes = deps.kube.list_nodes()
     ids = {n.capacity_reservation_id for n in nodes if n.capacity_reservation_id}
@@ -266,18 +258,15 @@ def plan_blocks_in_use(deps: Deps, hooks: KindHooks, *, drain_locally: bool = Tr
     return results
 
 
-def reconcile_blocks(
-    recorder: Recorder, hooks: KindHooks, *, drain_locally: bool = True, planned: list[Result] | None = None
-) -> str:
+def reconcile_blocks(recorder: Recorder, hooks: KindHooks, drain_locally: bool, planned: list[Result]) -> str:
     """The reconcile's Capacity Block part, into the tick's record: what was planned, or why it could
     not look (EC2 unreachable must not stop the NodePools from being reconciled). Each plan's own
-    answer is added to ``planned``, for the routing table to record."""
+    answer is added to ``planned``, for the dispatch to record."""
     try:
-        results = plan_blocks_in_use(recorder.deps, hooks, drain_locally=drain_locally)
+        results = plan_blocks_in_use(recorder.deps, hooks, drain_locally)
     except CloudError as err:
         recorder.add(ActionType.CAPACITY_BLOCKS_UNKNOWN, reason=str(err))
         return f"; Capacity Blocks not checked: {err}"
     recorder.actions += [a for r in results for a in r.actions]
-    if planned is not None:
-        planned += results
+    planned += results
     return "".join(f"; {r.reason}" for r in results)

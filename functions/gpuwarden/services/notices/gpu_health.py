@@ -29,12 +29,10 @@ from gpuwarden.domain.gpu_health import breaker_for, condition_notice, failing_c
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.views import NodeView
 from gpuwarden.observability import Metric, put
-from gpuwarden.services.engine import karpenter
 from gpuwarden.services.engine.context import Deps, Recorder
-from gpuwarden.services.engine.disrupt import answer
-from gpuwarden.services.engine.node_ops import find_node, not_ours
-from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Steps, run, take
-from gpuwarden.services.engine.result import Outcome, Result, notice_result
+from gpuwarden.services.engine.disrupt import disrupt, ignored
+from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Stop, no_guard
+from gpuwarden.services.engine.result import Result, notice_result, summed_outcome
 
 WHY = "gpu unhealthy: Karpenter node repair / EKS auto repair replace the node at the deadline"
 
@@ -48,7 +46,7 @@ def _pool_nodes(deps: Deps, node: NodeView) -> list[NodeView]:
     return [n for n in listed if pool_of(n) == pool_of(node)]
 
 
-def _breaker(d: Disruption) -> str | None:
+def breaker(d: Disruption) -> str | None:
     """Before the mark: the pool's count, unless this notice holds the node already (a resume)."""
     if d.node.annotations.get(ann.EVENT_ID) == d.notice.event_id:
         return None
@@ -56,20 +54,11 @@ def _breaker(d: Disruption) -> str | None:
     return breaker_for(d.node, _pool_nodes(d.deps, d.node), policy).refusal(d.node.name, policy.max_unhealthy_percent)
 
 
-def _recount(d: Disruption) -> str | None:
+def recount(d: Disruption) -> str | None:
     """After the mark: the pool listed again, this node counted with its mark."""
     policy = d.deps.policy.gpu_health
     nodes = [n for n in _pool_nodes(d.deps, d.node) if n.name != d.node.name] + [d.node]
     return breaker_for(d.node, nodes, policy).refusal(d.node.name, policy.max_unhealthy_percent)
-
-
-#: As Spot's (`karpenter.INVOLUNTARY`: pods protected from Karpenter's drain, no second
-#: replacement), with the breaker before and after the mark.
-HOOKS = replace(karpenter.INVOLUNTARY, guard=_breaker, after_mark=_recount)
-
-
-#: A scan decided the pool's room from its own listing: no second LIST before the cordon.
-_ADMITTED = replace(HOOKS, guard=lambda _: None)
 
 
 def _disabled(notice: Notice, deps: Deps) -> Result | None:
@@ -79,46 +68,28 @@ def _disabled(notice: Notice, deps: Deps) -> Result | None:
     return notice_result(notice, recorder, None, outcome="ignored", reason="gpu_health.enabled is false in the policy")
 
 
-def handle_gpu_unhealthy(notice: Notice, deps: Deps, drain_locally: bool = True) -> Result:
+def handle_gpu_unhealthy(notice: Notice, deps: Deps, hooks: KindHooks, drain_locally: bool = True) -> Result:
     """One gpu-unhealthy notice (an Alertmanager alert, or a scan's node)."""
     off = _disabled(notice, deps)
     if off is not None:
         return off
-    node = find_node(deps.kube, deps.cloud, notice.instance_id, notice.node_name)
-    if node is None:
-        return notice_result(
-            notice,
-            Recorder(deps, notice.event_id),
-            None,
-            outcome="ignored",
-            reason=not_ours(notice, deps.policy.cluster),
-        )
-    return _disrupt(notice, deps, node, HOOKS, drain_locally)
+    return disrupt(notice, deps, hooks, drain_locally)
 
 
-def _disrupt(notice: Notice, deps: Deps, node: NodeView, hooks: KindHooks, drain_locally: bool) -> Result:
-    """The breaker and the mark (`take`), then the one sequence as a Spot warning runs it."""
-    d = Disruption(notice, deps, node, hooks, drain_locally)
-    taken = take(d, WHY)
-    if taken.held_by is not None:
-        return notice_result(notice, d.recorder, taken.node, outcome="ignored", reason=taken.held_reason())
-    if taken.refused is not None:
-        return _hold_back(notice, d.recorder, taken.node, taken.refused)
-    state = run(d, Steps(replace=deps.policy.replacement.enabled))
-    return answer(d, taken, state, WHY)
-
-
-def _hold_back(notice: Notice, recorder: Recorder, node: NodeView, reason: str) -> Result:
-    """Left untouched by the breaker: the reason, a Warning Event on the node, the metric."""
-    recorder.add(ActionType.HELD_BACK, node, reason=reason)
-    recorder.flush()
-    return notice_result(notice, recorder, node, outcome="ignored", reason=reason)
+def held_back(stop: Stop) -> Result:
+    """The kind's answer to a stop: a node the breaker refused is left untouched and reported (the
+    reason, a Warning Event on the node, the metric); the other stops are ignored with the reason."""
+    if not stop.refused or stop.node is None:
+        return ignored(stop)
+    stop.recorder.add(ActionType.HELD_BACK, stop.node, reason=stop.reason)
+    stop.recorder.flush()
+    return notice_result(stop.notice, stop.recorder, stop.node, outcome="ignored", reason=stop.reason)
 
 
 # --------------------------------------------------------------------------- the scan
 
 
-def scan(deps: Deps, *, drain_locally: bool = True) -> Result:
+def scan(deps: Deps, hooks: KindHooks, drain_locally: bool = True) -> Result:
     """One GPU-health scan: one LIST of the GPU nodes, each failing condition a notice."""
     policy = deps.policy.gpu_health
     kind = Kind.GPU_UNHEALTHY.value
@@ -135,6 +106,8 @@ def scan(deps: Deps, *, drain_locally: bool = True) -> Result:
         key=lambda pair: (pair[1].event_time, pair[0].name),  # the oldest failures first
     )
     admitted = _admit(notices, nodes, deps)
+    # the scan decided each pool's room from its own listing: no second LIST before the cordon
+    scanned = replace(hooks, guard=no_guard)
     # new failures first (their cordon is the urgent write), then what an earlier scan started
     fresh = [p for p in notices if p[0].annotations.get(ann.EVENT_ID) != p[1].event_id]
     resumed = [p for p in notices if p[0].annotations.get(ann.EVENT_ID) == p[1].event_id]
@@ -143,7 +116,7 @@ def scan(deps: Deps, *, drain_locally: bool = True) -> Result:
         for batch in (fresh, resumed):
             for (node, _), result in zip(
                 batch,
-                pool.map(lambda pair: _scan_one(pair[0], pair[1], deps, admitted, drain_locally), batch),
+                pool.map(lambda pair: _scan_one(pair[0], pair[1], deps, scanned, admitted, drain_locally), batch),
                 strict=True,
             ):
                 by_node[node.name] = result
@@ -151,7 +124,7 @@ def scan(deps: Deps, *, drain_locally: bool = True) -> Result:
     reason = f"scanned {len(nodes)} GPU nodes ({policy.node_selector}): {len(failing)} with a failing GPU condition"
     if results:
         reason += ": " + "; ".join(f"{r.node}: {r.outcome}" for r in results[:20])
-    return Result(outcome=_summed(results, deps), kind=kind, reason=reason, results=results)
+    return Result(outcome=summed_outcome(results), kind=kind, reason=reason, results=results)
 
 
 def _admit(notices: Sequence[tuple[NodeView, Notice]], nodes: Sequence[NodeView], deps: Deps) -> dict[str, str | None]:
@@ -174,7 +147,7 @@ def _admit(notices: Sequence[tuple[NodeView, Notice]], nodes: Sequence[NodeView]
 
 
 def _scan_one(
-    node: NodeView, notice: Notice, deps: Deps, admitted: dict[str, str | None], drain_locally: bool
+    node: NodeView, notice: Notice, deps: Deps, hooks: KindHooks, admitted: dict[str, str | None], drain_locally: bool
 ) -> Result:
     from gpuwarden.domain.errors import GpuwardenError
     from gpuwarden.services.engine.failures import failed_notice
@@ -182,11 +155,11 @@ def _scan_one(
     refusal = admitted.get(node.name)
     try:
         if refusal is not None:
-            return _hold_back(notice, Recorder(deps, notice.event_id), node, refusal)
+            return held_back(Stop(notice, Recorder(deps, notice.event_id), node, refusal, WHY, refused=True))
         if _already_draining(node, notice):
             reason = f"event {notice.event_id} is already being handled on {node.name}: the scan changes nothing"
             return notice_result(notice, Recorder(deps, notice.event_id), node, outcome="duplicate", reason=reason)
-        return _disrupt(notice, deps, node, _ADMITTED, drain_locally)
+        return disrupt(notice, deps, hooks, drain_locally, node=node)
     except GpuwardenError as err:
         return failed_notice(notice, err)
 
@@ -194,12 +167,3 @@ def _scan_one(
 def _already_draining(node: NodeView, notice: Notice) -> bool:
     """The mark for this failure is on the node and its drain has started: nothing left to start."""
     return node.annotations.get(ann.EVENT_ID) == notice.event_id and ann.DRAIN_STARTED in node.annotations
-
-
-def _summed(results: Sequence[Result], deps: Deps) -> Outcome:
-    outcomes = {r.outcome for r in results}
-    order: tuple[Outcome, ...] = ("failed", "handled", "dry-run", "duplicate")
-    for outcome in order:
-        if outcome in outcomes:
-            return outcome
-    return "ignored"

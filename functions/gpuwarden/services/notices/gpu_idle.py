@@ -40,35 +40,28 @@ from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.views import NodeView
 from gpuwarden.observability import logger
 from gpuwarden.services.engine.context import Deps, Recorder
+from gpuwarden.services.engine.disrupt import disrupt
 from gpuwarden.services.engine.drain import DrainState
-from gpuwarden.services.engine.node_ops import find_node, not_ours, window_allowance
-from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Steps, give_back, run, take
+from gpuwarden.services.engine.node_ops import window_allowance
+from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Marked, Ran, Stop, give_back
 from gpuwarden.services.engine.result import Outcome, Result, notice_result
 from gpuwarden.services.notices.gpu_idle_reschedule import comes_back_refusal
 
 
-def handle_gpu_idle(notice: Notice, deps: Deps, drain_locally: bool = True) -> Result:
-    recorder = Recorder(deps, notice.event_id)
+def handle_gpu_idle(notice: Notice, deps: Deps, hooks: KindHooks, drain_locally: bool = True) -> Result:
+    """An alarm in ALARM through the one sequence (the guardrails are the kind's guard); any other
+    state is ignored before the node is looked up."""
     refused = state_refusal(notice.detail.get("state"))
     if refused is not None:
-        return _skip(notice, recorder, None, refused)
-    node = find_node(deps.kube, deps.cloud, notice.instance_id, notice.node_name)
-    if node is None:
-        return _skip(notice, recorder, None, not_ours(notice, deps.policy.cluster))
-    d = Disruption(notice, deps, node, HOOKS, drain_locally)
-    d.recorder = recorder
-    resumed = node.annotations.get(ann.EVENT_ID) == notice.event_id
-    taken = take(d, "gpu idle: reclaiming the node")
-    if taken.stopped:
-        return _skip(notice, recorder, taken.node, taken.refused or taken.held_reason())
-    state = run(d, Steps(replace=False))
-    return _finish(notice, recorder, d.node, state, resumed)
+        return skipped(Stop(notice, Recorder(deps, notice.event_id), None, refused, ""))
+    return disrupt(notice, deps, hooks, drain_locally)
 
 
 # ------------------------------------------------------------------ guardrails
 
 
-def _guardrails(d: Disruption) -> str | None:
+def guardrails(d: Disruption) -> str | None:
+    """The guard: every guardrail of the module's docstring, a window's refusal first."""
     deps, node = d.deps, d.node
     refused = gpu_refusal(node) or held_elsewhere(node, d.notice.event_id)
     if refused is not None or node.annotations.get(ann.EVENT_ID) == d.notice.event_id:
@@ -85,9 +78,15 @@ def _guardrails(d: Disruption) -> str | None:
         return refused
     if d.notice.detail.get("evidence") == "alert":
         return None  # an Alertmanager alert is its own evidence: no CloudWatch re-check (docs/gpu-signals.md)
-    if node.instance_id is None:
-        return f"node {node.name} has no AWS providerID: its GPU utilization cannot be re-checked"
-    metric = IdleMetric.for_alarm(d.notice.detail.get("metric"), deps.policy.cluster, node.instance_id, node.name)
+    # the node's instance, else the one the alarm's series names (a node without an AWS providerID:
+    # a KWOK node on the real plane, docs/realplane.md; a wrong pairing finds no data and skips)
+    instance_id = node.instance_id or d.notice.instance_id
+    if instance_id is None:
+        return (
+            f"node {node.name} has no AWS providerID and the alarm names no instance: "
+            "its GPU utilization cannot be re-checked"
+        )
+    metric = IdleMetric.for_alarm(d.notice.detail.get("metric"), deps.policy.cluster, instance_id, node.name)
     values = deps.cloud.gpu_utilization(metric, policy.evaluation_minutes, policy.period_seconds)
     refused = busy_refusal(Utilization(tuple(values), policy.evaluation_minutes, metric.name), policy.threshold_percent)
     return refused or comes_back_refusal(d, nodes)  # idle, but would its pods come straight back?
@@ -95,15 +94,16 @@ def _guardrails(d: Disruption) -> str | None:
 
 def _window_refusal(deps: Deps, node: NodeView) -> str | None:
     """The windows' allowance, counting the voluntary disruptions under way in what they cover."""
-    return window_refusal(window_allowance(deps.kube, deps.policy.windows, deps.window_clock(), node))
+    return window_refusal(window_allowance(deps, node))
 
 
-def _claim_time(d: Disruption) -> dict[str, str]:
+def claim_time(d: Disruption) -> dict[str, str]:
     """The mark carries the slot's claim time: racers order themselves by it (see the module doc)."""
     return {CLAIMED_AT: d.node.annotations.get(CLAIMED_AT) or claim_stamp(d.deps.clock())}
 
 
-def _cap(d: Disruption) -> str | None:
+def within_cap(d: Disruption) -> str | None:
+    """After the mark: the cap on nodes reclaiming at once, with this node's slot in it."""
     return _over_cap(d.deps, d.node)
 
 
@@ -180,30 +180,31 @@ def _retire(recorder: Recorder, node_name: str) -> None:
     recorder.flush()
 
 
-#: The gpu-idle kind: its guardrails, the slot taken with the mark, retire or give back when settled.
-HOOKS = KindHooks(guard=_guardrails, mark_extra=_claim_time, after_mark=_cap, settle=settle_round)
-
-
 # ------------------------------------------------------------------ results
 
 
-def _skip(notice: Notice, recorder: Recorder, node: NodeView | None, reason: str) -> Result:
+def skipped(stop: Stop) -> Result:
+    """The kind's answer to a stop: a guardrail's refusal (or another notice's hold) is recorded on
+    the node as `refused`, with its Event; an alarm for no node of the cluster is logged."""
+    notice, recorder, node = stop.notice, stop.recorder, stop.node
     if node is not None:
-        recorder.add(ActionType.REFUSED, node, reason=reason)
+        recorder.add(ActionType.REFUSED, node, reason=stop.reason)
         recorder.flush()
     else:
-        logger.info("gpu-idle ignored", extra={"event_id": notice.event_id, "reason": reason})
-    return notice_result(notice, recorder, node, outcome="ignored", reason=reason)
+        logger.info("gpu-idle ignored", extra={"event_id": notice.event_id, "reason": stop.reason})
+    return notice_result(notice, recorder, node, outcome="ignored", reason=stop.reason)
 
 
-def _finish(notice: Notice, recorder: Recorder, node: NodeView, state: DrainState | None, resumed: bool) -> Result:
-    deps = recorder.deps
+def reclaimed(d: Disruption, marked: Marked, ran: Ran, why: str) -> Result:
+    """The kind's answer once it ran: what the drain (and the retirement) came to."""
+    notice, recorder, node, deps, resumed, state = d.notice, d.recorder, d.node, d.deps, marked.resumed, ran.state
+    checkpoints = ran.looks.as_result()
     outcome: Outcome = "dry-run" if deps.dry_run else "duplicate" if resumed else "handled"
     if state is None:
         reason = f"gpu idle: would reclaim node {node.name}"
     elif state.outcome is DrainOutcome.SUPERSEDED:
         taken = next(a for a in reversed(recorder.actions) if a["type"] is ActionType.SUPERSEDED)
-        return notice_result(notice, recorder, node, outcome="ignored", reason=taken["reason"])
+        return notice_result(notice, recorder, node, outcome="ignored", reason=taken["reason"], checkpoints=checkpoints)
     elif state.outcome is DrainOutcome.BLOCKED:
         reason = f"gpu idle: drain of {node.name} blocked, node uncordoned: " + "; ".join(state.blocked[:3])
     elif state.done:
@@ -214,4 +215,4 @@ def _finish(notice: Notice, recorder: Recorder, node: NodeView, state: DrainStat
     if resumed and not deps.dry_run:
         reason = f"event {notice.event_id} was already applied to {node.name}; resumed: {reason}"
     drain = state.model_dump(mode="json") if state else None
-    return notice_result(notice, recorder, node, outcome=outcome, reason=reason, drain=drain)
+    return notice_result(notice, recorder, node, outcome=outcome, reason=reason, drain=drain, checkpoints=checkpoints)

@@ -24,12 +24,13 @@ from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.decide import do_not_disrupt_reason
 from gpuwarden.domain.notice import Kind, Notice
-from gpuwarden.domain.schedule import OpenWindow, latest_allowed_window_before
 from gpuwarden.domain.views import NodeView
+from gpuwarden.domain.windows import OpenWindow, latest_allowed_window_before
 from gpuwarden.services.engine.context import Deps, Recorder
+from gpuwarden.services.engine.disrupt import disrupt, ignored
 from gpuwarden.services.engine.node_ops import find_node, not_ours, window_allowance
-from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Steps, run, take
-from gpuwarden.services.engine.result import Result, notice_result
+from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Marked, Ran, Stop
+from gpuwarden.services.engine.result import Outcome, Result, notice_result
 from gpuwarden.services.engine.writes import Patch, annotate, update_node
 
 KIND = Kind.SCHEDULED_MAINTENANCE.value
@@ -62,23 +63,23 @@ def drain_estimate(deps: Deps) -> timedelta:
 # --------------------------------------------------------------------------- the notice
 
 
-def handle_maintenance(notice: Notice, deps: Deps, *, drain_locally: bool = True) -> Result:
+def handle_maintenance(notice: Notice, deps: Deps, hooks: KindHooks, drain_locally: bool = True) -> Result:
     """Plan the drain into a window before the maintenance starts, or drain now when none fits."""
     recorder = Recorder(deps, notice.event_id)
     node = find_node(deps.kube, deps.cloud, notice.instance_id, notice.node_name)
     if node is None:
         return notice_result(notice, recorder, None, outcome="ignored", reason=not_ours(notice, deps.policy.cluster))
     if node.annotations.get(ann.EVENT_ID) == notice.event_id:
-        return _execute(notice, recorder, node, drain_locally, "the drain had begun: resumed")
+        return _execute(notice, recorder, node, hooks, drain_locally, "the drain had begun: resumed")
     held = node.annotations.get(ann.MAINTENANCE_PLAN)
     if node.annotations.get(ann.MAINTENANCE_PLAN_ID) == plan_id_for(notice.event_id) and held:
         _schedule(recorder, node, plan_id_for(notice.event_id), _held_start(held))  # idempotent by name
         reason = f"already planned: drain {node.name} in {_describe_held(held)}"
         return notice_result(notice, recorder, node, outcome="duplicate", reason=reason)
-    return _plan_or_drain(notice, recorder, node, drain_locally)
+    return _plan_or_drain(notice, recorder, node, hooks, drain_locally)
 
 
-def _plan_or_drain(notice: Notice, recorder: Recorder, node: NodeView, drain_locally: bool) -> Result:
+def _plan_or_drain(notice: Notice, recorder: Recorder, node: NodeView, hooks: KindHooks, drain_locally: bool) -> Result:
     deps = recorder.deps
     now = deps.window_clock()
     deadline = notice.deadline or now
@@ -93,11 +94,11 @@ def _plan_or_drain(notice: Notice, recorder: Recorder, node: NodeView, drain_loc
         )
         if not deps.policy.windows:
             why = "no budget windows configured: draining now"
-        return _execute(notice, recorder, node, drain_locally, why)
+        return _execute(notice, recorder, node, hooks, drain_locally, why)
     assert found.usable is not None  # set by latest_allowed_window_before
     if found.usable.start <= now:
         why = f"window {found.name!r} {found.describe()} is open now, before the maintenance starts"
-        return _when_due(notice, recorder, node, drain_locally, why)
+        return _when_due(notice, recorder, node, hooks, drain_locally, why)
     return _hold(notice, recorder, node, found)
 
 
@@ -191,7 +192,7 @@ def _schedule(recorder: Recorder, node: NodeView, plan_id: str, at: datetime, na
 # --------------------------------------------------------------------------- the plan is due
 
 
-def run_plan(plan_id: str, deps: Deps, *, drain_locally: bool = True) -> Result:
+def run_plan(plan_id: str, deps: Deps, hooks: KindHooks, drain_locally: bool = True) -> Result:
     """The ``maintenance-due`` tick: find the node holding the plan and drain it (windows permitting)."""
     node = next((n for n in deps.kube.list_nodes() if n.annotations.get(ann.MAINTENANCE_PLAN_ID) == plan_id), None)
     if node is None:
@@ -200,7 +201,7 @@ def run_plan(plan_id: str, deps: Deps, *, drain_locally: bool = True) -> Result:
     notice = _notice_of(node, deps.clock())
     held = node.annotations.get(ann.MAINTENANCE_PLAN, "")
     recorder = Recorder(deps, notice.event_id)
-    return _when_due(notice, recorder, node, drain_locally, f"plan {plan_id} is due ({_describe_held(held)})")
+    return _when_due(notice, recorder, node, hooks, drain_locally, f"plan {plan_id} is due ({_describe_held(held)})")
 
 
 def _notice_of(node: NodeView, now: datetime) -> Notice:
@@ -217,17 +218,19 @@ def _notice_of(node: NodeView, now: datetime) -> Notice:
     )
 
 
-def _when_due(notice: Notice, recorder: Recorder, node: NodeView, drain_locally: bool, why: str) -> Result:
+def _when_due(
+    notice: Notice, recorder: Recorder, node: NodeView, hooks: KindHooks, drain_locally: bool, why: str
+) -> Result:
     """Ask the windows now; wait and ask again while there is time, else drain."""
     deps = recorder.deps
     now = deps.window_clock()
-    allowance = window_allowance(deps.kube, deps.policy.windows, now, node)
+    allowance = window_allowance(deps, node, now)
     if allowance.allowed is None or allowance.allowed > 0:
-        return _execute(notice, recorder, node, drain_locally, f"{why}; {allowance.reason}")
+        return _execute(notice, recorder, node, hooks, drain_locally, f"{why}; {allowance.reason}")
     deadline = notice.deadline or now
     if deadline - now < drain_estimate(deps) + RETRY_AFTER:
         late = f"{why}; {allowance.reason}, but the maintenance starts at {ann.rfc3339(deadline)}: draining now"
-        return _execute(notice, recorder, node, drain_locally, late)
+        return _execute(notice, recorder, node, hooks, drain_locally, late)
     retry = now + RETRY_AFTER
     plan_id = node.annotations.get(ann.MAINTENANCE_PLAN_ID) or plan_id_for(notice.event_id)
     recorder.add(
@@ -239,35 +242,41 @@ def _when_due(notice: Notice, recorder: Recorder, node: NodeView, drain_locally:
     return notice_result(notice, recorder, node, outcome="ignored", reason=reason)
 
 
-def _no_do_not_disrupt(d: Disruption) -> str | None:
+def no_do_not_disrupt(d: Disruption) -> str | None:
+    """The guard: the windows were asked when the plan was made (and again when it fell due), so
+    the mark only checks `karpenter.sh/do-not-disrupt`."""
     return do_not_disrupt_reason(d.node, d.pods)
 
 
-#: The windows were asked when the plan was made (and again when it fell due): the mark only
-#: checks `karpenter.sh/do-not-disrupt`.
-HOOKS = KindHooks(guard=_no_do_not_disrupt)
+def _execute(
+    notice: Notice, recorder: Recorder, node: NodeView, hooks: KindHooks, drain_locally: bool, why: str
+) -> Result:
+    """Cordon + taint ``scheduled-maintenance``, checkpoint, replace, drain with the voluntary rules:
+    the one sequence, for the reason the plan gives now."""
+    return disrupt(notice, recorder.deps, hooks, drain_locally, node=node, recorder=recorder, why=why)
 
 
-def _execute(notice: Notice, recorder: Recorder, node: NodeView, drain_locally: bool, why: str) -> Result:
-    """Cordon + taint ``scheduled-maintenance``, checkpoint, replace, drain with the voluntary rules."""
-    deps = recorder.deps
-    d = Disruption(notice, deps, node, HOOKS, drain_locally)
-    d.recorder = recorder
-    taken = take(d, why)
-    if taken.refused is not None:
-        recorder.add(ActionType.REFUSED, node, reason=taken.refused)
-        recorder.flush()
-        return notice_result(notice, recorder, node, outcome="ignored", reason=f"{why}; refused: {taken.refused}")
-    if taken.held_by is not None:
-        return notice_result(notice, recorder, node, outcome="ignored", reason=taken.held_reason())
-    state = run(d, Steps(replace=deps.policy.replacement.enabled))
-    outcome = "dry-run" if deps.dry_run else "handled" if taken.changed else "duplicate"
+def refused(stop: Stop) -> Result:
+    """The kind's answer to a stop: do-not-disrupt's refusal is recorded on the node, with its Event."""
+    if not stop.refused or stop.node is None:
+        return ignored(stop)
+    stop.recorder.add(ActionType.REFUSED, stop.node, reason=stop.reason)
+    stop.recorder.flush()
+    reason = f"{stop.why}; refused: {stop.reason}"
+    return notice_result(stop.notice, stop.recorder, stop.node, outcome="ignored", reason=reason)
+
+
+def drained(d: Disruption, marked: Marked, ran: Ran, why: str) -> Result:
+    """The kind's answer once it ran: the plan's reason, whether the drain began now or resumed."""
+    outcome: Outcome = "dry-run" if d.deps.dry_run else "handled" if marked.changed else "duplicate"
+    state = ran.state
     return notice_result(
-        notice,
-        recorder,
+        d.notice,
+        d.recorder,
         d.node,
         outcome=outcome,
         reason=why,
         drain=state.model_dump(mode="json") if state else None,
         seconds_left=state.seconds_left if state else None,
+        checkpoints=ran.looks.as_result(),
     )

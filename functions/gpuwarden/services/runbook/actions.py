@@ -1,9 +1,9 @@
 """Runbook actions (docs/cli.md): one on-call request against one node.
 
-The same use cases and decisions as the automated paths: the pipeline's `take` cordons, the
+The same use cases and decisions as the automated paths: the pipeline's `guard_and_mark` cordons, the
 checkpoint handshake asks, the pipeline drains, `ensure_replacement` launches, and every plan
-comes from `domain.drain.decide_round`. The manual kind's rules are in `runbook_run`, the
-read-only actions (`plan`, `status`) in `runbook_read`.
+comes from `domain.drain.decide_round`. The manual kind's rules are in `run`, the read-only
+actions (`plan`, `status`) in `read`; its hooks are its spec's (gpuwarden/kinds/manual.py).
 
 Every request is written to the ledger under its own id (who asked, why, what came of it);
 a request that acted on a node's event also leaves a line on that event's entry, which is
@@ -31,10 +31,9 @@ from gpuwarden.services.engine.drain import DrainState
 from gpuwarden.services.engine.gangs import ask_gangs
 from gpuwarden.services.engine.karpenter import give_back_pods
 from gpuwarden.services.engine.node_ops import find_node
-from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Steps, Taken, take
-from gpuwarden.services.engine.pipeline import run as run_pipeline
+from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Marked, Steps, guard_and_mark, run_steps
 from gpuwarden.services.engine.replace import ensure_replacement
-from gpuwarden.services.engine.result import Result, gangs_of
+from gpuwarden.services.engine.result import Result
 from gpuwarden.services.engine.writes import Patch, annotate, release_node, update_node
 from gpuwarden.services.runbook.read import plan_answer, plan_steps, status_answer
 from gpuwarden.services.runbook.run import (
@@ -56,11 +55,13 @@ from gpuwarden.sources.runbook import RunbookAction
 __all__ = ["READ_ONLY_ACTIONS", "DrainProgress", "Progress", "run_runbook"]
 
 SOURCE = "gpuwarden.runbook"
+_KNOWN_KINDS = frozenset(Kind)
 
 
 def run_runbook(
     request: RunbookRequest,
     deps: Deps,
+    hooks: KindHooks,
     *,
     drain_locally: bool = True,
     progress: Progress | None = None,
@@ -87,6 +88,7 @@ def run_runbook(
         pods=pods,
         notice=notice,
         pdbs=_pdbs(deps, pods),
+        hooks=hooks,
         drain_locally=drain_locally,
         progress=progress,
     )
@@ -134,7 +136,8 @@ def _pdbs(deps: Deps, pods: list[PodView]) -> list[PdbView]:
     return [pdb_from_json(obj) for namespace in namespaces for obj in deps.kube.list_pdbs(namespace)]
 
 
-def _manual_guard(d: Disruption) -> str | None:
+def manual_guard(d: Disruption) -> str | None:
+    """The manual kind's guard: the windows and do-not-disrupt refuse it unless forced."""
     return manual_refusal(d.deps, d.node, d.pods, bool(d.notice.detail.get("force")))
 
 
@@ -150,11 +153,6 @@ def _at(at: str) -> Patch:
     return annotate({ann.DRAIN_STARTED: at})
 
 
-#: The manual kind: the windows and do-not-disrupt refuse it unless forced.
-HOOKS = KindHooks(guard=_manual_guard)
-_DRAIN_HOOKS = replace(HOOKS, after_mark=_drain_started)
-
-
 # --------------------------------------------------------------------------- cordon / uncordon
 
 
@@ -164,9 +162,9 @@ def _disruption(run: Run, hooks: KindHooks) -> Disruption:
     return d
 
 
-def _take_node(run: Run, d: Disruption) -> Taken | Answer:
+def _take_node(run: Run, d: Disruption) -> Marked | Answer:
     """Cordon + taint for a manual action, after the windows and do-not-disrupt allow it."""
-    taken = take(d, who(run))
+    taken = guard_and_mark(d, who(run))
     if taken.refused is not None:
         return refuse(run, taken.refused)
     if taken.held_by is not None:
@@ -175,7 +173,7 @@ def _take_node(run: Run, d: Disruption) -> Taken | Answer:
 
 
 def _cordon(run: Run, plan: list[dict[str, Any]]) -> Answer:
-    taken = _take_node(run, _disruption(run, HOOKS))
+    taken = _take_node(run, _disruption(run, run.hooks))
     if isinstance(taken, Answer):
         return taken
     run.recorder.flush()
@@ -187,7 +185,7 @@ def _cordon(run: Run, plan: list[dict[str, Any]]) -> Answer:
 def _uncordon(run: Run, plan: list[dict[str, Any]]) -> Answer:
     node = run.node
     kind = node.annotations.get(ann.KIND)
-    if kind and kind in {k.value for k in Kind if not k.voluntary} and not run.request.force:
+    if kind and kind in _KNOWN_KINDS and not run.deps.is_voluntary(kind) and not run.request.force:
         why = f"{node.name} is held for {kind} ({node.annotations.get(ann.EVENT_ID)}): its instance is going away"
         return refuse(run, why + FORCE_HINT)
     cordoned_by_us = node.annotations.get(ann.CORDONED_BY_US) == "true"
@@ -208,13 +206,16 @@ def _uncordon(run: Run, plan: list[dict[str, Any]]) -> Answer:
 
 def _checkpoint(run: Run, plan: list[dict[str, Any]]) -> Answer:
     with worker_pool() as pool:
-        for future in ask_gangs(Asking(run.recorder, run.node, None, pool), run.pods):
+        asking = ask_gangs(Asking(run.recorder, run.node, None, pool), run.pods)
+        for future in asking.deliveries:
             future.result()
     run.recorder.flush()
     asked = [a["pod"] for a in run.recorder.actions if a["type"] is ActionType.CHECKPOINT_REQUESTED]
     if asked:
-        gangs = f" and their gangs ({', '.join(sorted(run.recorder.checkpoints))})" if run.recorder.checkpoints else ""
-        return done(run, True, f"asked {len(asked)} pods on {run.node.name}{gangs} to checkpoint ({who(run)})")
+        by_gang = asking.looks.by_gang
+        gangs = f" and their gangs ({', '.join(sorted(by_gang))})" if by_gang else ""
+        answer = done(run, True, f"asked {len(asked)} pods on {run.node.name}{gangs} to checkpoint ({who(run)})")
+        return replace(answer, looks=asking.looks)
     opted = [p.key for p in run.pods if checkpoint_spec(p) is not None]
     if opted:
         return done(run, False, f"every opted-in pod on {run.node.name} was already asked for {run.notice.event_id}")
@@ -276,16 +277,16 @@ def _drain_answer(run: Run, state: DrainState) -> Answer:
 
 
 def _drain(run: Run, plan: list[dict[str, Any]]) -> Answer:
-    d = _disruption(run, _DRAIN_HOOKS)
+    d = _disruption(run, replace(run.hooks, after_mark=_drain_started))
     taken = _take_node(run, d)
     if isinstance(taken, Answer):
         return taken
     d.on_round = _reporter(run, run.deps.clock())
-    state = run_pipeline(d, Steps(replace=False))
-    if state is None:
+    ran = run_steps(d, Steps(replace=False))
+    if ran.state is None:
         moving = sum(1 for s in plan if s["step"] != "skip")
         return Answer("dry-run", f"dry run: would cordon {d.node.name} and drain {moving} pods (see plan)")
-    return _drain_answer(run, state)
+    return replace(_drain_answer(run, ran.state), looks=ran.looks)
 
 
 #: The one table of runbook actions (their names are `sources.runbook.RUNBOOK_ACTIONS`).
@@ -323,7 +324,7 @@ def _result(
         reason=answer.reason,
         plan=plan,
         actions=recorder.actions,
-        checkpoints=gangs_of(recorder),
+        checkpoints=answer.looks.as_result(),
         status=answer.status,
         drain=answer.drain.model_dump(mode="json") if answer.drain else None,
     )

@@ -8,17 +8,19 @@ PodDisruptionBudget.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.decide import do_not_disrupt_reason, window_refusal
+from gpuwarden.domain.gang_progress import Looks
 from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.pdb import PdbView
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.drain import DrainState
 from gpuwarden.services.engine.node_ops import window_allowance
+from gpuwarden.services.engine.pipeline import KindHooks
 from gpuwarden.services.engine.result import Outcome
 from gpuwarden.sources import RunbookRequest
 
@@ -53,6 +55,8 @@ class Run:
     pods: list[PodView]
     notice: Notice
     pdbs: list[PdbView]
+    #: The manual kind's hooks (its spec's: gpuwarden/kinds/manual.py).
+    hooks: KindHooks
     drain_locally: bool
     progress: Progress | None
 
@@ -63,6 +67,8 @@ class Answer:
     reason: str
     status: dict[str, Any] | None = None
     drain: DrainState | None = None
+    #: The gangs the action asked, as their last look found them (the result's ``checkpoints``).
+    looks: Looks = field(default_factory=Looks)
 
 
 def who(run: Run) -> str:
@@ -77,7 +83,7 @@ def manual_refusal(deps: Deps, node: NodeView, pods: list[PodView], force: bool)
         return None
     refused = None
     if deps.policy.windows:
-        refused = window_refusal(window_allowance(deps.kube, deps.policy.windows, deps.window_clock(), node))
+        refused = window_refusal(window_allowance(deps, node))
     refused = refused or do_not_disrupt_reason(node, pods)
     return refused + FORCE_HINT if refused else None
 

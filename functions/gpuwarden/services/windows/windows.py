@@ -1,7 +1,7 @@
 """Budget windows kept in step with Karpenter (docs/windows.md), and the Scheduler ticks that drive it.
 
 Every tick is level-triggered: open, close and the periodic reconcile all compute what the
-windows want on each NodePool *now* (``domain.schedule.nodepool``) and write the difference,
+windows want on each NodePool *now* (``domain.windows.nodepool``) and write the difference,
 so a missed, late or repeated schedule, or a NodePool edited by hand, converges at the next
 tick. An ``open``/``close`` tick only narrows which NodePools are looked at (the window's own).
 
@@ -26,8 +26,8 @@ from typing import Any
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.errors import GpuwardenError, KubeError
-from gpuwarden.domain.schedule import Window
-from gpuwarden.domain.schedule.nodepool import (
+from gpuwarden.domain.windows import Window
+from gpuwarden.domain.windows.nodepool import (
     NodePoolPlan,
     PoolFields,
     changed_fields,
@@ -39,7 +39,7 @@ from gpuwarden.observability import Metric, logger, put
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.result import Result
 from gpuwarden.services.engine.writes import Patch, update
-from gpuwarden.sources import WindowTick
+from gpuwarden.sources import SchedulerTick
 
 KIND = "budget-window"
 #: Kubernetes Event reasons on a NodePool.
@@ -167,7 +167,7 @@ def _reconcile_one(deps: Deps, pool: dict[str, Any], now: datetime) -> PoolRepor
     return report
 
 
-def _scope(tick: WindowTick, deps: Deps) -> tuple[Window | None, str | None]:
+def _scope(tick: SchedulerTick, deps: Deps) -> tuple[Window | None, str | None]:
     """The window an open/close tick names, or the reason to ignore the tick."""
     if tick.window is None:
         return None, None
@@ -212,7 +212,7 @@ def _summary(label: str, now: datetime, reports: list[PoolReport], changes: list
     return text
 
 
-def reconcile_windows(tick: WindowTick, deps: Deps, *, also: Callable[[Recorder], str] | None = None) -> Result:
+def reconcile_windows(tick: SchedulerTick, deps: Deps, *, also: Callable[[Recorder], str] | None = None) -> Result:
     """One open / close / reconcile tick: the NodePools the windows want now, the difference written.
     `also` runs after them into the same record and appends its summary (the reconcile's Capacity
     Blocks, handed in by the routing table)."""

@@ -1,14 +1,14 @@
-"""Spot interruption warnings, rebalance recommendations, instance state changes (docs/events.md)."""
+"""An instance stopping or terminated (`instance-stopping`, docs/events.md): nothing is done to the
+node any more; the loss is recorded once per state change, loudly when pods were still on it."""
 
 from __future__ import annotations
 
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.drain import DrainContext, decide_round
-from gpuwarden.domain.notice import Kind, Notice
+from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.engine.context import Deps, Recorder
-from gpuwarden.services.engine.disrupt import disrupt_notice
 from gpuwarden.services.engine.node_ops import find_node, not_ours
 from gpuwarden.services.engine.pipeline import KindHooks
 from gpuwarden.services.engine.result import Result, notice_result
@@ -17,10 +17,8 @@ from gpuwarden.services.engine.writes import Patch, annotate, update_node
 _LOST_EVENTS_KEPT = 8
 
 
-def handle_interruption(notice: Notice, deps: Deps, hooks: KindHooks, *, drain_locally: bool = True) -> Result:
-    """A warning through the one sequence with its kind's hooks; a state change is recorded as a loss."""
-    if notice.kind is not Kind.INSTANCE_STOPPING:
-        return disrupt_notice(notice, deps, hooks, drain_locally=drain_locally)
+def handle_instance_stopping(notice: Notice, deps: Deps, hooks: KindHooks, drain_locally: bool = True) -> Result:
+    """The state change recorded on its node, and whether the node had been drained."""
     node = find_node(deps.kube, deps.cloud, notice.instance_id, notice.node_name)
     recorder = Recorder(deps, notice.event_id)
     if node is None:

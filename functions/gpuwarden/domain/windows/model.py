@@ -21,9 +21,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_serializer, field_validator
 
-from gpuwarden.domain.schedule.cron import CronSchedule, parse_cron
-from gpuwarden.domain.schedule.durations import check_duration, format_duration, parse_duration
-from gpuwarden.domain.schedule.zones import as_utc, next_fire, prev_fire
+from gpuwarden.domain.windows.cron import CronSchedule, parse_cron
+from gpuwarden.domain.windows.durations import check_duration, format_duration, parse_duration
+from gpuwarden.domain.windows.zones import as_utc, next_fire, prev_fire
 
 __all__ = ["OpenWindow", "Slot", "Window", "Windows", "validate_windows"]
 

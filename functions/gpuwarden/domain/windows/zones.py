@@ -24,7 +24,7 @@ import math
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from gpuwarden.domain.schedule.cron import SEARCH_LIMIT, CronError, CronSchedule
+from gpuwarden.domain.windows.cron import SEARCH_LIMIT, CronError, CronSchedule
 
 __all__ = ["as_utc", "next_fire", "prev_fire", "wall_to_instant"]
 

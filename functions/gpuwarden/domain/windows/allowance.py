@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from gpuwarden.domain.schedule.model import OpenWindow, Window
-from gpuwarden.domain.schedule.planning import open_windows
+from gpuwarden.domain.windows.model import OpenWindow, Window
+from gpuwarden.domain.windows.planning import open_windows
 
 __all__ = ["Allowance", "most_restrictive", "voluntary_allowance"]
 

@@ -30,10 +30,10 @@ from typing import Any
 
 from gpuwarden.domain.annotations import SAVED_BUDGETS
 from gpuwarden.domain.quantity import parse_quantity
-from gpuwarden.domain.schedule.allowance import most_restrictive
-from gpuwarden.domain.schedule.model import Window
-from gpuwarden.domain.schedule.planning import open_windows
 from gpuwarden.domain.views import GPU_RESOURCE
+from gpuwarden.domain.windows.allowance import most_restrictive
+from gpuwarden.domain.windows.model import Window
+from gpuwarden.domain.windows.planning import open_windows
 
 __all__ = [
     "BUDGETS_FIELD",

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from gpuwarden.domain.schedule.model import OpenWindow, Slot, Window
-from gpuwarden.domain.schedule.zones import as_utc
+from gpuwarden.domain.windows.model import OpenWindow, Slot, Window
+from gpuwarden.domain.windows.zones import as_utc
 
 __all__ = ["allowed_slots", "applicable", "latest_allowed_window_before", "next_change", "open_windows"]
 

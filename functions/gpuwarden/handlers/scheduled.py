@@ -1,4 +1,6 @@
-"""EventBridge Scheduler: budget-window open / close / reconcile ticks and maintenance plans falling due."""
+"""The EventBridge Scheduler's invocations of the windows function: budget-window open / close ticks,
+the periodic reconcile, and the one-time schedules of plans falling due (maintenance, Capacity
+Blocks), each run by the kind whose tick it is (gpuwarden/kinds/)."""
 
 from __future__ import annotations
 
@@ -8,11 +10,11 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpuwarden.handlers._runtime import answer, deps, invocation_deps, prepare, settings
+from gpuwarden.handlers._runtime import deps, invocation_deps, prepare, respond, settings
+from gpuwarden.kinds.inputs import parse_scheduler_tick
 from gpuwarden.observability import logger, metrics
+from gpuwarden.services.dispatch import handle_tick
 from gpuwarden.services.engine.context import Deps
-from gpuwarden.services.routes import handle_tick
-from gpuwarden.sources import parse_window_tick
 from gpuwarden.wiring import scheduler_for
 
 
@@ -28,9 +30,9 @@ def _deps(own_arn: str) -> Deps:
 @logger.inject_lambda_context(correlation_id_path="execution_id")
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    tick = parse_window_tick(event)  # raises InvalidEvent: the async invoke fails into the DLQ
+    tick = parse_scheduler_tick(event)  # raises InvalidEvent: the async invoke fails into the DLQ
     current = invocation_deps(context, _deps(context.invoked_function_arn))
-    return answer(handle_tick(tick, current, drain_locally=False))  # counted and recorded there
+    return respond(handle_tick(tick, current, drain_locally=False))  # counted and recorded there
 
 
 prepare()  # Lambda's init phase: the client built and the imports frozen before the first event

@@ -12,13 +12,13 @@ timezone-aware, results are UTC. One job per module:
 - ``nodepool``   what the windows write on a Karpenter NodePool, never looser than its own
 """
 
-from gpuwarden.domain.schedule.allowance import Allowance, voluntary_allowance
-from gpuwarden.domain.schedule.cron import SEARCH_LIMIT, CronError, CronSchedule, parse_cron
-from gpuwarden.domain.schedule.durations import MAX_DURATION, format_duration, parse_duration
-from gpuwarden.domain.schedule.model import OpenWindow, Slot, Window, Windows, validate_windows
-from gpuwarden.domain.schedule.nodepool import NodePoolDesired, desired_nodepool_state
-from gpuwarden.domain.schedule.planning import allowed_slots, latest_allowed_window_before, next_change, open_windows
-from gpuwarden.domain.schedule.zones import next_fire, prev_fire, wall_to_instant
+from gpuwarden.domain.windows.allowance import Allowance, voluntary_allowance
+from gpuwarden.domain.windows.cron import SEARCH_LIMIT, CronError, CronSchedule, parse_cron
+from gpuwarden.domain.windows.durations import MAX_DURATION, format_duration, parse_duration
+from gpuwarden.domain.windows.model import OpenWindow, Slot, Window, Windows, validate_windows
+from gpuwarden.domain.windows.nodepool import NodePoolDesired, desired_nodepool_state
+from gpuwarden.domain.windows.planning import allowed_slots, latest_allowed_window_before, next_change, open_windows
+from gpuwarden.domain.windows.zones import next_fire, prev_fire, wall_to_instant
 
 __all__ = [
     "MAX_DURATION",

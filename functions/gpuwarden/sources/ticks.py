@@ -1,4 +1,7 @@
-"""Our EventBridge Scheduler target input: budget-window ticks.
+"""Our EventBridge Scheduler target input: the ticks of the windows function (budget windows opening
+and closing, the periodic reconcile, plans falling due). Which actions there are is the kinds'
+(their spec's ``ticks``, gpuwarden/kinds/): `gpuwarden.kinds.inputs.parse_scheduler_tick` refuses
+any other.
 
 Every schedule gpuwarden creates invokes the windows function with this JSON as the
 target ``Input`` (the ``<aws.scheduler.…>`` keywords are EventBridge Scheduler context
@@ -6,7 +9,7 @@ attributes, replaced at each invocation):
 
     {
       "gpuwarden": "budget-window",                      # marks the input as ours (required)
-      "action": "open" | "close" | "reconcile" | "maintenance-due" | "capacity-block-due",
+      "action": "open" | "close" | "reconcile" | "<plan>-due" (maintenance-due, capacity-block-due),
       "window": "<policy window name>",                  # required for open / close
       "plan_id": "<plan id>",                            # required for maintenance-due; the Capacity
                                                          # Block's reservation id for capacity-block-due
@@ -31,7 +34,10 @@ from pydantic_core import PydanticCustomError
 from ._common import Name
 
 MARKER: Literal["budget-window"] = "budget-window"
-WindowAction = Literal["open", "close", "reconcile", "maintenance-due", "capacity-block-due"]
+#: A tick's action: a kind's (`KindSpec.ticks`); lower-case words joined by dashes.
+TickAction = Annotated[str, Field(pattern=r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$", max_length=64)]
+#: The suffix of a plan's tick: it runs the plan it names (``plan_id``).
+DUE = "-due"
 
 
 def _unreplaced_to_none(value: object) -> object:
@@ -43,17 +49,20 @@ def _unreplaced_to_none(value: object) -> object:
 Context = BeforeValidator(_unreplaced_to_none)
 
 
-#: What each tick action must name.
-_NEEDED = {"open": "window", "close": "window", "maintenance-due": "plan_id", "capacity-block-due": "plan_id"}
+def _needed(action: str) -> str | None:
+    """What a tick action must name: a window opening or closing its window, a plan falling due its plan."""
+    if action in ("open", "close"):
+        return "window"
+    return "plan_id" if action.endswith(DUE) else None
 
 
-class WindowTick(BaseModel):
-    """One Scheduler invocation of the windows function."""
+class SchedulerTick(BaseModel):
+    """One Scheduler invocation of the windows function: a window's, the reconcile's, or a plan's."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     gpuwarden: Literal["budget-window"] = "budget-window"
-    action: WindowAction
+    action: TickAction
     window: Name | None = None
     plan_id: Name | None = None
     scheduled_time: Annotated[AwareDatetime | None, Context] = None
@@ -63,7 +72,7 @@ class WindowTick(BaseModel):
 
     @model_validator(mode="after")
     def _names_what_it_acts_on(self) -> Self:
-        needed = _NEEDED.get(self.action)
+        needed = _needed(self.action)
         if needed is not None and getattr(self, needed) is None:
             raise PydanticCustomError(
                 "missing_for_action",

@@ -1,0 +1,29 @@
+"""The GPU function: the GPU signals. EventBridge `aws.cloudwatch` GPU-idle alarm and alarm-contributor
+state changes, the Alertmanager topic's SNS notifications, and the every-minute GPU-health scan's
+Scheduler input (docs/gpu-signals.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from gpuwarden.handlers._runtime import handle_notices, invocation_deps, prepare, respond, rules
+from gpuwarden.observability import logger, metrics
+from gpuwarden.services.dispatch import handle_alerts, handle_scan
+from gpuwarden.sources import SCAN_MARKER, is_sns_event, parse_scan_tick, parse_sns
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.EVENT_BRIDGE)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    # each parse raises InvalidEvent: the async invoke fails into the DLQ
+    if event.get("gpuwarden") == SCAN_MARKER:
+        return respond(handle_scan(parse_scan_tick(event), invocation_deps(context), drain_locally=False))
+    if is_sns_event(event):
+        return respond(handle_alerts(parse_sns(event), invocation_deps(context), drain_locally=False))
+    return handle_notices(event, context)
+
+
+prepare(rules)  # Lambda's init phase: the client built and the imports frozen before the first event

@@ -1,0 +1,23 @@
+"""`budget-window`: the policy's budget windows kept in step with the NodePools (docs/windows.md)."""
+
+from gpuwarden.domain.notice import Kind
+from gpuwarden.kinds.spec import KindSpec, Tick, TickCall
+from gpuwarden.services.engine.result import Result
+from gpuwarden.services.windows import windows
+
+
+def _reconcile(call: TickCall) -> Result:
+    """Open, close, or the periodic reconcile (with every kind's reconcile part: ``call.also``)."""
+    return windows.reconcile_windows(call.tick, call.deps, also=call.also)
+
+
+SPEC = KindSpec(
+    kind=Kind.BUDGET_WINDOW,
+    summary="a budget window opens or closes, or the periodic reconcile runs",
+    voluntary=False,  # it disrupts no node: it writes the NodePools' budgets and limits
+    route="scheduled",
+    doc="docs/windows.md#budget-windows",
+    switch="nodepool_windows.enabled",
+    samples=("scheduler-window-open.json",),
+    ticks={"open": Tick(_reconcile), "close": Tick(_reconcile), "reconcile": Tick(_reconcile, switched=False)},
+)

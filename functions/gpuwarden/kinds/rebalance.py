@@ -1,0 +1,48 @@
+"""`rebalance`: EC2's rebalance recommendation, a Spot instance at elevated risk (docs/events.md)."""
+
+from collections.abc import Sequence
+
+from gpuwarden.domain.decide import AskWindows, NodePlan, do_not_disrupt_reason, window_refusal
+from gpuwarden.domain.notice import Kind
+from gpuwarden.domain.policy import Policy
+from gpuwarden.domain.views import NodeView, PodView
+from gpuwarden.kinds.spec import KindSpec
+from gpuwarden.services.engine import karpenter
+from gpuwarden.services.engine.disrupt import disrupt
+from gpuwarden.services.engine.pipeline import KindHooks
+from gpuwarden.sources.ec2 import RebalanceRecommendation
+from gpuwarden.sources.rules import rule_of
+
+
+def plan_rebalance(node: NodeView, pods: Sequence[PodView], policy: Policy, windows: AskWindows) -> NodePlan:
+    """Prepare the node (taint, replacement, checkpoint requests), and drain it only where the
+    policy says ``drain`` and neither a window nor do-not-disrupt refuses."""
+    replace = policy.replacement.enabled
+    if policy.rebalance.action == "prepare":
+        return NodePlan(True, True, replace, False, "rebalance: prepare (policy rebalance.action=prepare)")
+    # a window's refusal is the reason given, whatever else would also refuse: the user configured it
+    refused = window_refusal(windows()) or do_not_disrupt_reason(node, pods)
+    if refused is not None:
+        return NodePlan(True, True, replace, False, "rebalance: prepare only", refused=refused)
+    return NodePlan(True, True, replace, True, "rebalance: drain (policy rebalance.action=drain)")
+
+
+SPEC = KindSpec(
+    kind=Kind.REBALANCE,
+    summary="an EC2 Spot instance is at elevated risk of interruption",
+    voluntary=True,
+    route="interruption",
+    doc="docs/events.md#the-kinds",
+    # no do-not-disrupt mark (nothing is evicted unless the policy drains), no second replacement
+    hooks=KindHooks(
+        plan=plan_rebalance,
+        replacement_guard=karpenter.left_to_karpenter,
+        claim_with_mark=True,
+        hand_off_at_once=True,
+    ),
+    handle=disrupt,
+    switch="rebalance.enabled",
+    models=(RebalanceRecommendation,),
+    rules=lambda _: (rule_of("Rebalance", "EC2 instance rebalance recommendations", RebalanceRecommendation),),
+    samples=("rebalance-recommendation.json",),
+)

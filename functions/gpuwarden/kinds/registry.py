@@ -1,0 +1,102 @@
+"""The one registry of kinds: every module of this package that defines ``SPEC`` (a `KindSpec`),
+found by listing the package, one per contract kind. Everything that needs a kind's list reads it
+here: the dispatch, the handlers and the command line (which rule takes an event, which function
+and use case run it), the drain workflow's rounds (a kind's hooks), the CDK stack (its rules and
+switches), `doctor` (the switches) and the docs tests (every kind documented).
+
+Adding a kind is its name in `domain.notice.Kind`, its spec here, and its source model (or its part
+of a scan or a reconcile): nothing else (docs/architecture.md, "Kinds").
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Sequence
+
+from gpuwarden import kinds as _package
+from gpuwarden.domain.notice import Kind
+from gpuwarden.domain.policy import Policy, with_sections
+from gpuwarden.kinds.spec import KindSpec, Route
+from gpuwarden.sources.rules import DEFAULT_ALARM_PREFIX, Rule
+
+#: The modules of the package that are not kinds: they read the registry, or define what a spec is.
+_NOT_KINDS = frozenset({"registry", "inputs", "spec"})
+
+
+def _discover() -> tuple[KindSpec, ...]:
+    found: dict[Kind, KindSpec] = {}
+    for module_info in pkgutil.iter_modules(_package.__path__):
+        if module_info.name in _NOT_KINDS:
+            continue
+        module = importlib.import_module(f"{_package.__name__}.{module_info.name}")
+        spec = getattr(module, "SPEC", None)
+        if not isinstance(spec, KindSpec):
+            raise TypeError(f"{module.__name__} defines no SPEC (a KindSpec)")
+        if spec.kind in found:
+            raise TypeError(f"kind {spec.kind.value} has two specs: {module.__name__} and another")
+        found[spec.kind] = spec
+    missing = [k.value for k in Kind if k not in found]
+    if missing:
+        raise TypeError(f"kinds without a spec in gpuwarden/kinds/: {', '.join(missing)}")
+    return tuple(found[k] for k in Kind)
+
+
+#: Every kind's spec, in the contract's order (`Kind`).
+SPECS: tuple[KindSpec, ...] = _discover()
+_BY_KIND = {spec.kind: spec for spec in SPECS}
+
+#: The voluntary kinds, by value (what `Deps.voluntary_kinds` holds).
+VOLUNTARY: frozenset[str] = frozenset(spec.kind.value for spec in SPECS if spec.voluntary)
+
+#: The kind of every EventBridge detail-type gpuwarden takes (an ignored event still reports one).
+KIND_OF: dict[str, Kind] = {detail_type: spec.kind for spec in SPECS for detail_type in spec.detail_types}
+
+#: The spec that runs each Scheduler tick action.
+_TICKS: dict[str, KindSpec] = {action: spec for spec in SPECS for action in spec.ticks}
+#: Every Scheduler tick action a kind runs.
+TICK_ACTIONS: tuple[str, ...] = tuple(_TICKS)
+
+#: Every policy switch, in the kinds' order (`doctor` prints them).
+SWITCHES: tuple[str, ...] = tuple(dict.fromkeys(spec.switch for spec in SPECS if spec.switch))
+
+#: The policy document's model: `Policy` with every section a kind adds (`KindSpec.policy`).
+POLICY: type[Policy] = with_sections({spec.policy.key: spec.policy.model for spec in SPECS if spec.policy})
+
+#: The kind a GPU-health scan reports as (the first kind with a part in it).
+SCAN_KIND: Kind = next(spec.kind for spec in SPECS if spec.scan is not None)
+
+
+def spec_of(kind: Kind | str) -> KindSpec:
+    """The spec of ``kind`` (a `Kind`, or its value)."""
+    return _BY_KIND[Kind(kind)]
+
+
+def rules(alarm_prefixes: Sequence[str] = (DEFAULT_ALARM_PREFIX,)) -> tuple[Rule, ...]:
+    """Every rule the stack deploys, with the GPU-idle alarm name prefixes it is configured with."""
+    prefixes = list(dict.fromkeys([DEFAULT_ALARM_PREFIX, *alarm_prefixes]))
+    return tuple(rule for spec in SPECS for rule in spec.rules(prefixes))
+
+
+def routed_rules(alarm_prefixes: Sequence[str] = (DEFAULT_ALARM_PREFIX,)) -> tuple[tuple[KindSpec, Rule], ...]:
+    """Every rule the stack deploys, with the spec of the kind it delivers."""
+    prefixes = list(dict.fromkeys([DEFAULT_ALARM_PREFIX, *alarm_prefixes]))
+    return tuple((spec, rule) for spec in SPECS for rule in spec.rules(prefixes))
+
+
+def tick_spec(action: str) -> KindSpec:
+    """The spec whose kind runs the Scheduler tick ``action`` (the model allows only those)."""
+    return _TICKS[action]
+
+
+def tick_switch(action: str) -> str | None:
+    """The switch that turns the tick ``action`` off (None: it always runs)."""
+    spec = _TICKS.get(action)
+    if spec is None or not spec.ticks[action].switched:
+        return None
+    return spec.switch
+
+
+def route_of_kind(kind: Kind) -> Route:
+    """The deployed function the kind's events go to."""
+    return spec_of(kind).route

@@ -1,0 +1,32 @@
+"""`spot-interruption`: EC2's two-minute Spot warning (docs/events.md)."""
+
+from dataclasses import replace
+
+from gpuwarden.domain.decide import loss_warning
+from gpuwarden.domain.notice import Kind
+from gpuwarden.kinds.spec import KindSpec
+from gpuwarden.services.engine import karpenter
+from gpuwarden.services.engine.disrupt import disrupt
+from gpuwarden.sources.ec2 import SpotInterruptionWarning
+from gpuwarden.sources.rules import rule_of
+
+SPEC = KindSpec(
+    kind=Kind.SPOT_INTERRUPTION,
+    summary="an EC2 Spot instance is reclaimed in two minutes",
+    voluntary=False,
+    route="interruption",
+    doc="docs/events.md#the-kinds",
+    hooks=replace(karpenter.INVOLUNTARY, plan=loss_warning("spot interruption: the instance stops at the deadline")),
+    handle=disrupt,
+    models=(SpotInterruptionWarning,),
+    rules=lambda _: (
+        rule_of("SpotInterruption", "EC2 Spot two-minute interruption warnings", SpotInterruptionWarning),
+    ),
+    samples=(
+        "spot-interruption.json",
+        "spot-interruption-empty-time.json",
+        "spot-interruption-epoch-time.json",
+        "spot-interruption-karpenter.json",
+        "spot-interruption-unknown-action.json",
+    ),
+)
