@@ -72,10 +72,10 @@ def deps() -> Deps:
 
 @cache
 def stepfunctions(region: str | None) -> Any:
-    """One Step Functions client per container (a boto3 client costs tens of ms of CPU to make)."""
-    import boto3
+    """One Step Functions client per container (a client costs tens of ms of CPU to make)."""
+    from gpuwarden.adapters.sdk import client
 
-    return boto3.session.Session().client("stepfunctions", region_name=region)
+    return client("stepfunctions", region)
 
 
 def prepare(*also: Callable[[], object]) -> None:
