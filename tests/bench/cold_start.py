@@ -166,6 +166,34 @@ def probe(
     return json.loads(line[5:]), wall, proc.stderr
 
 
+#: What every handler imports and makes before any of gpuwarden's own code runs: the SDK with
+#: the three clients a first Spot warning uses (SSM at init, the ledger, the workflow), the
+#: Kubernetes client (which imports pydantic), Powertools' logger and metrics. A floor for the
+#: cold start on this CPU (docs/benchmarks.md, "Cold start").
+FLOOR = """
+import sys, time
+sys.path[:0] = sys.argv[1:]
+import botocore.session
+session = botocore.session.get_session()
+for service in ("ssm", "dynamodb", "stepfunctions"):
+    session.create_client(service, region_name="us-west-2")
+import kubernetes
+import aws_lambda_powertools.logging, aws_lambda_powertools.metrics
+print("FLOOR", time.process_time())
+"""
+
+
+def floor_cpu(runtime: Runtime, env: dict[str, str]) -> float:
+    """One fresh process importing and making only what `FLOOR` names: its own CPU, in seconds."""
+    flags = ["-I", "-S"] if runtime.isolated else []
+    cmd = [runtime.python, *flags, "-c", FLOOR, *runtime.paths]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False, timeout=120, cwd=REPO)
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("FLOOR ")), None)
+    if line is None:
+        raise RuntimeError(f"cold floor probe failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return float(line.split()[1])
+
+
 def top_imports(stderr: str, count: int = 10) -> list[dict[str, Any]]:
     """`-X importtime` lines → the modules with the most cumulative time at the top level of the
     handler's import tree (indent ≤ 2), and their self time."""
@@ -244,4 +272,14 @@ def measure(runs: int = 7, template: dict[str, Any] | None = None) -> tuple[list
                 figure(f"cold start: {name} handler", "s", samples, goal=GOAL_SECONDS, note=note, first_run=first)
             )
             details[f"{name}_environment"] = sorted(fn.environment)
+        floor = [floor_cpu(runtime, env) for _ in range(runs)]
+        figures.append(
+            figure(
+                "cold start floor: the dependencies' own CPU (SDK + 3 clients, kubernetes, Powertools)",
+                "s",
+                floor,
+                note=f"{runtime.label}; a fresh process, no gpuwarden code, no request: what any handler's "
+                "cold start costs on this CPU before its own work (the goal above is per handler)",
+            )
+        )
         return figures, details
