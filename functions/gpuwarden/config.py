@@ -201,7 +201,7 @@ _parameters: dict[str, tuple[float, str]] = {}  # name -> (monotonic time read, 
 
 def _parameter(name: str) -> str:
     """The policy's SSM parameter, cached 5 minutes; an SDK failure is a typed error. Read with
-    the one SDK session (`adapters/sdk.py`), not Powertools' Parameters: importing that imports
+    `adapters/sdk.py`'s client, not Powertools' Parameters: importing that imports
     boto3, ~0.1 s of every cold start (docs/benchmarks.md, "Cold start")."""
     from gpuwarden.adapters.errors import aws_call
     from gpuwarden.adapters.sdk import client

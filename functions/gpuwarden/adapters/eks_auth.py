@@ -23,9 +23,10 @@ def eks_token(cluster: str, region: str) -> str:
 
     from gpuwarden.adapters.sdk import client, session
 
-    sts = client("sts", region)
+    made = session()
+    sts = client("sts", region, on=made)
     signer = RequestSigner(
-        sts.meta.service_model.service_id, region, "sts", "v4", session().get_credentials(), sts.meta.events
+        sts.meta.service_model.service_id, region, "sts", "v4", made.get_credentials(), sts.meta.events
     )
     url = signer.generate_presigned_url(
         {
