@@ -83,9 +83,11 @@ def build_trainium(sim: KubeSim) -> None:
     """The sandbox's Trainium pool: a trn1.32xlarge node (16 Neuron devices, 8 EFA) running a
     Neuron trainer that asks for every device and interface, and a rank whose checkpoint volume is
     a zonal EBS volume in the node's zone (docs/cluster.md, "Volumes")."""
-    sim.create(
-        nodepool("trn-training", instance_types=("trn1.32xlarge",), capacity_types=("on-demand",), gpu_limit=None)
-    )
+    pool = nodepool("trn-training", instance_types=("trn1.32xlarge",), capacity_types=("on-demand",), gpu_limit=None)
+    pool["spec"]["template"]["spec"]["taints"] = [
+        {"key": "aws.amazon.com/neuron", "value": "true", "effect": "NoSchedule"}
+    ]
+    sim.create(pool)
     node = sim.create(trainium_node(TRAINIUM_NODE, TRAINIUM_INSTANCE, zone="us-west-2a"))
     sim.create(daemonset_pod(node))
     toleration = [{"key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule"}]

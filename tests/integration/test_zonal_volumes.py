@@ -83,3 +83,33 @@ def test_a_spot_replacement_stays_in_the_zone_of_the_trainers_ebs_volume(world: 
     reads = {(r.method, r.path) for r in sim.requests}
     assert ("GET", "/api/v1/namespaces/ml/persistentvolumeclaims") in reads
     assert ("GET", "/api/v1/persistentvolumes/pv-ckpt-0") in reads
+
+
+def test_a_trainium_replacement_requests_every_neuron_device_and_efa_interface_in_the_volumes_zone(
+    world: World,
+) -> None:
+    # Given the sandbox's Trainium pool: a trn1.32xlarge node whose Neuron trainers ask for 12 + 4
+    # Neuron devices and 6 + 2 EFA interfaces, one with a zonal EBS checkpoint volume in us-west-2a
+    from sim.scenes.base import TRAINIUM_INSTANCE, TRAINIUM_NODE, build_trainium
+
+    build_trainium(world.sim)
+    event = load_event("spot-interruption.json", time=rfc3339(world.sim.clock.now()))
+    event["detail"]["instance-id"] = TRAINIUM_INSTANCE
+    event["resources"] = [f"arn:aws:ec2:us-west-2a:instance/{TRAINIUM_INSTANCE}"]
+
+    # When a warning that the node is about to be lost arrives
+    result = handle_batch(parse_notices(event), world.deps()).to_json()
+
+    # Then its replacement asks Karpenter for every Neuron device and EFA interface, in the volume's zone
+    assert result["outcome"] == "handled", result["reason"]
+    replaced = [a for a in result["actions"] if a["type"].startswith("replacement")]
+    assert [a["type"] for a in replaced] == ["replacement"], replaced
+    replacement = world.node(TRAINIUM_NODE)["metadata"]["annotations"]["gpuwarden.io/replacement"]
+    made = world.sim.get("NodeClaim", replacement.split("/", 1)[1])
+    assert made is not None
+    requests = made["spec"]["resources"]["requests"]
+    assert requests["aws.amazon.com/neuron"] == "16", requests
+    assert requests["vpc.amazonaws.com/efa"] == "8", requests
+    assert "nvidia.com/gpu" not in requests
+    zones = [r for r in made["spec"]["requirements"] if r["key"] == "topology.kubernetes.io/zone"]
+    assert any(r["operator"] == "In" and r["values"] == ["us-west-2a"] for r in zones), zones
