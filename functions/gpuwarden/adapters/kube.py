@@ -306,6 +306,22 @@ class KubeClient:
         items = self._json("GET", f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets")
         return list(items.get("items") or [])
 
+    def list_pvcs(self, namespace: str) -> list[dict[str, Any]]:
+        return list(self._json("GET", f"/api/v1/namespaces/{namespace}/persistentvolumeclaims").get("items") or [])
+
+    def get_pv(self, name: str) -> dict[str, Any] | None:
+        try:
+            return self._json("GET", f"/api/v1/persistentvolumes/{name}")
+        except NotFound:
+            return None
+
+    def list_resource_claims(self, namespace: str) -> list[dict[str, Any]]:
+        try:
+            items = self._json("GET", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims")
+        except NotFound:  # no resource.k8s.io/v1 (DRA) served: no claim can be allocated
+            return []
+        return list(items.get("items") or [])
+
     def get_nodepool(self, name: str) -> dict[str, Any] | None:
         try:
             return self._json("GET", f"{_KARPENTER}/nodepools/{name}")

@@ -16,7 +16,7 @@ SPEC = KindSpec(
     voluntary=False,
     route="interruption",
     doc="docs/events.md#the-kinds",
-    hooks=replace(karpenter.INVOLUNTARY, plan=loss_warning("spot interruption: the instance stops at the deadline")),
+    hooks=replace(karpenter.LOSS_WARNING, plan=loss_warning("spot interruption: the instance stops at the deadline")),
     handle=disrupt,
     models=(SpotInterruptionWarning,),
     rules=lambda _: (

@@ -60,6 +60,9 @@ RULES: tuple[Rule, ...] = (
         "create_node_event (GpuwardenCordoned, PodEvicted, ...), create_pod_event (CheckpointGangInvalid)",
     ),
     Rule("policy", "poddisruptionbudgets", ("list",), "list_pdbs"),
+    Rule("", "persistentvolumeclaims", ("list",), "list_pvcs (a replacement's zonal volume pin)"),
+    Rule("", "persistentvolumes", ("get",), "get_pv (the zone a bound volume's node affinity allows)"),
+    Rule("resource.k8s.io", "resourceclaims", ("list",), "list_resource_claims (DRA devices a replacement keeps)"),
     Rule(
         "karpenter.sh",
         "nodepools",

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.accelerators import ResourceClaimView, resource_claim_from_json
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.errors import GpuwardenError, NoFittingReplacement, NotFound
 from gpuwarden.domain.gangs import Gang
@@ -22,6 +23,7 @@ from gpuwarden.domain.replacement import (
     nodeclaim_name,
 )
 from gpuwarden.domain.views import KARPENTER_DISRUPTED_TAINT, NODEPOOL_LABEL, ZONE_LABEL, NodeView, PodView
+from gpuwarden.domain.volumes import ClaimView, VolumePin, VolumeView, pv_from_json, pvc_from_json, volume_pin
 from gpuwarden.services.engine.context import Recorder
 from gpuwarden.services.engine.gangs import find_gangs
 from gpuwarden.services.engine.result import KARPENTER, LEFT_TO_KARPENTER
@@ -49,6 +51,26 @@ def peer_zones(kube: KubePort, node: NodeView, peers: Sequence[PodView]) -> list
     return [zones[name] for name in sorted(zones)]
 
 
+def claims_and_pin(kube: KubePort, pods: Sequence[PodView]) -> tuple[list[ResourceClaimView], VolumePin]:
+    """The pods' DRA ResourceClaims and the zone their bound volumes pin them to (docs/cluster.md,
+    "Volumes"): read only for pods that name claims (one LIST per namespace, one GET per volume).
+    Raises `NoFittingReplacement` when their volumes share no zone."""
+    drafted = sorted({p.namespace for p in pods if p.resource_claims})
+    claims = [resource_claim_from_json(c) for ns in drafted for c in kube.list_resource_claims(ns)]
+    pvcs, pvs = volumes_of(kube, pods)
+    return claims, volume_pin(pods, pvcs, pvs)
+
+
+def volumes_of(kube: KubePort, pods: Sequence[PodView]) -> tuple[list[ClaimView], list[VolumeView]]:
+    """The PersistentVolumeClaims the pods mount and the volumes they are bound to: one LIST per
+    namespace that has such a pod, one GET per bound volume; nothing for pods without one."""
+    mounted = sorted({p.namespace for p in pods if p.volume_claims})
+    pvcs = [pvc_from_json(c) for ns in mounted for c in kube.list_pvcs(ns)]
+    wanted = {(p.namespace, name) for p in pods for name in p.volume_claims}
+    bound = sorted({c.volume for c in pvcs if c.volume and (c.namespace, c.name) in wanted})
+    return pvcs, [pv_from_json(v) for name in bound if (v := kube.get_pv(name)) is not None]
+
+
 def _launch(
     recorder: Recorder, choice: ReplacementChoice, node: NodeView, pods: list[PodView], peers: Sequence[PodView]
 ) -> tuple[str, str]:
@@ -59,7 +81,8 @@ def _launch(
         if nodepool is None:
             raise GpuwardenError(f"NodePool {choice.target} not found")
         zones = peer_zones(deps.kube, node, peers)
-        manifest, why = nodeclaim_manifest(nodepool, node, pods, recorder.event_id, zones)
+        claims, pin = claims_and_pin(deps.kube, pods)
+        manifest, why = nodeclaim_manifest(nodepool, node, pods, recorder.event_id, zones, claims=claims, volumes=pin)
         return NODECLAIM + deps.kube.create_nodeclaim(manifest), why
     if choice.strategy == "asg":
         return deps.cloud.raise_asg_desired(choice.target, recorder.event_id), "desired capacity +1"

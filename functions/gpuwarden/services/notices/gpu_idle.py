@@ -2,8 +2,9 @@
 
 Guardrails, in order (each skip: an `ignored` result, a log line and, once the node is
 known, a `DisruptionRefused` Event on it): the alarm is in ALARM; the node is ours and has
-GPUs; nothing else holds it; no `karpenter.sh/do-not-disrupt` on it or its pods; the cap on
-nodes reclaiming at once has room; its pool keeps `min_nodes_per_nodepool` schedulable
+accelerators; an Alertmanager notification's alerts cover every one of them; nothing else
+holds it; no `karpenter.sh/do-not-disrupt` on it or its pods; the cap on nodes reclaiming at
+once has room; its pool keeps `min_nodes_per_nodepool` schedulable
 nodes; a budget window allows a voluntary disruption; and CloudWatch still shows it idle
 (no data is not idleness: skip).
 
@@ -18,7 +19,9 @@ first pod is touched, which closes the window of a racer whose write landed late
 from __future__ import annotations
 
 from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.accelerators import is_neuron_node, node_accelerator_count
 from gpuwarden.domain.actions import ActionType, DrainOutcome
+from gpuwarden.domain.alerts import coverage_refusal
 from gpuwarden.domain.decide import do_not_disrupt_reason, window_refusal
 from gpuwarden.domain.errors import NotFound
 from gpuwarden.domain.gpu_idle import (
@@ -63,7 +66,9 @@ def handle_gpu_idle(notice: Notice, deps: Deps, hooks: KindHooks, drain_locally:
 def guardrails(d: Disruption) -> str | None:
     """The guard: every guardrail of the module's docstring, a window's refusal first."""
     deps, node = d.deps, d.node
-    refused = gpu_refusal(node) or held_elsewhere(node, d.notice.event_id)
+    # per-GPU alerts: one notification's alerts must cover every accelerator (docs/gpu-signals.md)
+    refused = gpu_refusal(node) or coverage_refusal(d.notice, node_accelerator_count(node))
+    refused = refused or held_elsewhere(node, d.notice.event_id)
     if refused is not None or node.annotations.get(ann.EVENT_ID) == d.notice.event_id:
         return refused  # a resumed reclaim was let through once already
     policy = deps.policy.gpu_idle
@@ -86,7 +91,9 @@ def guardrails(d: Disruption) -> str | None:
             f"node {node.name} has no AWS providerID and the alarm names no instance: "
             "its GPU utilization cannot be re-checked"
         )
-    metric = IdleMetric.for_alarm(d.notice.detail.get("metric"), deps.policy.cluster, instance_id, node.name)
+    metric = IdleMetric.for_alarm(
+        d.notice.detail.get("metric"), deps.policy.cluster, instance_id, node.name, neuron=is_neuron_node(node)
+    )
     values = deps.cloud.gpu_utilization(metric, policy.evaluation_minutes, policy.period_seconds)
     refused = busy_refusal(Utilization(tuple(values), policy.evaluation_minutes, metric.name), policy.threshold_percent)
     return refused or comes_back_refusal(d, nodes)  # idle, but would its pods come straight back?
