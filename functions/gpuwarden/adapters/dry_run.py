@@ -118,6 +118,14 @@ class DryRunKube:
         merged: dict[str, Any] = _merge_patch(current, patch)
         return merged
 
+    def patch_nodeclaim(self, name: str, patch: Mapping[str, Any], resource_version: str | None) -> dict[str, Any]:
+        self._intend("patch-nodeclaim", nodeclaim=name, patch=dict(patch))
+        current = self._real.get_nodeclaim(name)
+        if current is None:
+            raise LookupError(name)
+        merged: dict[str, Any] = _merge_patch(current, patch)
+        return merged
+
     def create_nodeclaim(self, body: Mapping[str, Any]) -> str:
         self._intend("create-nodeclaim", body=dict(body))
         return str(body["metadata"]["name"])

@@ -72,6 +72,8 @@ class ActionType(StrEnum):
     RETIRE = "retire"
     RETIRE_SKIPPED = "retire-skipped"
     RELEASE = "release"
+    #: a replacement's karpenter.sh/do-not-disrupt hold taken back (its pods run there, or its time passed)
+    HOLD_RELEASED = "hold-released"
     #: `gpuwarden release`: a pod's do-not-disrupt (gpuwarden's) and checkpoint request taken back
     POD_RELEASED = "pod-released"
     NODEPOOL_SET = "nodepool-set"

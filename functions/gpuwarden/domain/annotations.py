@@ -21,6 +21,11 @@ DRAIN_COMPLETED = PREFIX + "drain-completed"
 LOST_EVENT = PREFIX + "lost-event-ids"
 #: When gpuwarden took a gpu-idle slot for the node (RFC 3339, microseconds): orders the racers.
 CLAIMED_AT = PREFIX + "claimed-at"
+#: On a replacement NodeClaim gpuwarden launched: until when (RFC 3339) it holds the claim and its
+#: node with `karpenter.sh/do-not-disrupt` (docs/cluster.md, "Replacement capacity").
+HOLD_UNTIL = PREFIX + "hold-until"
+#: On a replacement NodeClaim: the node it replaces.
+REPLACES = PREFIX + "replaces"
 #: What a disruption writes on its node, and what giving the node back removes.
 DISRUPTION_MARKS = (EVENT_ID, KIND, DEADLINE, CORDONED_BY_US, DRAIN_STARTED, DRAIN_COMPLETED, CLAIMED_AT)
 

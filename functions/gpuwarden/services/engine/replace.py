@@ -5,12 +5,17 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
+from dateutil.parser import isoparse
+
 from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.accelerators import replacement_demand
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.errors import GpuwardenError, NoFittingReplacement, NotFound
 from gpuwarden.domain.gangs import Gang
+from gpuwarden.domain.nodepools import nodepool_from_json
 from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.policy import ReplacementPolicy
 from gpuwarden.domain.ports import KubePort
@@ -21,7 +26,15 @@ from gpuwarden.domain.replacement import (
     nodeclaim_manifest,
     nodeclaim_name,
 )
-from gpuwarden.domain.views import KARPENTER_DISRUPTED_TAINT, NODEPOOL_LABEL, ZONE_LABEL, NodeView, PodView
+from gpuwarden.domain.tiers import tiers
+from gpuwarden.domain.views import (
+    DO_NOT_DISRUPT,
+    KARPENTER_DISRUPTED_TAINT,
+    NODEPOOL_LABEL,
+    ZONE_LABEL,
+    NodeView,
+    PodView,
+)
 from gpuwarden.services.engine.context import Recorder
 from gpuwarden.services.engine.gangs import find_gangs
 from gpuwarden.services.engine.result import KARPENTER, LEFT_TO_KARPENTER
@@ -49,17 +62,94 @@ def peer_zones(kube: KubePort, node: NodeView, peers: Sequence[PodView]) -> list
     return [zones[name] for name in sorted(zones)]
 
 
+def _tiered_manifest(
+    recorder: Recorder, own: str, node: NodeView, pods: list[PodView], peers: Sequence[PodView], lost: bool
+) -> tuple[dict[str, Any], str]:
+    """The NodeClaim for the first NodePool that can take the replacement (docs/cluster.md, "Limits
+    and tiers"): ``own`` first, then the others whose template admits the pods, by weight, each
+    only where its ``spec.limits`` leave room. ``lost``: the node is being taken (an involuntary
+    notice), so its capacity leaves its own pool's count. Raises `NoFittingReplacement` naming each
+    pool's reason when none can."""
+    kube = recorder.deps.kube
+    listed = kube.list_nodepools()
+    by_name = {str((p.get("metadata") or {}).get("name", "")): p for p in listed}
+    requests = replacement_demand(pods).requests
+    order = tiers(own, [nodepool_from_json(p) for p in listed], pods, node, requests, lost=lost)
+    zones = peer_zones(kube, node, peers)
+    refused = [c.refused for c in order.choices if c.refused]
+    for name in order.usable:
+        try:
+            manifest, why = nodeclaim_manifest(by_name[name], node, pods, recorder.event_id, zones)
+        except NoFittingReplacement as err:
+            refused.append(f"NodePool {name}: {err}")
+            continue
+        if name != own:
+            why = f"NodePool {name}, the next tier ({'; '.join(refused)}); {why}"
+        return _held(manifest, recorder), why
+    raise NoFittingReplacement("no NodePool can take the replacement: " + "; ".join(refused))
+
+
+def _held(manifest: dict[str, Any], recorder: Recorder) -> dict[str, Any]:
+    """The NodeClaim with gpuwarden's hold (docs/cluster.md, "Replacement capacity"):
+    ``karpenter.sh/do-not-disrupt: "true"`` (Karpenter's registration copies it to the node) until
+    ``replacement.hold_minutes`` from now, so its emptiness consolidation does not take the node
+    before the pods it was launched for arrive. `release_holds` takes it back."""
+    minutes = recorder.deps.policy.replacement.hold_minutes
+    until = ann.rfc3339(recorder.deps.clock() + timedelta(minutes=minutes))
+    notes = manifest["metadata"].setdefault("annotations", {})
+    notes |= {DO_NOT_DISRUPT: "true", ann.HOLD_UNTIL: until}
+    return manifest
+
+
+def _in_use(kube: KubePort, node: str) -> bool:
+    """A workload pod (not a DaemonSet's, not a mirror) runs on ``node``."""
+    return any(
+        p.phase == "Running" and not p.is_daemonset and not p.is_mirror and not p.terminating
+        for p in kube.list_pods_on_node(node)
+    )
+
+
+def release_holds(recorder: Recorder, *, replacing: str | None = None) -> list[str]:
+    """Take back the hold of every replacement gpuwarden launched (``replacing``: only those for that
+    node) whose pods run on it now, or whose ``replacement.hold_minutes`` have passed: from the
+    NodeClaim and from its node, only where gpuwarden's hold is (docs/cluster.md). Called at the
+    drain's last round and by the periodic reconcile (for a hold left behind). Answers the claims
+    released."""
+    kube, now = recorder.deps.kube, recorder.deps.clock()
+    released = []
+    for claim in kube.list_nodeclaims():
+        meta = claim.get("metadata") or {}
+        notes = meta.get("annotations") or {}
+        until = notes.get(ann.HOLD_UNTIL)
+        if until is None or (replacing is not None and notes.get(ann.REPLACES) != replacing):
+            continue
+        node = (claim.get("status") or {}).get("nodeName")
+        used = bool(node) and _in_use(kube, str(node))
+        if not used and isoparse(str(until)) > now:
+            continue
+        with contextlib.suppress(NotFound):
+            kube.patch_nodeclaim(str(meta.get("name")), annotate({DO_NOT_DISRUPT: None, ann.HOLD_UNTIL: None}), None)
+        if node:
+            with contextlib.suppress(NotFound):
+                kube.patch_node(str(node), annotate({DO_NOT_DISRUPT: None}), None)
+        why = f"its pods run on {node}" if used else f"replacement.hold_minutes passed at {until}"
+        recorder.add(ActionType.HOLD_RELEASED, target=NODECLAIM + str(meta.get("name")), reason=why)
+        released.append(str(meta.get("name")))
+    return released
+
+
 def _launch(
-    recorder: Recorder, choice: ReplacementChoice, node: NodeView, pods: list[PodView], peers: Sequence[PodView]
+    recorder: Recorder,
+    choice: ReplacementChoice,
+    node: NodeView,
+    pods: list[PodView],
+    peers: Sequence[PodView],
+    lost: bool,
 ) -> tuple[str, str]:
     deps = recorder.deps
     assert choice.target is not None
     if choice.strategy == "nodeclaim":
-        nodepool = deps.kube.get_nodepool(choice.target)
-        if nodepool is None:
-            raise GpuwardenError(f"NodePool {choice.target} not found")
-        zones = peer_zones(deps.kube, node, peers)
-        manifest, why = nodeclaim_manifest(nodepool, node, pods, recorder.event_id, zones)
+        manifest, why = _tiered_manifest(recorder, choice.target, node, pods, peers, lost)
         return NODECLAIM + deps.kube.create_nodeclaim(manifest), why
     if choice.strategy == "asg":
         return deps.cloud.raise_asg_desired(choice.target, recorder.event_id), "desired capacity +1"
@@ -144,6 +234,7 @@ def ensure_replacement(
     as the run's checkpoint step found them; None: found now, one LIST per gang). ``claimed``: this run's mark wrote the
     claim (`mark_claim`), read before the launch by the kind's replacement guard."""
     deps = recorder.deps
+    lost = not deps.is_voluntary(notice.kind)  # the node is being taken: its capacity leaves its pool
     claim_name = nodeclaim_name(notice.event_id, node.name)  # this event's NodeClaim, were it one
     existing = node.annotations.get(ann.REPLACEMENT)
     if existing and not existing.startswith(PENDING) and existing != NODECLAIM + claim_name:
@@ -156,13 +247,13 @@ def ensure_replacement(
         return _skip(recorder, "an earlier run claimed it and may have raised the group")
     ours = _planned(choice.strategy, claim_name, notice.event_id)
     if claimed and existing == ours:
-        return _launched(recorder, choice, node, pods, peers)
+        return _launched(recorder, choice, node, pods, peers, lost)
     if choice.strategy == "nodeclaim" and existing == ours and deps.kube.get_nodeclaim(claim_name):
         return _skip(recorder, f"already launched: {existing}")  # a redelivery after the launch
     now = _claim(recorder, node, ours)
     if isinstance(now, Replaced):
         return now
-    return _launched(recorder, choice, now, pods, peers)
+    return _launched(recorder, choice, now, pods, peers, lost)
 
 
 def _launched(
@@ -171,6 +262,7 @@ def _launched(
     node: NodeView,
     pods: list[PodView],
     peers: Sequence[PodView] | None,
+    lost: bool,
 ) -> Replaced:
     """Launch what ``node``'s claim (this run's) names; on failure the claim is taken back."""
     kube = recorder.deps.kube
@@ -178,7 +270,7 @@ def _launched(
         if peers is None and choice.strategy == "nodeclaim":  # no checkpoint step looked: one LIST per gang
             peers = gang_peers(find_gangs(recorder, pods), pods)
         gang = peers or []
-        value, why = _launch(recorder, choice, node, pods, gang)
+        value, why = _launch(recorder, choice, node, pods, gang, lost)
     except NoFittingReplacement as err:
         drop_claim(kube, node.name)
         return _skip(recorder, str(err), strategy=choice.strategy)
@@ -190,3 +282,10 @@ def _launched(
         _record(kube, node.name, value)
     recorder.add(ActionType.REPLACEMENT, node, target=value, strategy=choice.strategy, reason=why)
     return Replaced(ActionType.REPLACEMENT, why, value)
+
+
+def reconcile_holds(recorder: Recorder, hooks: object, drain_locally: bool, planned: list[Any]) -> str:
+    """The periodic reconcile's part (`KindSpec.reconcile`): a hold the drain's last round left
+    behind (its pods were not there yet) is taken back once they are, or its time has passed."""
+    released = release_holds(recorder)
+    return f"; {len(released)} replacement hold(s) released" if released else ""
