@@ -13,12 +13,18 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from gpuwarden.domain.notice import Kind
 from gpuwarden.domain.policy import Policy
 from gpuwarden.kinds.inputs import parse_notices, parse_scheduler_tick
+from gpuwarden.kinds.registry import spec_of
 from gpuwarden.services.dispatch import handle_batch, handle_tick
-from sim.builders import gpu_node, inference_pod, nodeclaim_for, nodepool
+from gpuwarden.services.engine.context import Recorder
+from gpuwarden.services.engine.drain import DrainState
+from gpuwarden.services.engine.pipeline import round_of
+from sim.builders import gpu_node, inference_pod, nodeclaim_for, nodepool, training_pod
 from sim.clock import rfc3339
 from tests.integration.conftest import World, load_event
+from tests.integration.scenarios import NODE as NODE_OF_SAMPLES
 from tests.integration.scenarios import spot_node
 
 HOLD = "karpenter.sh/do-not-disrupt"
@@ -108,3 +114,100 @@ def test_an_owners_do_not_disrupt_on_another_nodeclaim_is_never_touched(world: W
     found = world.sim.get("NodeClaim", owned["metadata"]["name"])
     assert found is not None
     assert found["metadata"]["annotations"][HOLD] == "true"
+
+
+# --------------------------------------------------------------------------- attempts
+
+
+def next_round(world: World, result: dict[str, Any], policy: Policy | None = None) -> list[dict[str, Any]]:
+    """One more drain round for the notice, as the drain workflow runs it: its recorded actions."""
+    state = DrainState.model_validate({**result["drain"], "done": False})
+    recorder = Recorder(world.deps(policy), result["event_id"])
+    round_of(recorder, state, spec_of(Kind.SPOT_INTERRUPTION).hooks)
+    return recorder.actions
+
+
+def not_launched(world: World, claim: str) -> None:
+    """What Karpenter writes when the cloud has no capacity for the claim (InsufficientCapacityError)."""
+    failed = {
+        "type": "Launched",
+        "status": "False",
+        "reason": "InsufficientCapacity",
+        "message": "all requested instance types were unavailable during launch",
+    }
+    world.sim.patch_direct("NodeClaim", claim, {"status": {"conditions": [failed]}})
+
+
+def spot_warned(world: World, policy: Policy | None = None) -> dict[str, Any]:
+    spot_node(world.sim)
+    event = load_event("spot-interruption.json", time=rfc3339(world.sim.clock.now()))
+    return handle_batch(parse_notices(event), world.deps(policy)).to_json()
+
+
+def test_a_replacement_that_did_not_launch_is_launched_again_and_recorded(world: World) -> None:
+    result = spot_warned(world)
+    first = world.node(NODE_OF_SAMPLES)["metadata"]["annotations"]["gpuwarden.io/replacement"].removeprefix(
+        "nodeclaim/"
+    )
+    not_launched(world, first)
+    actions = next_round(world, result)
+    again = [a for a in actions if a["type"] == "replacement"]
+    assert len(again) == 1
+    assert again[0]["reason"].startswith(f"attempt 2 of 3: NodeClaim {first} did not launch (InsufficientCapacity")
+    second = again[0]["target"].removeprefix("nodeclaim/")
+    claim = world.sim.get("NodeClaim", second)
+    assert claim is not None
+    original = world.sim.get("NodeClaim", first)
+    assert original is not None
+    assert claim["spec"]["requirements"] == original["spec"]["requirements"]
+    assert claim["metadata"]["annotations"][HOLD] == "true"
+    notes = world.node(NODE_OF_SAMPLES)["metadata"]["annotations"]
+    assert notes["gpuwarden.io/replacement"] == f"nodeclaim/{second}"
+    assert notes["gpuwarden.io/replacement-failed"] == first
+    # a round that finds the new claim well launches nothing more
+    assert [a for a in next_round(world, result) if a["type"].startswith("replacement")] == []
+
+
+def test_attempts_are_bounded_by_the_policy_and_the_last_failure_is_recorded(world: World) -> None:
+    two = Policy.model_validate({"cluster": "ml-prod", "replacement": {"attempts": 2}})
+    result = spot_warned(world, two)
+    first = world.node(NODE_OF_SAMPLES)["metadata"]["annotations"]["gpuwarden.io/replacement"].removeprefix(
+        "nodeclaim/"
+    )
+    not_launched(world, first)
+    (again,) = [a for a in next_round(world, result, two) if a["type"] == "replacement"]
+    not_launched(world, again["target"].removeprefix("nodeclaim/"))
+    actions = next_round(world, result, two)
+    (failed,) = [a for a in actions if a["type"] == "replacement-failed"]
+    assert "2 of replacement.attempts 2 used" in failed["reason"]
+    assert "gpuwarden.io/replacement" not in world.node(NODE_OF_SAMPLES)["metadata"]["annotations"]
+    assert [a for a in next_round(world, result, two) if a["type"].startswith("replacement")] == []
+
+
+def test_a_replacement_karpenter_deleted_is_chosen_again_for_the_pods_still_on_the_node(world: World) -> None:
+    result = spot_warned(world)
+    first = world.node(NODE_OF_SAMPLES)["metadata"]["annotations"]["gpuwarden.io/replacement"].removeprefix(
+        "nodeclaim/"
+    )
+    # Given a trainer still on the node (not yet drained), and Karpenter deleting the replacement
+    world.sim.create(training_pod("late-0", world.node(NODE_OF_SAMPLES), gpus=2, checkpoint="annotate"))
+    world.sim.delete_direct("NodeClaim", first)
+    # When the next round reads the replacement
+    (again,) = [a for a in next_round(world, result) if a["type"] == "replacement"]
+    # Then a new claim is chosen for the pods still there, held, and the loss is recorded
+    assert again["reason"].startswith(f"attempt 2 of 3: NodeClaim {first} was deleted by Karpenter")
+    claim = world.sim.get("NodeClaim", again["target"].removeprefix("nodeclaim/"))
+    assert claim is not None
+    assert claim["metadata"]["labels"]["karpenter.sh/nodepool"] == "gpu-training"
+    assert claim["metadata"]["annotations"][HOLD] == "true"
+
+
+def test_a_deleted_replacement_with_nothing_left_to_move_is_recorded_not_relaunched(world: World) -> None:
+    result = spot_warned(world)
+    first = world.node(NODE_OF_SAMPLES)["metadata"]["annotations"]["gpuwarden.io/replacement"].removeprefix(
+        "nodeclaim/"
+    )
+    world.sim.delete_direct("NodeClaim", first)
+    (failed,) = [a for a in next_round(world, result) if a["type"] == "replacement-failed"]
+    assert "was deleted by Karpenter; no pod is left on the node" in failed["reason"]
+    assert [c for c in world.sim.list("NodeClaim") if c["metadata"]["name"].startswith("gpuwarden-")] == []

@@ -24,6 +24,11 @@ CLAIMED_AT = PREFIX + "claimed-at"
 #: On a replacement NodeClaim gpuwarden launched: until when (RFC 3339) it holds the claim and its
 #: node with `karpenter.sh/do-not-disrupt` (docs/cluster.md, "Replacement capacity").
 HOLD_UNTIL = PREFIX + "hold-until"
+#: On an interrupted node: the replacement NodeClaim the API server accepted (written after the
+#: create: a round that finds the claim gone knows it was deleted, not yet to be created).
+REPLACEMENT_CREATED = PREFIX + "replacement-created"
+#: On an interrupted node: the replacement NodeClaims that failed to launch so far (comma-separated).
+REPLACEMENT_FAILED = PREFIX + "replacement-failed"
 #: On a replacement NodeClaim: the node it replaces.
 REPLACES = PREFIX + "replaces"
 #: What a disruption writes on its node, and what giving the node back removes.

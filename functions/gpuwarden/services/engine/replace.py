@@ -280,6 +280,9 @@ def _launched(
         return Replaced(ActionType.REPLACEMENT_FAILED, str(err))
     if value != node.annotations.get(ann.REPLACEMENT):  # the claim was `pending:`: the launch's answer is the record
         _record(kube, node.name, value)
+    if choice.strategy == "nodeclaim":  # what the drain rounds follow (`follow_replacement`)
+        with contextlib.suppress(NotFound):
+            kube.patch_node(node.name, annotate({ann.REPLACEMENT_CREATED: value.removeprefix(NODECLAIM)}), None)
     recorder.add(ActionType.REPLACEMENT, node, target=value, strategy=choice.strategy, reason=why)
     return Replaced(ActionType.REPLACEMENT, why, value)
 
@@ -289,3 +292,74 @@ def reconcile_holds(recorder: Recorder, hooks: object, drain_locally: bool, plan
     behind (its pods were not there yet) is taken back once they are, or its time has passed."""
     released = release_holds(recorder)
     return f"; {len(released)} replacement hold(s) released" if released else ""
+
+
+def _launch_failed(claim: dict[str, Any] | None) -> str | None:
+    """Why a replacement NodeClaim will not come up (None: it may): Karpenter deleted it, or its
+    ``Launched`` condition is False (insufficient capacity, an unavailable offering)."""
+    if claim is None or (claim.get("metadata") or {}).get("deletionTimestamp"):
+        return "was deleted by Karpenter"
+    for cond in (claim.get("status") or {}).get("conditions") or ():
+        if isinstance(cond, dict) and cond.get("type") == "Launched" and cond.get("status") == "False":
+            message = f": {cond['message']}" if cond.get("message") else ""
+            return f"did not launch ({cond.get('reason') or 'Launched=False'}{message})"
+    return None
+
+
+def _next_attempt(recorder: Recorder, claim: dict[str, Any] | None, node: NodeView, lost: bool) -> dict[str, Any]:
+    """The next launch's NodeClaim (named by the caller): the failed claim's pool and spec, or, for
+    one already gone, the tiers chosen again for the pods still on the node."""
+    if claim is None:
+        own = node.nodepool or ""
+        pods = [p for p in recorder.deps.kube.list_pods_on_node(node.name) if p.node_name == node.name]
+        if not any(not p.is_daemonset and not p.is_mirror and not p.finished for p in pods):
+            raise NoFittingReplacement("no pod is left on the node to size the next one for")
+        manifest, _ = _tiered_manifest(recorder, own, node, pods, [], lost)
+        return manifest
+    meta = claim.get("metadata") or {}
+    manifest = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {"labels": dict(meta.get("labels") or {}), "annotations": dict(meta.get("annotations") or {})},
+        "spec": claim.get("spec") or {},
+    }
+    return _held(manifest, recorder)
+
+
+def follow_replacement(recorder: Recorder, node_name: str, event_id: str, *, lost: bool) -> None:
+    """A drain round reads the replacement (docs/cluster.md, "Replacement capacity"): one that
+    Karpenter marked ``Launched=False`` or deleted before the drain is over is launched again, at
+    most ``replacement.attempts`` launches in all, each recorded: a new NodeClaim of the same pool
+    and spec (Karpenter's provisioner then leaves out the offering it just found unavailable), or,
+    for a claim already gone, one chosen again (limits and tiers) for the pods still on the node.
+    The node's record names the live claim; a node that is gone, or a claim that is up, is left."""
+    deps = recorder.deps
+    kube = deps.kube
+    node = kube.get_node(node_name)
+    record = node.annotations.get(ann.REPLACEMENT) if node is not None else None
+    if node is None or not record or not record.startswith(NODECLAIM):
+        return
+    name = record.removeprefix(NODECLAIM)
+    if node.annotations.get(ann.REPLACEMENT_CREATED) != name:
+        return  # not created yet (the launch runs beside the first rounds), or not by gpuwarden
+    claim = kube.get_nodeclaim(name)
+    why = _launch_failed(claim)
+    if why is None:
+        return
+    failed = [c for c in (node.annotations.get(ann.REPLACEMENT_FAILED) or "").split(",") if c] + [name]
+    limit = deps.policy.replacement.attempts
+    again = nodeclaim_name(f"{event_id}/attempt-{len(failed) + 1}", node.name)
+    try:
+        if len(failed) >= limit:
+            raise NoFittingReplacement(f"{len(failed)} of replacement.attempts {limit} used")
+        manifest = _next_attempt(recorder, claim, node, lost)
+    except NoFittingReplacement as err:
+        update_node(kube, node, lambda _: annotate({ann.REPLACEMENT: None, ann.REPLACEMENT_FAILED: ",".join(failed)}))
+        recorder.add(ActionType.REPLACEMENT_FAILED, node, target=record, reason=f"NodeClaim {name} {why}; {err}")
+        return
+    manifest["metadata"]["name"] = again
+    value = NODECLAIM + kube.create_nodeclaim(manifest)
+    tried = {ann.REPLACEMENT: value, ann.REPLACEMENT_CREATED: again, ann.REPLACEMENT_FAILED: ",".join(failed)}
+    update_node(kube, node, lambda _: annotate(tried))
+    reason = f"attempt {len(failed) + 1} of {limit}: NodeClaim {name} {why}"
+    recorder.add(ActionType.REPLACEMENT, node, target=value, strategy="nodeclaim", reason=reason)
