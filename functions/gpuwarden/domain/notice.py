@@ -20,6 +20,7 @@ class Kind(StrEnum):
     CAPACITY_RESERVATION_INTERRUPTION = "capacity-reservation-interruption"
     CAPACITY_BLOCK_EXPIRY = "capacity-block-expiry"
     CAPACITY_BLOCK_PLAN = "capacity-block-plan"
+    KARPENTER_EXPIRY = "karpenter-expiry"
     GPU_IDLE = "gpu-idle"
     GPU_UNHEALTHY = "gpu-unhealthy"
     BUDGET_WINDOW = "budget-window"
