@@ -174,15 +174,14 @@ def window_allowance(deps: Deps, node: NodeView, now: datetime | None = None) ->
 
 def budget_of(deps: Deps, node: NodeView, reason: str | None, now: datetime | None = None) -> BudgetAnswer | None:
     """What ``node``'s NodePool's disruption budgets allow a voluntary action of Karpenter
-    ``reason`` now (docs/cluster.md, "The NodePool's own rules"): None for a node outside Karpenter.
-    A node that names a NodePool the cluster does not have is refused: gpuwarden cannot read the
-    rules its owner wrote for it (fail closed)."""
+    ``reason`` now (docs/cluster.md, "The NodePool's own rules"): None for a node outside Karpenter,
+    or one whose NodePool the cluster no longer has (no budget was written for it; Karpenter's own
+    budget mapping walks only the NodePools that exist)."""
     if not node.nodepool:
         return None
     raw = deps.kube.get_nodepool(node.nodepool)
     if raw is None:
-        words = f"node {node.name} names NodePool {node.nodepool}, which the cluster does not have: no budget to read"
-        return BudgetAnswer(node.nodepool, 0, None, words)
+        return None
     members = deps.kube.list_nodes(f"{NODEPOOL_LABEL}={node.nodepool}")
     claims = [nodeclaim_from_json(c) for c in deps.kube.list_nodeclaims()]
     return budget_answer(nodepool_from_json(raw), node, members, reason, now or deps.window_clock(), claims)

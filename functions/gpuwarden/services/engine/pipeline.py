@@ -43,7 +43,7 @@ from gpuwarden.services.engine.replace import (
     ensure_replacement,
     follow_replacement,
     gang_peers,
-    release_holds,
+    release_hold_of,
 )
 from gpuwarden.services.engine.result import KARPENTER, Result
 from gpuwarden.services.engine.writes import release_node
@@ -318,7 +318,7 @@ def round_of(recorder: Recorder, state: DrainState, hooks: KindHooks, pool: Thre
     drained = drain_step(recorder, state, pool, hooks.prepare_pod)
     settled = hooks.settle(recorder, drained.state)
     if settled.done:  # the last round: the replacement's hold goes once its pods run there
-        release_holds(recorder, replacing=settled.node)
+        release_hold_of(recorder, settled.node)
     return Round(settled, drained.looks)
 
 

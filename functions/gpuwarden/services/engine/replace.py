@@ -109,33 +109,45 @@ def _in_use(kube: KubePort, node: str) -> bool:
     )
 
 
-def release_holds(recorder: Recorder, *, replacing: str | None = None) -> list[str]:
-    """Take back the hold of every replacement gpuwarden launched (``replacing``: only those for that
-    node) whose pods run on it now, or whose ``replacement.hold_minutes`` have passed: from the
-    NodeClaim and from its node, only where gpuwarden's hold is (docs/cluster.md). Called at the
-    drain's last round and by the periodic reconcile (for a hold left behind). Answers the claims
-    released."""
+def _release(recorder: Recorder, claim: dict[str, Any]) -> str | None:
+    """Take back gpuwarden's hold on ``claim`` when its pods run on its node or its time has passed
+    (None: it stays, or there is none)."""
     kube, now = recorder.deps.kube, recorder.deps.clock()
-    released = []
-    for claim in kube.list_nodeclaims():
-        meta = claim.get("metadata") or {}
-        notes = meta.get("annotations") or {}
-        until = notes.get(ann.HOLD_UNTIL)
-        if until is None or (replacing is not None and notes.get(ann.REPLACES) != replacing):
-            continue
-        node = (claim.get("status") or {}).get("nodeName")
-        used = bool(node) and _in_use(kube, str(node))
-        if not used and isoparse(str(until)) > now:
-            continue
+    meta = claim.get("metadata") or {}
+    until = (meta.get("annotations") or {}).get(ann.HOLD_UNTIL)
+    if until is None:
+        return None
+    name, node = str(meta.get("name")), (claim.get("status") or {}).get("nodeName")
+    used = bool(node) and _in_use(kube, str(node))
+    if not used and isoparse(str(until)) > now:
+        return None
+    with contextlib.suppress(NotFound):
+        kube.patch_nodeclaim(name, annotate({DO_NOT_DISRUPT: None, ann.HOLD_UNTIL: None}), None)
+    if node:
         with contextlib.suppress(NotFound):
-            kube.patch_nodeclaim(str(meta.get("name")), annotate({DO_NOT_DISRUPT: None, ann.HOLD_UNTIL: None}), None)
-        if node:
-            with contextlib.suppress(NotFound):
-                kube.patch_node(str(node), annotate({DO_NOT_DISRUPT: None}), None)
-        why = f"its pods run on {node}" if used else f"replacement.hold_minutes passed at {until}"
-        recorder.add(ActionType.HOLD_RELEASED, target=NODECLAIM + str(meta.get("name")), reason=why)
-        released.append(str(meta.get("name")))
-    return released
+            kube.patch_node(str(node), annotate({DO_NOT_DISRUPT: None}), None)
+    why = f"its pods run on {node}" if used else f"replacement.hold_minutes passed at {until}"
+    recorder.add(ActionType.HOLD_RELEASED, target=NODECLAIM + name, reason=why)
+    return name
+
+
+def release_holds(recorder: Recorder) -> list[str]:
+    """The reconcile: take back the hold of every replacement gpuwarden launched whose pods run on
+    it now, or whose ``replacement.hold_minutes`` have passed, from the NodeClaim and from its node,
+    only where gpuwarden's hold is (docs/cluster.md). Answers the claims released."""
+    released = [_release(recorder, claim) for claim in recorder.deps.kube.list_nodeclaims()]
+    return [name for name in released if name is not None]
+
+
+def release_hold_of(recorder: Recorder, node_name: str) -> None:
+    """The drain's last round: the hold of the replacement ``node_name``'s record names (one read of
+    the node, one of its claim by name), taken back when its pods already run there."""
+    kube = recorder.deps.kube
+    node = kube.get_node(node_name)
+    record = (node.annotations.get(ann.REPLACEMENT) or "") if node is not None else ""
+    claim = kube.get_nodeclaim(record.removeprefix(NODECLAIM)) if record.startswith(NODECLAIM) else None
+    if claim is not None:
+        _release(recorder, claim)
 
 
 def _launch(
