@@ -23,6 +23,7 @@ class Kind(StrEnum):
     KARPENTER_EXPIRY = "karpenter-expiry"
     GPU_IDLE = "gpu-idle"
     GPU_UNHEALTHY = "gpu-unhealthy"
+    KARPENTER_DISRUPTION = "karpenter-disruption"
     BUDGET_WINDOW = "budget-window"
     MANUAL = "manual"
 
