@@ -25,6 +25,7 @@ from gpuwarden.services.engine.disrupt import disrupt
 from gpuwarden.services.engine.node_ops import voluntary_verdict_of
 from gpuwarden.services.engine.pipeline import KindHooks
 from gpuwarden.services.engine.result import Result
+from gpuwarden.services.notices import plans
 from gpuwarden.services.notices.maintenance import drain_estimate
 
 KIND = Kind.KARPENTER_EXPIRY
@@ -33,14 +34,7 @@ DUE_ACTION = "karpenter-expiry-due"
 
 def due_tick(node: str) -> dict[str, str]:
     """The Scheduler input that runs a node's expiry plan (windows function, ``karpenter-expiry-due``)."""
-    return {
-        "gpuwarden": "budget-window",
-        "action": DUE_ACTION,
-        "plan_id": node,
-        "scheduled_time": "<aws.scheduler.scheduled-time>",
-        "execution_id": "<aws.scheduler.execution-id>",
-        "attempt": "<aws.scheduler.attempt-number>",
-    }
+    return plans.due_tick(DUE_ACTION, node)
 
 
 def schedule_name(node: str, at: datetime) -> str:
@@ -78,16 +72,6 @@ def _notice(node: NodeView, expiry: Expiry, now: datetime, source: str) -> Notic
     )
 
 
-def _schedule(recorder: Recorder, node: NodeView, at: datetime, why: str) -> None:
-    deps, tick, name = recorder.deps, due_tick(node.name), schedule_name(node.name, at)
-    if deps.dry_run or deps.scheduler is None:
-        local = "dry run" if deps.dry_run else "no Scheduler here (local run): invoke this tick at that time"
-        recorder.add(ActionType.SCHEDULE_SKIPPED, target=name, at=ann.rfc3339(at), tick=tick, reason=f"{why}; {local}")
-        return
-    arn = deps.scheduler.schedule_once(name, at, tick)
-    recorder.add(ActionType.SCHEDULED, target=arn, at=ann.rfc3339(at), reason=why)
-
-
 def plan_node(
     deps: Deps, node: NodeView, expiry: Expiry, hooks: KindHooks, drain_locally: bool, source: str
 ) -> Result | None:
@@ -114,7 +98,8 @@ def plan_node(
     recorder.add(
         ActionType.EXPIRY_PLANNED, node, node_name=node.name, target=expiry.claim, start=ann.rfc3339(at), reason=why
     )
-    _schedule(recorder, node, at, f"karpenter-expiry-due tick for {node.name} ({expiry.reason})")
+    why_tick = f"karpenter-expiry-due tick for {node.name} ({expiry.reason})"
+    plans.schedule_plan(recorder, schedule_name(node.name, at), at, due_tick(node.name), why_tick)
     recorder.flush()
     if not deps.dry_run:
         deps.ledger.record(key, {"drain_at": ann.rfc3339(at), "expires": ann.rfc3339(plan.expiry)})
