@@ -336,6 +336,11 @@ class KubeClient:
         body = _with_resource_version(patch, resource_version)
         return self._json("PATCH", f"{_KARPENTER}/nodepools/{name}", body=body, content_type=MERGE_PATCH)
 
+    def patch_nodeclaim(self, name: str, patch: Mapping[str, Any], resource_version: str | None) -> dict[str, Any]:
+        """A JSON merge patch, RV-checked when given (the replacement's hold, docs/cluster.md)."""
+        body = _with_resource_version(patch, resource_version)
+        return self._json("PATCH", f"{_KARPENTER}/nodeclaims/{name}", body=body, content_type=MERGE_PATCH)
+
     def create_nodeclaim(self, body: Mapping[str, Any]) -> str:
         name = str(body["metadata"]["name"])
         try:

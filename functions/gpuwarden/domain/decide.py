@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.budgets import VoluntaryVerdict
 from gpuwarden.domain.policy import Policy
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.domain.windows import Allowance
@@ -66,9 +67,9 @@ def window_refusal(allowance: Allowance) -> str | None:
     return allowance.reason
 
 
-#: What the windows allow a voluntary disruption of the node now, asked only when a plan needs it
-#: (it may list the nodes).
-AskWindows = Callable[[], Allowance]
+#: What the windows, then the node's NodePool's budgets, say of a voluntary disruption of the node
+#: now, asked only when a plan needs it (it lists nodes and reads the NodePool).
+AskWindows = Callable[[], VoluntaryVerdict]
 #: A kind's plan: the node-level steps one notice asks for, decided on the node, its pods, the
 #: policy and what the windows allow (each kind's spec names its own: gpuwarden/kinds/).
 Plan = Callable[[NodeView, Sequence[PodView], Policy, AskWindows], NodePlan]

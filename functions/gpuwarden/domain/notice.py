@@ -20,8 +20,10 @@ class Kind(StrEnum):
     CAPACITY_RESERVATION_INTERRUPTION = "capacity-reservation-interruption"
     CAPACITY_BLOCK_EXPIRY = "capacity-block-expiry"
     CAPACITY_BLOCK_PLAN = "capacity-block-plan"
+    KARPENTER_EXPIRY = "karpenter-expiry"
     GPU_IDLE = "gpu-idle"
     GPU_UNHEALTHY = "gpu-unhealthy"
+    KARPENTER_DISRUPTION = "karpenter-disruption"
     BUDGET_WINDOW = "budget-window"
     MANUAL = "manual"
 

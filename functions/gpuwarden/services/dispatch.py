@@ -80,6 +80,8 @@ def handle_scan(tick: ScanTick | None, deps: Deps, *, drain_locally: bool = True
     scanners = [spec for spec in SPECS if spec.scan is not None]
     try:
         scanned = [spec.scan(deps, spec.hooks, drain_locally) for spec in scanners if spec.scan is not None]
+        # a later kind's part that found nothing adds nothing to the answer
+        scanned = [r for i, r in enumerate(scanned) if i == 0 or r.results]
     except GpuwardenError as err:
         scan_id = tick.execution_id if tick is not None else None
         return failed(failed_result(SCAN_KIND.value, err, event_id=scan_id), deps)

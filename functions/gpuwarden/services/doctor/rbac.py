@@ -72,9 +72,10 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "karpenter.sh",
         "nodeclaims",
-        ("get", "create", "list", "delete"),
+        ("get", "create", "list", "patch", "delete"),
         "get_nodeclaim (a node's own, by its owner reference), create_nodeclaim (replacement capacity), "
-        "list_nodeclaims, delete_nodeclaim (retire an idle node)",
+        "list_nodeclaims, patch_nodeclaim (the replacement's do-not-disrupt hold), "
+        "delete_nodeclaim (retire an idle node)",
     ),
 )
 
