@@ -225,6 +225,7 @@ def test_answers_are_written_to_the_ledger_only_by_the_result_module() -> None:
     assert {rel for rel, _ in answers} <= {
         "notices/maintenance.py",
         "notices/capacity.py",
+        "notices/expiry.py",
         "windows/windows.py",
         "runbook/actions.py",
     }, answers
