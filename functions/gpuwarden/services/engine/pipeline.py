@@ -313,9 +313,12 @@ def _settle_deliveries(deliveries: list[Future[None]]) -> None:
         future.result()
 
 
-def round_of(recorder: Recorder, state: DrainState, hooks: KindHooks, pool: ThreadPoolExecutor | None = None) -> Round:
-    """One drain round and the kind's `settle` after it (here, and in the drain workflow)."""
-    if not state.done:  # a replacement that failed to launch is launched again (replacement.attempts)
+def round_of(
+    recorder: Recorder, state: DrainState, hooks: KindHooks, pool: ThreadPoolExecutor | None = None, follow: bool = True
+) -> Round:
+    """One drain round and the kind's `settle` after it (here, and in the drain workflow). Not
+    ``follow``: the first invocation's rounds, beside its own launch, do not read the replacement."""
+    if follow and not state.done:  # a replacement that failed to launch is launched again (replacement.attempts)
         follow_replacement(recorder, state.node, state.event_id, lost=not recorder.deps.is_voluntary(state.kind))
     drained = drain_step(recorder, state, pool, hooks.prepare_pod)
     settled = hooks.settle(recorder, drained.state)
@@ -327,14 +330,14 @@ def round_of(recorder: Recorder, state: DrainState, hooks: KindHooks, pool: Thre
 def _first_rounds(d: Disruption, state: DrainState, deliveries: list[Future[None]], pool: ThreadPoolExecutor) -> Round:
     """Drain rounds while the checkpoint deliveries (exec, POST) are still under way, within the
     invocation's time budget."""
-    rounds = _report(d, round_of(d.recorder, state, d.hooks, pool))
+    rounds = _report(d, round_of(d.recorder, state, d.hooks, pool, follow=False))
     while not rounds.state.done and not d.deps.out_of_time:
         # only the deliveries still running: a finished one would end every wait at once (a hot loop)
         pending = [f for f in deliveries if not f.done()]
         if not pending:
             break
         wait(pending, timeout=d.deps.time_left(rounds.state.wait_seconds), return_when="FIRST_COMPLETED")
-        later = _report(d, round_of(d.recorder, rounds.state, d.hooks, pool))
+        later = _report(d, round_of(d.recorder, rounds.state, d.hooks, pool, follow=False))
         rounds = Round(later.state, rounds.looks | later.looks)
     return rounds
 
