@@ -64,6 +64,9 @@ class DrainContext:
     now: datetime
     default_checkpoint_timeout: int = 60
     allow_exec: bool = True
+    #: The notice's own time: another notice's request acknowledged before it is no checkpoint
+    #: for this one (`checkpoint.current_request`).
+    notice_time: datetime | None = None
     #: The doomed node's pods that belong to a gang (pod key → what the gang means for it):
     #: such a pod leaves only once its gang has checkpointed (docs/training-jobs.md).
     gangs: Mapping[str, GangHold] = field(default_factory=dict)
@@ -134,7 +137,7 @@ def _checkpoint_step(pod: PodView, ctx: DrainContext) -> PodStep | None:
     hold = ctx.gangs.get(pod.key)
     if hold is not None and not hold.asked:
         return PodStep(pod.key, "evict", f"not asked: gang {hold.gang} asks only its leader", grace_for(pod, ctx))
-    request = current_request(pod, ctx.event_id, ctx.now)
+    request = current_request(pod, ctx.event_id, ctx.now, ctx.notice_time)
     if request is None:
         left = seconds_left(ctx)
         if left is not None and left <= 0:
@@ -144,11 +147,20 @@ def _checkpoint_step(pod: PodView, ctx: DrainContext) -> PodStep | None:
         return PodStep(pod.key, "evict", "checkpoint acknowledged", grace_for(pod, ctx))
     if request.failed:
         return PodStep(pod.key, "evict", f"checkpoint failed: {request.failed}", grace_for(pod, ctx))
-    # a request another notice made (for the gang) may ask for a later time than this deadline;
-    # a gang's pod leaves by its own deadline - grace (docs/training-jobs.md)
-    by = min(request.by, ctx.deadline) if ctx.deadline is not None else request.by
-    latest = hold_until(pod, ctx) if hold is not None else None
-    by = min(by, latest) if latest is not None else by
+    # a request another notice made (for the gang) may ask for a later time than this deadline.
+    # The pod's own open request is waited for up to that time, never cut at deadline - grace: a
+    # sharded checkpoint's rank is writing its part, and SIGTERM then loses the whole write
+    # (docs/training-jobs.md). Only waiting for the *rest* of the gang is bounded by deadline -
+    # grace (`_after_gang`). Involuntary, the wait ends early enough for the eviction to land (with
+    # the shortest grace) before the instance goes.
+    by = request.by
+    if ctx.deadline is not None:
+        last = (
+            ctx.deadline - timedelta(seconds=STOP_MARGIN_SECONDS + MIN_GRACE_SECONDS)
+            if ctx.involuntary
+            else ctx.deadline
+        )
+        by = min(by, last)
     if ctx.now < by:
         return PodStep(pod.key, "wait", f"waiting for checkpoint ack until {by.isoformat()}")
     return PodStep(pod.key, "evict", CHECKPOINT_TIMED_OUT, grace_for(pod, ctx))

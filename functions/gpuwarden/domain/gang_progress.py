@@ -57,10 +57,11 @@ def progress(
     deadline: datetime | None,
     default_timeout: int = 60,
     allow_exec: bool = True,
+    since: datetime | None = None,
 ) -> GangProgress:
     """Where the gang's checkpoint stands for ``event_id`` (a request another notice made for the
-    gang counts as this one's: `current_request`). A pod's wait ends at its request's time, never
-    after ``deadline``."""
+    gang counts as this one's, unless acknowledged before ``since``, the notice's time:
+    `current_request`). A pod's wait ends at its request's time, never after ``deadline``."""
     asked: list[str] = []
     acked: list[str] = []
     timed_out: list[str] = []
@@ -69,7 +70,7 @@ def progress(
     unasked: list[str] = []
     until: datetime | None = None
     for pod, _spec in gang.to_ask(default_timeout, allow_exec, leaving_too=True):
-        request = current_request(pod, event_id, now)
+        request = current_request(pod, event_id, now, since)
         if request is None:
             if not pod.terminating:  # a pod already leaving is not asked any more
                 unasked.append(pod.key)

@@ -49,6 +49,8 @@ class DrainState(BaseModel):
     event_id: str
     kind: Kind
     deadline: datetime | None = None
+    #: The notice's own time (`checkpoint.current_request`: an acknowledgement before it is another's).
+    notice_time: datetime | None = None
     started_at: datetime
     round: int = 0
     blocked_rounds: int = 0
@@ -106,6 +108,7 @@ def _context(
         event_id=state.event_id,
         involuntary=not recorder.deps.is_voluntary(state.kind),
         deadline=state.deadline,
+        notice_time=state.notice_time,
         now=now,
         default_checkpoint_timeout=policy.checkpoint.default_timeout_seconds,
         allow_exec=policy.checkpoint.allow_exec,
@@ -138,7 +141,7 @@ def drain_step(
     pool = pool or worker_pool()
     try:
         # the node's gangs first: a gang's pod here leaves only once its gang has checkpointed
-        asking = Asking(recorder, node, state.deadline, pool, prepare)
+        asking = Asking(recorder, node, state.deadline, pool, prepare, since=state.notice_time)
         gangs = gang_round(asking, pods)
         now = deps.clock()  # the time of the observation the round decides on
         ctx = _context(state, recorder, now, gangs.holds)
@@ -167,7 +170,9 @@ def _seen(state: DrainState, pods: list[PodView], now: datetime) -> DrainState:
     acked = [
         p.key
         for p in pods
-        if (r := current_request(p, state.event_id, now)) is not None and r.done and p.key not in state.checkpointed
+        if (r := current_request(p, state.event_id, now, state.notice_time)) is not None
+        and r.done
+        and p.key not in state.checkpointed
     ]
     if not opted and not acked:
         return state

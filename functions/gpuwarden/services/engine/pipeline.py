@@ -242,7 +242,9 @@ def run_steps(d: Disruption, steps: Steps) -> Ran:
         peers = None
         if steps.checkpoint:
             # the node's pods and every gang they belong to, each pod asked once (docs/training-jobs.md)
-            asking = Asking(d.recorder, d.node, d.notice.deadline, pool, d.hooks.prepare_pod, d.fan_out)
+            asking = Asking(
+                d.recorder, d.node, d.notice.deadline, pool, d.hooks.prepare_pod, d.fan_out, d.notice.event_time
+            )
             asked = ask_gangs(asking, d.pods, sent, d.gangs)
             deliveries, looks, peers = asked.deliveries, asked.looks, gang_peers(d.gangs, d.pods)
         else:
@@ -279,6 +281,7 @@ def _start(d: Disruption) -> DrainState:
         event_id=notice.event_id,
         kind=notice.kind,
         deadline=notice.deadline,
+        notice_time=notice.event_time,
         started_at=d.deps.clock(),
     )
 
