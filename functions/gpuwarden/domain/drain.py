@@ -35,6 +35,10 @@ from gpuwarden.domain.views import PodView
 CHECKPOINT_TIMED_OUT = "checkpoint timed out"
 
 Step = Literal["signal", "wait", "evict", "delete", "skip"]
+#: What a ``wait`` waits on: the pod's own checkpoint acknowledgement, the rest of its gang's
+#: checkpoint, the end of a grace period already given (a terminating pod), or its turn behind pods
+#: of lower priority. (A PDB's refusal is ``blocked``.)
+WaitsOn = Literal["checkpoint", "gang", "grace", "turn"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,8 @@ class PodStep:
     held_for: int | None = None
     #: A ``wait`` because a PodDisruptionBudget refused the eviction (HTTP 429): the drain backs off.
     blocked: bool = False
+    #: Any other ``wait``: what it waits on.
+    waits_on: WaitsOn | None = None
 
     def as_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"pod": self.pod, "step": self.step, "reason": self.reason}
@@ -125,7 +131,7 @@ def _terminating_step(pod: PodView, ctx: DrainContext) -> PodStep:
     shorter = pod.deletion_timestamp > ctx.now + timedelta(seconds=grace)  # a delete can only shorten it
     if ctx.involuntary and stop_by is not None and pod.deletion_timestamp > stop_by and shorter:
         return PodStep(pod.key, "delete", "terminating past the deadline: shortening its grace", grace)
-    return PodStep(pod.key, "wait", "terminating")
+    return PodStep(pod.key, "wait", "terminating", waits_on="grace")
 
 
 def _checkpoint_step(pod: PodView, ctx: DrainContext) -> PodStep | None:
@@ -162,7 +168,7 @@ def _checkpoint_step(pod: PodView, ctx: DrainContext) -> PodStep | None:
         )
         by = min(by, last)
     if ctx.now < by:
-        return PodStep(pod.key, "wait", f"waiting for checkpoint ack until {by.isoformat()}")
+        return PodStep(pod.key, "wait", f"waiting for checkpoint ack until {by.isoformat()}", waits_on="checkpoint")
     return PodStep(pod.key, "evict", CHECKPOINT_TIMED_OUT, grace_for(pod, ctx))
 
 
@@ -178,7 +184,7 @@ def _after_gang(step: PodStep, pod: PodView, ctx: DrainContext) -> PodStep:
         return PodStep(pod.key, step.step, why, step.grace_seconds)
     if hold.until is not None and ctx.now >= hold.until:
         return step
-    return PodStep(pod.key, "wait", hold.reason)
+    return PodStep(pod.key, "wait", hold.reason, waits_on="gang")
 
 
 def decide_pod(pod: PodView, ctx: DrainContext) -> PodStep:
@@ -217,7 +223,7 @@ def _hold(step: PodStep, pod: PodView, lowest_waiting: int | None, ctx: DrainCon
     if until is not None and ctx.now >= until:
         return step
     reason = f"after the pods of lower priority ({lowest_waiting}) are asked to leave"
-    return PodStep(pod.key, "wait", reason, held_for=lowest_waiting)
+    return PodStep(pod.key, "wait", reason, held_for=lowest_waiting, waits_on="turn")
 
 
 def decide_round(pods: Iterable[PodView], ctx: DrainContext) -> list[PodStep]:

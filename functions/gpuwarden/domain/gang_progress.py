@@ -132,7 +132,25 @@ def holds(gang: Gang, state: GangProgress, on_node: Iterable[PodView]) -> dict[s
     return out
 
 
-_LISTS = ("asked", "acknowledged", "timed_out", "failed", "waiting")
+_LISTS = ("asked", "asked_earlier", "acknowledged", "timed_out", "failed", "waiting")
+
+
+def asked_here(entries: list[dict[str, Any]], asked: set[str]) -> list[dict[str, Any]]:
+    """The result's ``checkpoints`` as one run tells them: ``asked`` only the pods this run asked
+    (its `checkpoint-requested` actions); a pod whose request an earlier run or notice made, and
+    whose answer this run waited for, is ``asked_earlier`` (docs/results.md)."""
+    out = []
+    for entry in entries:
+        seen = set(entry.get("asked", ())) | set(entry.get("asked_earlier", ()))
+        told = {**entry, "asked": sorted(seen & asked)}
+        earlier = sorted(seen - asked)
+        told.pop("asked_earlier", None)
+        if earlier:
+            told["asked_earlier"] = earlier
+        out.append(told)
+    return out
+
+
 _ALWAYS = ("asked", "acknowledged", "timed_out")
 
 

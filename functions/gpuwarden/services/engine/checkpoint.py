@@ -87,15 +87,19 @@ def _deliver(recorder: Recorder, node: NodeView | None, pod: PodView, spec: Chec
     wanted = max(1.0, (by - deps.clock()).total_seconds())
     timeout = max(1.0, deps.time_left(wanted))
     started = time.monotonic()  # the budget is the invocation's own (wall) time
+    imagined = False
     try:
         if spec.mode in ("signal", "exec"):
             outcome = deps.kube.exec_in_pod(pod.namespace, pod.name, spec.container, spec.exec_command(), timeout)
-            ran = f"would {spec.mode}" if outcome.imagined else f"exit {outcome.exit_code}"
+            imagined = outcome.imagined
+            ran = f"would {spec.mode}" if imagined else f"exit {outcome.exit_code}"
             ok, detail = outcome.exit_code == 0, ran
         elif spec.mode == "http":
             url = f"http://{pod.pod_ip}:{spec.port}{spec.path}"
             status = deps.http.post(url, timeout) if pod.pod_ip else 0
             ok, detail = 200 <= status < 300, f"HTTP {status}" if status else "pod has no IP"
+            if deps.dry_run and status:  # the dry run's POST is imagined: no answer to report
+                imagined, detail = True, f"would POST {url}"
         else:
             return
     except (GpuwardenError, OSError, ValueError) as err:
@@ -106,8 +110,8 @@ def _deliver(recorder: Recorder, node: NodeView | None, pod: PodView, spec: Chec
         mode=spec.mode,
         result=detail,
     )
-    if spec.mode == "signal" and ok:
-        return  # the workload acknowledges by annotating its own pod
+    if (spec.mode == "signal" and ok) or imagined:
+        return  # the workload acknowledges by annotating its own pod; a dry run's exec has no answer
     if not ok and timeout < wanted and time.monotonic() - started >= timeout * 0.95:
         # cut at the invocation's time budget, not failed: the drain waits for the ack until `by`
         return

@@ -8,6 +8,7 @@ involuntary kinds, and answers how long to wait before the next round.
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -60,6 +61,10 @@ class DrainState(BaseModel):
     remaining: int = 0
     waiting: list[str] = []
     blocked: list[str] = []
+    #: The same, typed: the pods a PDB refuses now, and how many pods wait on what (`drain.WaitsOn`:
+    #: their own checkpoint, their gang's, a grace period already given, their turn).
+    blocked_pods: list[str] = []
+    waiting_on: dict[str, int] = {}
     seconds_left: float | None = None
     #: Opted-in pods seen on the node in any round, and those seen acknowledged: when the node is
     #: gone early (Karpenter finished it, the instance went), what was and was not checkpointed.
@@ -221,6 +226,8 @@ def _progress(recorder: Recorder, state: DrainState, node: NodeView, steps: list
             "remaining": len(remaining),
             "blocked": blocked,
             "waiting": waiting,
+            "blocked_pods": [s.pod for s in remaining if s.blocked],
+            "waiting_on": dict(Counter(s.waits_on for s in remaining if s.waits_on is not None and not s.blocked)),
             "seconds_left": seconds_left,
             "blocked_rounds": state.blocked_rounds + 1 if blocked else 0,
         }

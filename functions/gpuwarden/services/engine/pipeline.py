@@ -38,6 +38,8 @@ from gpuwarden.services.engine.context import Deps, FanOut, Recorder, worker_poo
 from gpuwarden.services.engine.drain import DrainState, Round, drain_step
 from gpuwarden.services.engine.gangs import ask_gangs, find_gangs
 from gpuwarden.services.engine.node_ops import mark_node
+from gpuwarden.services.engine.plan import Plan as DrainPlan
+from gpuwarden.services.engine.plan import notice_plan, record_would_drain
 from gpuwarden.services.engine.replace import drop_claim, ensure_replacement, gang_peers
 from gpuwarden.services.engine.result import KARPENTER, Result
 from gpuwarden.services.engine.writes import release_node
@@ -228,6 +230,8 @@ class Ran:
 
     state: DrainState | None
     looks: Looks = field(default_factory=Looks)
+    #: A dry run's drain: what it would do, as its actions recorded it (docs/cli.md#plans).
+    plan: DrainPlan | None = None
 
 
 def run_steps(d: Disruption, steps: Steps) -> Ran:
@@ -260,6 +264,10 @@ def run_steps(d: Disruption, steps: Steps) -> Ran:
             state, looks = first.state, looks | first.looks
         _settle_deliveries(deliveries)
         d.recorder.flush()
+    if deps.dry_run and steps.drain:
+        plan = notice_plan(d.recorder, d.notice, d.pods)
+        record_would_drain(d.recorder, d.node, plan)
+        return Ran(None, looks, plan)
     if state is None or state.done or handed_off or _hand_off(d, state):
         return Ran(state, looks)
     rest = drain_to_end(d.recorder, state, d.hooks, d.on_round)
