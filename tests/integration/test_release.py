@@ -97,7 +97,9 @@ def test_release_all_takes_back_every_mark_and_restores_the_nodepool_exactly(wor
     again = handle_release(_deps(world), None).to_json()
     assert again["outcome"] == "ignored"
     assert again["actions"] == []
+    assert again["reason"].startswith("nothing to release on ")
     assert "no gpuwarden mark" in again["reason"]
+    assert "released" not in again["reason"]
 
 
 def test_release_leaves_what_is_not_gpuwardens(world: World) -> None:
@@ -126,11 +128,13 @@ def test_release_of_one_node_and_its_dry_run(world: World) -> None:
     # Then it says what it would take back and changes nothing
     assert planned["outcome"] == "dry-run"
     assert planned["node"] == scenario.node
+    assert planned["reason"].startswith(f"would release {scenario.node}: marks to take back on"), planned["reason"]
     assert {a["type"] for a in planned["actions"]} >= {"release", "pod-released"}
     assert _gpuwarden_marks(world) == before
     # When it runs, then that node's marks are gone (the NodePool is only restored with --all)
     done = handle_release(_deps(world), scenario.node).to_json()
     assert done["outcome"] == "handled"
+    assert done["reason"].startswith(f"released {scenario.node}: marks taken back on")
     assert [m for m in _gpuwarden_marks(world) if m.startswith(scenario.node)] == []
     assert ann.SAVED_BUDGETS in (_pool(world)["metadata"].get("annotations") or {})
 
