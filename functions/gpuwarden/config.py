@@ -6,6 +6,7 @@ import json
 import math
 import os
 import sys
+import time
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from gpuwarden.domain.errors import CloudError, InvalidPolicy, InvalidSetting, PolicyNotFound
+from gpuwarden.domain.errors import InvalidPolicy, InvalidSetting, PolicyNotFound
 from gpuwarden.domain.policy import Policy, validation_problems
 
 
@@ -193,24 +194,26 @@ def default_policy_warning(policy: Policy) -> str:
     )
 
 
+#: How long a warm process keeps a policy parameter's value before reading it again
+PARAMETER_MAX_AGE_SECONDS = 300.0
+_parameters: dict[str, tuple[float, str]] = {}  # name -> (monotonic time read, value)
+
+
 def _parameter(name: str) -> str:
-    """The policy's SSM parameter (Powertools, cached 5 minutes); an SDK failure is a typed error."""
-    from aws_lambda_powertools.utilities.parameters import get_parameter
-    from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
-    from botocore.exceptions import BotoCoreError, ClientError
+    """The policy's SSM parameter, cached 5 minutes; an SDK failure is a typed error. Read with
+    `adapters/sdk.py`'s client, not Powertools' Parameters: importing that imports
+    boto3, ~0.1 s of every cold start (docs/benchmarks.md, "Cold start")."""
+    from gpuwarden.adapters.errors import aws_call
+    from gpuwarden.adapters.sdk import client
 
-    from gpuwarden.adapters.errors import aws_error
-
-    call = f"SSM GetParameter {name}"
-    try:
-        return str(get_parameter(name, max_age=300))
-    except (BotoCoreError, ClientError) as err:
-        raise aws_error(err, call) from err
-    except GetParameterError as err:
-        cause = err.__cause__ or err.__context__
-        if isinstance(cause, BotoCoreError | ClientError):
-            raise aws_error(cause, call) from err
-        raise CloudError(f"{call}: {err}") from err
+    now = time.monotonic()
+    cached = _parameters.get(name)
+    if cached is not None and now - cached[0] < PARAMETER_MAX_AGE_SECONDS:
+        return cached[1]
+    with aws_call(f"SSM GetParameter {name}"):
+        value = str(client("ssm").get_parameter(Name=name)["Parameter"]["Value"])
+    _parameters[name] = (now, value)
+    return value
 
 
 def policy_json(policy: Policy) -> str:

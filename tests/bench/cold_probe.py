@@ -3,7 +3,9 @@
 Run as a script by the interpreter under test (the layer's Python 3.13 with ``-I -S``, or the
 venv's Python), never imported by the benchmark itself:
 
-    python -I -S cold_probe.py MODULE EVENT_JSON PATH [PATH ...]
+    python -I -S cold_probe.py HANDLER EVENT_JSON PATH [PATH ...]
+
+HANDLER is the function's handler as the stack deploys it (``gpuwarden.handlers.drain.handler``).
 
 PATHs go first on ``sys.path`` (the function code, then the layer's ``python/``), as the
 Lambda runtime puts ``/var/task`` and ``/opt/python``. Prints one line
@@ -18,18 +20,20 @@ STARTED = time.perf_counter()
 
 import importlib  # noqa: E402
 import json  # noqa: E402
+import os  # noqa: E402
 import sys  # noqa: E402
 
 
 class _Context:
-    """The attributes Powertools' inject_lambda_context reads from a LambdaContext."""
+    """The attributes Powertools' inject_lambda_context reads from a LambdaContext (name and memory
+    from the variables the Lambda runtime sets, when the probe was given them)."""
 
-    function_name = "gpuwarden-bench"
+    function_name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "gpuwarden-bench")
     function_version = "$LATEST"
-    invoked_function_arn = "arn:aws:lambda:us-west-2:123456789012:function:gpuwarden-bench"
-    memory_limit_in_mb = 512
+    invoked_function_arn = f"arn:aws:lambda:us-west-2:123456789012:function:{function_name}"
+    memory_limit_in_mb = int(os.environ.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512"))
     aws_request_id = "00000000-0000-0000-0000-000000000000"
-    log_group_name = "/aws/lambda/gpuwarden-bench"
+    log_group_name = f"/aws/lambda/{function_name}"
     log_stream_name = "bench"
 
     @staticmethod
@@ -38,19 +42,21 @@ class _Context:
 
 
 def main(argv: list[str]) -> int:
-    module_name, event_path, *paths = argv
+    handler, event_path, *paths = argv
+    module_name, function = handler.rsplit(".", 1)
     sys.path[:0] = paths
     with open(event_path, encoding="utf-8") as fh:
         event = json.load(fh)
     before = len(sys.modules)
-    module = importlib.import_module(f"gpuwarden.handlers.{module_name}")
+    module = importlib.import_module(module_name)
     imported = time.perf_counter()
-    result = module.handler(event, _Context())
+    result = getattr(module, function)(event, _Context())
     done = time.perf_counter()
     figures = {
         "import": imported - STARTED,
         "call": done - imported,
         "total": done - STARTED,
+        "cpu": time.process_time(),  # this process's own CPU since it started, interpreter start-up included
         "modules": len(sys.modules) - before,
         "kubernetes_model_modules": sum(1 for m in sys.modules if m.startswith("kubernetes.client.models.")),
         "boto3_imported": "boto3" in sys.modules,

@@ -7,7 +7,9 @@ import math
 import os
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,6 +115,55 @@ def run_child(
             return result
     tail = (proc.stderr or proc.stdout)[-3000:]
     raise RuntimeError(f"{' '.join(cmd[:4])}… exited {proc.returncode} without a result:\n{tail}")
+
+
+class WarmProcess:
+    """A warm execution environment in a process of its own: `python -m MODULE ARGS`, which
+    answers one `RESULT` line when it is ready, then one per JSON line it is sent (`ask`)."""
+
+    def __init__(self, module: str, args: Sequence[str], env: Mapping[str, str]) -> None:
+        self._stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in close()
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", module, *args],
+            env=dict(env),
+            cwd=REPO,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+        )
+        self.module = module
+        self.ready = self._answer()
+
+    def ask(self, message: Mapping[str, Any]) -> dict[str, Any]:
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(json.dumps(message, default=str) + "\n")
+        self._proc.stdin.flush()
+        return self._answer()
+
+    def _answer(self) -> dict[str, Any]:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            if line.startswith(RESULT_PREFIX):
+                answer: dict[str, Any] = json.loads(line[len(RESULT_PREFIX) :])
+                return answer
+        self._stderr.seek(0)
+        raise RuntimeError(f"{self.module} exited {self._proc.wait()}:\n{self._stderr.read()[-3000:]}")
+
+    def close(self) -> None:
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
+        self._proc.wait(timeout=60)
+        self._stderr.close()
+
+
+@contextmanager
+def warm_process(module: str, args: Sequence[str], env: Mapping[str, str]) -> Iterator[WarmProcess]:
+    process = WarmProcess(module, args, env)
+    try:
+        yield process
+    finally:
+        process.close()
 
 
 def emit(result: Mapping[str, Any]) -> None:

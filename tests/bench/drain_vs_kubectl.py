@@ -25,16 +25,17 @@ SPEED = 30.0
 NODE = "gpu-a"
 WORKLOAD_PODS = 40
 GUARDED_PODS = 9
+SMALLEST: dict[str, int] = {"workload_pods": 8, "guarded_pods": 3}
 
 
-def build_scene(sim: KubeSim) -> None:
+def build_scene(sim: KubeSim, workload_pods: int = WORKLOAD_PODS, guarded_pods: int = GUARDED_PODS) -> None:
     target = sim.create(b.gpu_node(NODE, "i-0d7a10000000000a1", ip="10.7.0.1"))
     other = sim.create(b.gpu_node("gpu-b", "i-0d7a10000000000b2", ip="10.7.0.2"))
     sim.create(b.gpu_node("gpu-c", "i-0d7a10000000000c3", ip="10.7.0.3"))
     sim.create(b.daemonset_pod(target, owner=sim.create(b.daemonset())))
-    web = [sim.create(b.replicaset(f"web-{i}", "serving", {"app": f"web-{i}"}, WORKLOAD_PODS // 8)) for i in range(4)]
-    for i in range(WORKLOAD_PODS):
-        grace = 5 + (i * 25) // (WORKLOAD_PODS - 1)  # 5 … 30 s
+    web = [sim.create(b.replicaset(f"web-{i}", "serving", {"app": f"web-{i}"}, workload_pods // 8)) for i in range(4)]
+    for i in range(workload_pods):
+        grace = 5 + (i * 25) // (workload_pods - 1)  # 5 … 30 s
         if i % 2 == 0:
             job = sim.create(b.job(f"train-{i}", "ml"))
             sim.create(b.training_pod(f"train-{i}-worker", target, gpus=1, checkpoint=None, owner=job, grace=grace))
@@ -43,10 +44,10 @@ def build_scene(sim: KubeSim) -> None:
             labels = rs["spec"]["selector"]["matchLabels"]
             sim.create(b.pod(f"{rs['metadata']['name']}-{i}", target, "serving", owner=rs, labels=labels, grace=grace))
     labels = {"app": "inference"}
-    deployment = sim.create(b.deployment("inference", "serving", labels, GUARDED_PODS + 3))
-    rs = sim.create(b.replicaset("inference-7d9f", "serving", labels, GUARDED_PODS + 3, deployment))
-    for i in range(GUARDED_PODS + 3):
-        sim.create(b.inference_pod(f"inference-7d9f-{i}", target if i < GUARDED_PODS else other, owner=rs, grace=10))
+    deployment = sim.create(b.deployment("inference", "serving", labels, guarded_pods + 3))
+    rs = sim.create(b.replicaset("inference-7d9f", "serving", labels, guarded_pods + 3, deployment))
+    for i in range(guarded_pods + 3):
+        sim.create(b.inference_pod(f"inference-7d9f-{i}", target if i < guarded_pods else other, owner=rs, grace=10))
     sim.create(b.pdb("inference", "serving", labels, max_unavailable=3))
 
 
@@ -60,9 +61,9 @@ def _kubectl(sim: KubeSim, cache: Path, *args: str, timeout: float = 300) -> sub
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
 
 
-def run_kubectl() -> dict[str, Any]:
+def run_kubectl(workload_pods: int = WORKLOAD_PODS, guarded_pods: int = GUARDED_PODS) -> dict[str, Any]:
     with KubeSim(clock_speed=SPEED) as sim:
-        build_scene(sim)
+        build_scene(sim, workload_pods, guarded_pods)
         ReplicaSetReplacer(sim)
         cache = Path(sim.kubeconfig_path).parent / "kubectl-cache"
         _kubectl(sim, cache, "get", "nodes")  # discovery, as on an operator's machine
@@ -76,9 +77,9 @@ def run_kubectl() -> dict[str, Any]:
         return _summary(sim, seconds) | {"discovery_requests": discovery}
 
 
-def run_gpuwarden() -> dict[str, Any]:
+def run_gpuwarden(workload_pods: int = WORKLOAD_PODS, guarded_pods: int = GUARDED_PODS) -> dict[str, Any]:
     with KubeSim(clock_speed=SPEED) as sim:
-        build_scene(sim)
+        build_scene(sim, workload_pods, guarded_pods)
         ReplicaSetReplacer(sim)
         sim.clear_requests()
         result = run_child(["-m", "tests.bench.drain_child", NODE], bench_env(KUBECONFIG=str(sim.kubeconfig_path)))
@@ -102,10 +103,12 @@ def _summary(sim: KubeSim, seconds: float) -> dict[str, Any]:
     }
 
 
-def measure() -> tuple[list[Figure], dict[str, Any]]:
+def measure(
+    workload_pods: int = WORKLOAD_PODS, guarded_pods: int = GUARDED_PODS
+) -> tuple[list[Figure], dict[str, Any]]:
     if shutil.which("kubectl") is None:
         raise Skipped("kubectl is not on PATH: the drain comparison needs it")
-    ours, theirs = run_gpuwarden(), run_kubectl()
+    ours, theirs = run_gpuwarden(workload_pods, guarded_pods), run_kubectl(workload_pods, guarded_pods)
     time_ratio = ours["seconds"] / theirs["seconds"]
     request_ratio = ours["requests"] / theirs["requests"]
     note = (

@@ -33,11 +33,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
-import subprocess
-import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -47,12 +43,13 @@ from typing import Any
 
 from dateutil.parser import isoparse
 
-from tests.bench.common import REPO, RESULT_PREFIX, Figure, bench_env, figure
+from tests.bench.common import Figure, WarmProcess, bench_env, figure, warm_process
 
 NODES, PODS = 16, 8
 GOAL_RANKS_P50, GOAL_RANKS_P99, GOAL_BLOCK = 1.0, 2.0, 2.0
 GOAL_REQUESTS = 14
 BLOCK = "cr-0b1e55ed00000bench"
+SMALLEST: dict[str, int] = {"runs": 1}
 
 
 @contextmanager
@@ -134,50 +131,24 @@ def _spot(instance: str, at: datetime) -> dict[str, Any]:
 class _Handler:
     """The warm handler in a process of its own (`tests.bench.gangs_child`), talking to ``sim``."""
 
-    def __init__(self, sim: Any) -> None:
-        env = bench_env(
-            KUBECONFIG=str(sim.kubeconfig_path), POWERTOOLS_LOG_LEVEL="WARNING", POWERTOOLS_METRICS_DISABLED="true"
-        )
-        self._stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in close()
-        cmd = [sys.executable, "-m", "tests.bench.gangs_child"]
-        self._proc = subprocess.Popen(
-            cmd, env=env, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True
-        )
-        self._answer()  # ready: dependencies built, init phase run
+    def __init__(self, process: WarmProcess) -> None:
+        self._process = process
 
     def handle(
         self, event: dict[str, Any], blocks: list[dict[str, str]] | None = None
     ) -> tuple[datetime, dict[str, Any]]:
         """One event; answers the notice time (before the event was parsed) and the result."""
-        assert self._proc.stdin is not None
-        self._proc.stdin.write(json.dumps({"event": event, "blocks": blocks or []}, default=str) + "\n")
-        self._proc.stdin.flush()
-        answer = self._answer()
+        answer = self._process.ask({"event": event, "blocks": blocks or []})
         return datetime.fromisoformat(answer["notice"]), answer["result"]
-
-    def _answer(self) -> dict[str, Any]:
-        assert self._proc.stdout is not None
-        for line in self._proc.stdout:
-            if line.startswith(RESULT_PREFIX):
-                answer: dict[str, Any] = json.loads(line[len(RESULT_PREFIX) :])
-                return answer
-        self._stderr.seek(0)
-        raise RuntimeError(f"gangs_child exited {self._proc.wait()}:\n{self._stderr.read()[-3000:]}")
-
-    def close(self) -> None:
-        if self._proc.stdin is not None:
-            self._proc.stdin.close()
-        self._proc.wait(timeout=60)
-        self._stderr.close()
 
 
 @contextmanager
 def _handler(sim: Any) -> Iterator[_Handler]:
-    handler = _Handler(sim)
-    try:
-        yield handler
-    finally:
-        handler.close()
+    env = bench_env(
+        KUBECONFIG=str(sim.kubeconfig_path), POWERTOOLS_LOG_LEVEL="WARNING", POWERTOOLS_METRICS_DISABLED="true"
+    )
+    with warm_process("tests.bench.gangs_child", [], env) as process:
+        yield _Handler(process)
 
 
 def _instance(node: Any) -> str:

@@ -19,6 +19,7 @@ from tests.bench.common import Figure, bench_env, figure, run_child
 
 SIGNAL_PODS = 8
 GOALS = {"cordon_p50": 20.0, "cordon_p99": 50.0, "last_signal_p50": 200.0}
+SMALLEST: dict[str, int] = {"runs": 1}
 
 
 def _scene(sim: KubeSim, runs: int) -> list[tuple[str, str]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from infra.components.functions import INTERRUPTION
 from sim import KubeSim
 from sim import builders as b
 from sim.actors.workloads import Workloads
@@ -19,9 +20,10 @@ from tests.bench.common import Figure, bench_env, figure
 
 PODS = 110
 GOAL_MB = 200.0
+SMALLEST: dict[str, int] = {"runs": 1, "pods": 10}
 
 
-def measure(runs: int = 3) -> list[Figure]:
+def measure(runs: int = 3, pods: int = PODS) -> list[Figure]:
     samples: list[float] = []
     with tempfile.TemporaryDirectory(prefix="gpuwarden-mem-") as tmp, KubeSim(clock_speed=1.0) as sim:
         runtime = lambda_runtime(Path(tmp))
@@ -33,11 +35,11 @@ def measure(runs: int = 3) -> list[Figure]:
             instance = f"i-0e3e{run:013x}"
             node = sim.create(b.gpu_node(f"mem-{run}", instance, ip=f"10.5.0.{run + 1}"))
             sim.create(b.daemonset_pod(node))
-            for p in range(PODS - 1):
+            for p in range(pods - 1):
                 checkpoint = "signal:SIGUSR1" if p < 8 else None
                 sim.create(b.training_pod(f"mem-{run}-{p}-w", node, gpus=0, checkpoint=checkpoint, grace=2))
             event = spot_event(instance, f"mem-{run}", sim.clock.now())
-            own, _, _ = probe(runtime, "interruption", event, env, Path(tmp))
+            own, _, _ = probe(runtime, INTERRUPTION.handler, event, env, Path(tmp))
             samples.append(float(own["maxrss_mb"]))
-    note = f"{runtime.label}; {PODS}-pod node drained to the end in-process"
-    return [figure("peak RSS, spot interruption, 110 pods", "MB", samples, goal=GOAL_MB, note=note)]
+    note = f"{runtime.label}; {pods}-pod node drained to the end in-process"
+    return [figure(f"peak RSS, spot interruption, {pods} pods", "MB", samples, goal=GOAL_MB, note=note)]

@@ -4,19 +4,21 @@ Benchmarks print figures; they are not timed tests and never fail on a missed go
 command fails only when a benchmark cannot run at all for a reason other than a clear skip
 (kubectl absent, no layer build).
 
-    python -m tests.bench.run [--only cold,latency,drain,mass,gangs,memory,artifacts,soak,gpu_health,realplane]
+    python -m tests.bench.run [--smallest]
+        [--only cold,latency,drain,mass,gangs,memory,artifacts,soak,gpu_health,realplane]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import platform
 import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,78 +40,30 @@ def machine() -> dict[str, Any]:
     return {"nproc": os.cpu_count(), "cpu": model, "python": platform.python_version(), "platform": platform.platform()}
 
 
-def _cold() -> tuple[list[Figure], dict[str, Any]]:
-    from tests.bench import cold_start
-
-    return cold_start.measure()
-
-
-def _latency() -> tuple[list[Figure], dict[str, Any]]:
-    from tests.bench import latency
-
-    return latency.measure(), {}
-
-
-def _drain() -> tuple[list[Figure], dict[str, Any]]:
-    from tests.bench import drain_vs_kubectl
-
-    return drain_vs_kubectl.measure()
-
-
-def _mass() -> tuple[list[Figure], dict[str, Any]]:
-    from tests.bench import mass
-
-    return mass.measure()
-
-
-def _gangs() -> tuple[list[Figure], dict[str, Any]]:
-    from tests.bench import gangs
-
-    return gangs.measure()
-
-
-def _memory() -> tuple[list[Figure], dict[str, Any]]:
-    from tests.bench import memory
-
-    return memory.measure(), {}
-
-
-def _artifacts() -> tuple[list[Figure], dict[str, Any]]:
-    from tests.bench import artifacts
-
-    return artifacts.measure(), {}
-
-
-def _soak() -> tuple[list[Figure], dict[str, Any]]:
-    from tests.bench import soak
-
-    return soak.measure()
-
-
-def _gpu_health() -> tuple[list[Figure], dict[str, Any]]:
-    from tests.bench import gpu_health
-
-    return gpu_health.measure()
-
-
-def _realplane() -> tuple[list[Figure], dict[str, Any]]:
-    from tests.bench import realplane
-
-    return realplane.measure()
-
-
-BENCHES: dict[str, Callable[[], tuple[list[Figure], dict[str, Any]]]] = {
-    "cold": _cold,
-    "latency": _latency,
-    "drain": _drain,
-    "mass": _mass,
-    "gangs": _gangs,
-    "memory": _memory,
-    "artifacts": _artifacts,
-    "soak": _soak,
-    "gpu_health": _gpu_health,
-    "realplane": _realplane,
+#: Every benchmark: its module, whose ``measure(**sizes)`` answers its figures (and details), and
+#: whose ``SMALLEST`` are the sizes that run each of its set-ups once, quickly (`run_one`).
+BENCHES: dict[str, str] = {
+    "cold": "tests.bench.cold_start",
+    "latency": "tests.bench.latency",
+    "drain": "tests.bench.drain_vs_kubectl",
+    "mass": "tests.bench.mass",
+    "gangs": "tests.bench.gangs",
+    "memory": "tests.bench.memory",
+    "artifacts": "tests.bench.artifacts",
+    "soak": "tests.bench.soak",
+    "gpu_health": "tests.bench.gpu_health",
+    "realplane": "tests.bench.realplane",
 }
+
+
+def run_one(name: str, *, smallest: bool = False) -> tuple[list[Figure], dict[str, Any]]:
+    """One benchmark at its full sizes, or at its smallest (`SMALLEST`): every set-up executed
+    once, the figures meaningless but present (tests/bench/test_setups.py runs them in `make test`)."""
+    module = importlib.import_module(BENCHES[name])
+    sizes: dict[str, Any] = module.SMALLEST if smallest else {}
+    found = module.measure(**sizes)
+    figures, details = found if isinstance(found, tuple) else (found, {})
+    return list(figures), dict(details)
 
 
 def _fmt(value: float) -> str:
@@ -144,6 +98,12 @@ def table(figures: Sequence[Figure]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.run", description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--only", default=",".join(BENCHES), help="comma-separated: " + ", ".join(BENCHES))
+    parser.add_argument(
+        "--smallest",
+        action="store_true",
+        help="each benchmark at its smallest sizes: checks that every set-up runs (figures meaningless, "
+        "results.json not written)",
+    )
     args = parser.parse_args(argv)
     chosen = [name.strip() for name in args.only.split(",") if name.strip()]
     unknown = [n for n in chosen if n not in BENCHES]
@@ -158,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"[bench] {name} …", file=sys.stderr, flush=True)
         begun = time.perf_counter()
         try:
-            found, more = BENCHES[name]()
+            found, more = run_one(name, smallest=args.smallest)
         except Skipped as reason:
             skipped[name] = str(reason)
             print(f"[bench] SKIPPED {name}: {reason}", file=sys.stderr, flush=True)
@@ -179,7 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "failed": {k: v.splitlines()[-1] for k, v in failed.items()},
         "details": details,
     }
-    RESULTS.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    if not args.smallest:
+        RESULTS.write_text(json.dumps(report, indent=2, default=str) + "\n")
     info = machine()
     print(f"\ngpuwarden benchmarks, {report['date']}, {info['nproc']} x {info['cpu']}, {report['seconds']} s\n")
     print(table(figures))
@@ -190,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"SKIPPED {name}: {why}")
     for name in failed:
         print(f"FAILED {name} (see stderr)")
-    print(f"\nwritten: {RESULTS}")
+    print("\n--smallest: nothing written" if args.smallest else f"\nwritten: {RESULTS}")
     return 1 if failed else 0
 
 

@@ -21,6 +21,7 @@ from tests.bench.common import Figure, figure
 #: minutes on this 2-core machine (2.47 simulated days per real minute at 186 nodes, measured)
 DAYS = float(os.environ.get("GPUWARDEN_SOAK_DAYS", "1"))
 SCALE = 3  # the built-in week's 62 nodes x 3 = 186 nodes
+SMALLEST: dict[str, Any] = {"days": 0.05, "scale": 1}
 
 
 class SoakBroken(AssertionError):
@@ -67,8 +68,8 @@ def _reconcile(result: Any, gpuwarden_ledger: Any, days: float) -> list[str]:
     return broken
 
 
-def measure(days: float = DAYS) -> tuple[list[Figure], dict[str, Any]]:
-    scenario = scaled()
+def measure(days: float = DAYS, scale: int = SCALE) -> tuple[list[Figure], dict[str, Any]]:
+    scenario = scaled(scale)
     nodes = sum(p.nodes for p in scenario.pools)
     incidents = generate(scenario, scenario.seed, days)
     began = time.monotonic()

@@ -80,7 +80,7 @@ def test_a_policy_file_in_yaml_is_stored_as_canonical_json(tmp_path: Path, synth
             assert env["GPUWARDEN_POLICY_PARAMETER"] == {"Ref": parameter_id}
 
 
-def test_functions_read_the_parameter_through_powertools_with_a_five_minute_cache(
+def test_functions_read_the_parameter_with_a_five_minute_cache(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from moto import mock_aws
@@ -102,7 +102,7 @@ def test_functions_read_the_parameter_through_powertools_with_a_five_minute_cach
         ssm.put_parameter(Name="/gpuwarden/policy-test", Type="String", Value='{"cluster": "changed"}', Overwrite=True)
         cached = load_policy(settings)
     assert first.cluster == "ml-test"
-    assert cached.cluster == "ml-test"  # served from Powertools' cache (max_age=300) within five minutes
+    assert cached.cluster == "ml-test"  # the warm process keeps it five minutes
 
 
 def _policy_versions(synth: Synth) -> set[str]:

@@ -1,4 +1,4 @@
-"""EC2, Auto Scaling and EC2 Fleet through boto3 (the standard SDK chain, AWS_ENDPOINT_URL honoured)."""
+"""EC2, Auto Scaling and EC2 Fleet through the AWS SDK (`adapters/sdk.py`: the standard chain)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def _reservation(item: dict[str, Any]) -> CapacityReservation:
 
 
 class Cloud:
-    """The `CloudPort`: clients are made on first use (boto3 costs ~0.2 s to import)."""
+    """The `CloudPort`: clients are made on first use (the SDK costs ~0.2 s to import)."""
 
     def __init__(self, region: str | None = None) -> None:
         self._region = region
@@ -40,11 +40,12 @@ class Cloud:
         self._instances: dict[str, dict[str, Any]] = {}
 
     def _client(self, service: str) -> Any:
-        import boto3
         from botocore.config import Config
 
+        from gpuwarden.adapters.sdk import client
+
         config = Config(retries={"max_attempts": 8, "mode": "adaptive"}, connect_timeout=3, read_timeout=10)
-        return boto3.session.Session().client(service, region_name=self._region, config=config)
+        return client(service, self._region, config)
 
     @cached_property
     def ec2(self) -> Any:

@@ -74,12 +74,13 @@ def reads_on(build_client: Callable[[], Any], where: str) -> ClusterReads:
 
 def cluster_has_gpu_metric(region: str | None, cluster: str, metric: str = "node_gpu_utilization") -> bool:
     """Does CloudWatch hold ``metric`` (Container Insights) for ``cluster``? (ListMetrics: the last 2 weeks)"""
-    import boto3
     from botocore.exceptions import BotoCoreError, ClientError
+
+    from gpuwarden.adapters.sdk import client
 
     try:
         pages = (
-            boto3.client("cloudwatch", region_name=region)
+            client("cloudwatch", region)
             .get_paginator("list_metrics")
             .paginate(
                 Namespace="ContainerInsights",

@@ -18,12 +18,15 @@ TOKEN_PREFIX = "k8s-aws-v1."  # noqa: S105 - the scheme, not a secret
 _RENEW_AFTER_SECONDS = 600
 
 
-def eks_token(session: Any, cluster: str, region: str) -> str:
+def eks_token(cluster: str, region: str) -> str:
     from botocore.signers import RequestSigner
 
-    sts = session.client("sts", region_name=region)
+    from gpuwarden.adapters.sdk import client, session
+
+    made = session()
+    sts = client("sts", region, on=made)
     signer = RequestSigner(
-        sts.meta.service_model.service_id, region, "sts", "v4", session.get_credentials(), session.events
+        sts.meta.service_model.service_id, region, "sts", "v4", made.get_credentials(), sts.meta.events
     )
     url = signer.generate_presigned_url(
         {
@@ -41,12 +44,12 @@ def eks_token(session: Any, cluster: str, region: str) -> str:
 
 
 def eks_api_client(cluster: str, region: str) -> Any:
-    import boto3
     from kubernetes import client
 
-    session = boto3.session.Session(region_name=region)
+    from gpuwarden.adapters import sdk
+
     with aws_call(f"EKS DescribeCluster {cluster} ({region})"):
-        described = session.client("eks").describe_cluster(name=cluster)["cluster"]
+        described = sdk.client("eks", region).describe_cluster(name=cluster)["cluster"]
     with tempfile.NamedTemporaryFile("wb", suffix=".crt", delete=False) as ca:
         ca.write(base64.b64decode(described["certificateAuthority"]["data"]))
     configuration = client.Configuration()
@@ -57,7 +60,7 @@ def eks_api_client(cluster: str, region: str) -> Any:
 
     def refresh(config: Any) -> None:
         if time.monotonic() - issued[0] > _RENEW_AFTER_SECONDS:
-            config.api_key = {"authorization": eks_token(session, cluster, region)}
+            config.api_key = {"authorization": eks_token(cluster, region)}
             config.api_key_prefix = {"authorization": "Bearer"}
             issued[0] = time.monotonic()
 

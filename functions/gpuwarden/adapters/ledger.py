@@ -47,9 +47,9 @@ class DynamoLedger:
 
     @cached_property
     def _client(self) -> Any:
-        import boto3
+        from gpuwarden.adapters.sdk import client
 
-        return boto3.session.Session().client("dynamodb", region_name=self._region)
+        return client("dynamodb", self._region)
 
     @staticmethod
     def _key(event_id: str) -> dict[str, Any]:

@@ -7,16 +7,16 @@ import getpass
 import json
 from typing import Any
 
-import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
+from gpuwarden.adapters.sdk import client
 from gpuwarden.domain.errors import CloudError, InvalidEvent
 
 
 def whoami() -> str:
     """The caller's AWS identity, else the OS user (recorded by the function as who asked)."""
     try:
-        return str(boto3.client("sts").get_caller_identity()["Arn"])
+        return str(client("sts").get_caller_identity()["Arn"])
     except (BotoCoreError, ClientError):
         return f"cli:{getpass.getuser()}"
 
@@ -28,7 +28,7 @@ def invoke_runbook(function: str, payload: dict[str, Any]) -> dict[str, Any]:
     `InvalidEvent` when the function refused the payload."""
     context = base64.b64encode(json.dumps({"custom": {"caller": whoami()}}).encode()).decode()
     try:
-        response = boto3.client("lambda").invoke(
+        response = client("lambda").invoke(
             FunctionName=function,
             InvocationType="RequestResponse",
             Payload=json.dumps(payload).encode(),

@@ -1,4 +1,4 @@
-"""EventBridge Scheduler through boto3: one-time schedules for maintenance plans."""
+"""EventBridge Scheduler through the AWS SDK (`adapters/sdk.py`): one-time schedules for maintenance plans."""
 
 from __future__ import annotations
 
@@ -42,9 +42,9 @@ class EventBridgeScheduler:
 
     @cached_property
     def _client(self) -> Any:
-        import boto3
+        from gpuwarden.adapters.sdk import client
 
-        return boto3.session.Session().client("scheduler", region_name=self._region)
+        return client("scheduler", self._region)
 
     def schedule_once(self, name: str, at: datetime, payload: Mapping[str, Any]) -> str:
         from botocore.exceptions import BotoCoreError, ClientError

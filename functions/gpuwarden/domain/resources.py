@@ -13,8 +13,10 @@ def extended(resources: object) -> dict[str, int]:
     """The extended resources (``vendor/name``) of a resource list that are whole numbers."""
     found: dict[str, int] = {}
     for name, value in resources.items() if isinstance(resources, Mapping) else ():
+        if "/" not in str(name):  # cpu, memory, pods …: not parsed (a node's list is mostly these)
+            continue
         amount = parse_quantity(value)
-        if "/" in str(name) and amount is not None and amount.denominator == 1:
+        if amount is not None and amount.denominator == 1:
             found[str(name)] = int(amount)
     return found
 

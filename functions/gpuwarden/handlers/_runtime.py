@@ -72,10 +72,10 @@ def deps() -> Deps:
 
 @cache
 def stepfunctions(region: str | None) -> Any:
-    """One Step Functions client per container (a boto3 client costs tens of ms of CPU to make)."""
-    import boto3
+    """One Step Functions client per container (a client costs tens of ms of CPU to make)."""
+    from gpuwarden.adapters.sdk import client
 
-    return boto3.session.Session().client("stepfunctions", region_name=region)
+    return client("stepfunctions", region)
 
 
 def prepare(*also: Callable[[], object]) -> None:
@@ -95,15 +95,16 @@ def warm(built: Deps) -> None:
     """Build the cluster client now (kubeconfig or EKS token, the ApiClient), then move every
     object made so far out of the garbage collector's sight (`gc.freeze`): otherwise the first
     event's allocations set off a full collection over everything the imports made, before its
-    cordon. A cluster that cannot be reached is no failure here: the port stays unbuilt, and the
-    first event that needs it fails with the reason as its JSON result."""
+    cordon. No collection before the freeze: walking those objects once costs the cold start
+    ~60 ms of CPU to reclaim the few cycles the imports left (docs/benchmarks.md, "Cold start").
+    A cluster that cannot be reached is no failure here: the port stays unbuilt, and the first
+    event that needs it fails with the reason as its JSON result."""
     from gpuwarden.wiring import Lazy
 
     try:
         if isinstance(built.kube, Lazy):
             built.kube.build()
     finally:
-        gc.collect()
         gc.freeze()
 
 
