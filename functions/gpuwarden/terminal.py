@@ -109,8 +109,8 @@ class ProgressLine:
 def plan_table(plan: list[dict[str, Any]]) -> list[str]:
     """POD / STEP / REASON, one row per pod on the node."""
     width = max([len("POD"), *(len(str(row["pod"])) for row in plan)])
-    lines = [f"{'POD':<{width}}  {'STEP':<6}  REASON"]
-    lines += [f"{row['pod']:<{width}}  {row['step']:<6}  {row['reason']}" for row in plan]
+    lines = [f"{'POD':<{width}}  {'STEP':<7}  REASON"]
+    lines += [f"{row['pod']:<{width}}  {row['step']:<7}  {row['reason']}" for row in plan]
     return lines
 
 
