@@ -26,10 +26,12 @@ _STAYS = {
 
 
 def drain_plan(run: Run) -> Plan:
-    """What a drain of the node would do now, from the drain's own decisions."""
-    return plan_drain(
-        run.recorder, run.pods, run.pdbs, involuntary=False, deadline=None, notice_time=run.notice.event_time
-    )
+    """What a drain of the node would do now, from the drain's own decisions (once per request)."""
+    if run.plan is None:
+        run.plan = plan_drain(
+            run.recorder, run.pods, run.pdbs, involuntary=False, deadline=None, notice_time=run.notice.event_time
+        )
+    return run.plan
 
 
 def plan_steps(run: Run, plan: Plan | None = None) -> list[dict[str, Any]]:

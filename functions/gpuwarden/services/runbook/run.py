@@ -21,6 +21,7 @@ from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.drain import DrainState
 from gpuwarden.services.engine.node_ops import window_allowance
 from gpuwarden.services.engine.pipeline import KindHooks
+from gpuwarden.services.engine.plan import Plan as DrainPlan
 from gpuwarden.services.engine.result import Outcome
 from gpuwarden.sources import RunbookRequest
 
@@ -67,6 +68,8 @@ class Run:
     hooks: KindHooks
     drain_locally: bool
     progress: Progress | None
+    #: What a drain of the node would do, worked out once per request (`read.drain_plan`).
+    plan: DrainPlan | None = None
 
 
 @dataclass(frozen=True)
