@@ -17,7 +17,7 @@ from sim.actors.controllers import ReplicaSetReplacer
 from sim.actors.karpenter import Karpenter
 from sim.actors.workloads import Workloads
 from sim.apiserver.core import KubeSim
-from sim.scenes.base import build_cluster
+from sim.scenes.base import TRAINIUM_NODE, build_cluster, build_trainium
 
 REGION = "us-west-2"
 CLUSTER = "ml-prod"
@@ -50,6 +50,7 @@ def serve(speed: float = 1.0) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="gpuwarden-sandbox-") as tmp, KubeSim(clock_speed=speed) as sim:
             build_cluster(sim)
+            build_trainium(sim)  # a Trainium pool, and a rank with a zonal EBS checkpoint volume
             Workloads(sim, delay=6.0).install()
             karpenter = Karpenter(sim, interruption_queue=False).start()
             ReplicaSetReplacer(sim)
@@ -60,8 +61,10 @@ def serve(speed: float = 1.0) -> int:
             print("# gpuwarden sandbox: the demo's cluster (simulated API server, Karpenter stand-in) and moto")
             print("export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()), flush=True)
             print("# then: gpuwarden doctor; gpuwarden runbook plan --node ip-10-0-1-23.us-west-2.compute.internal;")
+            print(f"#       gpuwarden runbook plan --node {TRAINIUM_NODE}  (Trainium, EFA, a zonal volume);")
             print(
-                "#       gpuwarden invoke events/spot-interruption.json; gpuwarden release --all. Ctrl-C stops.",
+                "#       gpuwarden invoke events/spot-interruption-empty-time.json (a Spot warning stamped on"
+                " arrival: the Spot scene); gpuwarden release --all. Ctrl-C stops.",
                 flush=True,
             )
             stop.wait()

@@ -94,7 +94,7 @@ def build_deps(
     from gpuwarden.adapters.aws import Cloud
     from gpuwarden.adapters.http import PodHttp
     from gpuwarden.adapters.kube import KubeClient
-    from gpuwarden.kinds.registry import VOLUNTARY
+    from gpuwarden.kinds.registry import KARPENTER_REASONS, VOLUNTARY
 
     policy = policy or load_policy(settings)
     chosen = policy
@@ -121,6 +121,7 @@ def build_deps(
         http=http,
         policy=policy,
         voluntary_kinds=VOLUNTARY,
+        karpenter_reasons=KARPENTER_REASONS,
         window_clock=window_clock,
         dry_run=is_dry,
         caller=caller or getpass.getuser(),

@@ -127,6 +127,24 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "services", "Service", True, ("svc",), categories=("all",)),
     ResourceType("", "v1", "configmaps", "ConfigMap", True, ("cm",)),
     ResourceType(
+        "",
+        "v1",
+        "persistentvolumeclaims",
+        "PersistentVolumeClaim",
+        True,
+        ("pvc",),
+        subresources=(("status", "PersistentVolumeClaim", _STATUS_SUB),),
+    ),
+    ResourceType(
+        "",
+        "v1",
+        "persistentvolumes",
+        "PersistentVolume",
+        False,
+        ("pv",),
+        subresources=(("status", "PersistentVolume", _STATUS_SUB),),
+    ),
+    ResourceType(
         "apps",
         "v1",
         "daemonsets",
@@ -187,6 +205,15 @@ RESOURCES: tuple[ResourceType, ...] = (
     ),
     ResourceType("events.k8s.io", "v1", "events", "Event", True, ("ev",), field_selectors=_NEW_EVENT_FIELDS),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True),
+    ResourceType(
+        "resource.k8s.io",
+        "v1",
+        "resourceclaims",
+        "ResourceClaim",
+        True,
+        (),
+        subresources=(("status", "ResourceClaim", _STATUS_SUB),),
+    ),
     ResourceType("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, ("pc",)),
     ResourceType(
         "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False, verbs=("create",)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from sim.builders.base import CREATED, GPU, GPU_TAINT, GPU_TOLERATION, Obj, ip_for, owner_ref, region_of, uid_for
 from sim.builders.cluster import ClusterSummary, gpu_cluster
-from sim.builders.nodes import gpu_node, nodeclaim_for, nodepool
+from sim.builders.nodes import gpu_node, nodeclaim_for, nodepool, trainium_node
 from sim.builders.owners import daemonset, deployment, job, pdb, replicaset, statefulset, workload
 from sim.builders.pods import daemonset_pod, inference_pod, mirror_pod, pod, running_status, training_pod
 
@@ -40,6 +40,7 @@ __all__ = [
     "running_status",
     "statefulset",
     "training_pod",
+    "trainium_node",
     "uid_for",
     "workload",
 ]

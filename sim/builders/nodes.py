@@ -91,6 +91,45 @@ def gpu_node(
     }
 
 
+NEURON = "aws.amazon.com/neuron"
+NEURON_TAINT = {"key": NEURON, "value": "true", "effect": "NoSchedule"}
+
+
+def trainium_node(
+    name: str,
+    instance_id: str,
+    zone: str = "us-west-2a",
+    nodepool: str | None = "trn-training",
+    capacity_type: str = "on-demand",
+    devices: int = 16,
+    efa: int = 8,
+    ready: bool = True,
+) -> Obj:
+    """A Ready trn1.32xlarge node as Karpenter and the Neuron and EFA device plugins leave it: 16
+    Neuron devices (32 NeuronCores) and 8 EFA interfaces in its capacity, Karpenter's
+    instance-accelerator-* labels, no NVIDIA label at all."""
+    node = gpu_node(
+        name, instance_id, zone, "trn1.32xlarge", nodepool, capacity_type, gpus=0, gpu_taint=False, ready=ready
+    )
+    labels = node["metadata"]["labels"]
+    for key in ("nvidia.com/gpu.present", "nvidia.com/gpu.count"):
+        labels.pop(key)
+    if nodepool:
+        labels |= {
+            "karpenter.k8s.aws/instance-accelerator-manufacturer": "aws",
+            "karpenter.k8s.aws/instance-accelerator-name": "trainium",
+            "karpenter.k8s.aws/instance-accelerator-count": str(devices),
+        }
+    capacity = {k: v for k, v in node["status"]["capacity"].items() if k != GPU}
+    capacity |= {"cpu": "128", "memory": "512Gi", NEURON: str(devices), "aws.amazon.com/neuroncore": str(2 * devices)}
+    if efa:
+        capacity["vpc.amazonaws.com/efa"] = str(efa)
+    node["status"]["capacity"] = capacity
+    node["status"]["allocatable"] = dict(capacity)
+    node["spec"]["taints"] = [dict(NEURON_TAINT)]
+    return node
+
+
 def nodepool(
     name: str = "gpu-training",
     instance_types: tuple[str, ...] = ("p4d.24xlarge", "p5.48xlarge"),

@@ -12,7 +12,18 @@ from pathlib import Path
 from typing import Any
 
 from sim.apiserver.core import KubeSim
-from sim.builders import daemonset_pod, gpu_node, inference_pod, job, mirror_pod, nodepool, pdb, training_pod
+from sim.builders import (
+    daemonset_pod,
+    gpu_node,
+    inference_pod,
+    job,
+    mirror_pod,
+    nodepool,
+    pdb,
+    pod,
+    training_pod,
+    trainium_node,
+)
 from sim.wiring import sim_deps
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
@@ -74,6 +85,84 @@ def build_cluster(sim: KubeSim) -> None:
         sim.create(inference_pod(f"triton-{i}", node, labels=labels, grace=15))
         sim.create(inference_pod(f"triton-b{i}", other, labels=labels, grace=15))
     sim.create(pdb("inference", "serving", labels, min_available=3))
+
+
+TRAINIUM_NODE = "ip-10-0-3-50.us-west-2.compute.internal"
+TRAINIUM_INSTANCE = "i-0c0ffee0123456789"
+
+
+def build_trainium(sim: KubeSim) -> None:
+    """The sandbox's Trainium pool: a trn1.32xlarge node (16 Neuron devices, 8 EFA) running a
+    Neuron trainer that asks for every device and interface, and a rank whose checkpoint volume is
+    a zonal EBS volume in the node's zone (docs/cluster.md, "Volumes")."""
+    pool = nodepool("trn-training", instance_types=("trn1.32xlarge",), capacity_types=("on-demand",), gpu_limit=None)
+    pool["spec"]["template"]["spec"]["taints"] = [
+        {"key": "aws.amazon.com/neuron", "value": "true", "effect": "NoSchedule"}
+    ]
+    sim.create(pool)
+    node = sim.create(trainium_node(TRAINIUM_NODE, TRAINIUM_INSTANCE, zone="us-west-2a"))
+    sim.create(daemonset_pod(node))
+    toleration = [{"key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule"}]
+    devices = {"aws.amazon.com/neuron": "12", "vpc.amazonaws.com/efa": "6"}
+    image = "public.ecr.aws/neuron/pytorch-training-neuronx:2.1.2-neuronx-py310-sdk2.20.0-ubuntu20.04"
+    owner = sim.create(job("neuron-ft", "ml"))
+    ask = {"gpuwarden.io/checkpoint": "annotate"}
+    trainer = [{"name": "trainer", "image": image, "resources": {"requests": devices, "limits": devices}}]
+    sim.create(pod("neuron-ft-0", node, "ml", owner=owner, annotations=ask, containers=trainer, tolerations=toleration))
+    sim.create(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": "pv-neuron-ckpt"},
+            "spec": {
+                "capacity": {"storage": "1Ti"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "gp3",
+                "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-0a1b2c3d4e5f60718"},
+                "nodeAffinity": {
+                    "required": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {"key": "topology.ebs.csi.aws.com/zone", "operator": "In", "values": ["us-west-2a"]}
+                                ]
+                            }
+                        ]
+                    }
+                },
+            },
+            "status": {"phase": "Bound"},
+        }
+    )
+    sim.create(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "neuron-ckpt", "namespace": "ml"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "gp3",
+                "resources": {"requests": {"storage": "1Ti"}},
+                "volumeName": "pv-neuron-ckpt",
+            },
+            "status": {"phase": "Bound"},
+        }
+    )
+    small = {"aws.amazon.com/neuron": "4", "vpc.amazonaws.com/efa": "2"}
+    ranked = [{"name": "trainer", "image": image, "resources": {"requests": small, "limits": small}}]
+    volume = [{"name": "ckpt", "persistentVolumeClaim": {"claimName": "neuron-ckpt"}}]
+    sim.create(
+        pod(
+            "neuron-ft-1",
+            node,
+            "ml",
+            owner=owner,
+            annotations=ask,
+            containers=ranked,
+            tolerations=toleration,
+            volumes=volume,
+        )
+    )
 
 
 @contextmanager

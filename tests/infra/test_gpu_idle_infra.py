@@ -67,7 +67,15 @@ def test_alarm_and_contributor_rules_match_only_gpuwardens_alarms_in_alarm(synth
                     {
                         "configuration": {
                             "metrics": {
-                                "metricStat": {"metric": {"name": ["node_gpu_utilization", "DCGM_FI_DEV_GPU_UTIL"]}}
+                                "metricStat": {
+                                    "metric": {
+                                        "name": [
+                                            "node_gpu_utilization",
+                                            "DCGM_FI_DEV_GPU_UTIL",
+                                            "node_neuroncore_utilization",
+                                        ]
+                                    }
+                                }
                             }
                         }
                     },
@@ -77,6 +85,7 @@ def test_alarm_and_contributor_rules_match_only_gpuwardens_alarms_in_alarm(synth
                                 "expression": [
                                     {"wildcard": "*node_gpu_utilization*"},
                                     {"wildcard": "*DCGM_FI_DEV_GPU_UTIL*"},
+                                    {"wildcard": "*node_neuroncore_utilization*"},
                                 ]
                             }
                         }

@@ -313,7 +313,8 @@ def test_a_real_alertmanager_notification_reaches_invoke_as_the_lambda_receives_
     with KubeSim(clock_speed=1.0) as sim:
         Workloads(sim, delay=0.2).install()
         sim.create(nodepool("gpu-training"))
-        sim.create(gpu_node(IDLE_NODE, "i-0abc1234def567890", nodepool="gpu-training", ip="10.0.1.23"))
+        # the idle node has the two GPUs the exporter serves for it: its two alerts cover it
+        sim.create(gpu_node(IDLE_NODE, "i-0abc1234def567890", nodepool="gpu-training", ip="10.0.1.23", gpus=2))
         sim.create(gpu_node(BROKEN_NODE, "i-0fedcba9876543210", nodepool="gpu-training", ip="10.0.2.40"))
         for i in range(3):
             sim.create(

@@ -13,9 +13,19 @@ from gpuwarden.kinds.inputs import parse_event
 from gpuwarden.services.dispatch import handle_alerts
 from gpuwarden.sources import AlertBatch
 from tests.integration.conftest import World, load_event
-from tests.integration.test_gpu_idle import NODE, idle_cluster
+from tests.integration.test_gpu_idle import NODE, assert_untouched, idle_cluster
 
-POLICY = Policy(cluster="ml-prod", alerts={"LowGPUUtilization": "gpu-idle", "GPUXidError": "gpu-unhealthy"})
+POLICY = Policy(
+    cluster="ml-prod",
+    alerts={
+        "LowGPUUtilization": "gpu-idle",
+        "LowGPUUtilizationByNode": "gpu-idle",
+        "GPUXidError": "gpu-unhealthy",
+    },
+)
+#: The per-GPU captures' nodes (events/README.md): an 8-GPU node with GPUs 0-1 busy, a 2-GPU idle node.
+BUSY = NODE
+IDLE = "ip-10-0-2-40.us-west-2.compute.internal"
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
@@ -33,10 +43,10 @@ def with_message(sample: str, edit: Any) -> dict[str, Any]:
 
 
 def test_a_gpu_idle_alert_reclaims_without_asking_cloudwatch(world: World) -> None:
-    # Given the idle node, with no utilisation data at all in CloudWatch (moto is empty)
-    idle_cluster(world.sim, trainer=False)
+    # Given the idle node with two GPUs, with no utilisation data at all in CloudWatch (moto is empty)
+    idle_cluster(world.sim, trainer=False, gpus=2)
 
-    # When the captured LowGPUUtilization notification (two GPUs of that node) arrives
+    # When the captured LowGPUUtilization notification (both GPUs of that node) arrives
     result = handle_alerts(batch(load_event("alertmanager-sns-json.json")), world.deps(POLICY)).to_json()
 
     # Then the node is reclaimed once: the alert is its own evidence
@@ -62,8 +72,9 @@ def test_a_notification_that_asks_nothing_is_one_ignored_answer_in_the_ledger(wo
 
 
 def test_a_truncated_notification_acts_on_what_survived_and_reports_the_rest(world: World) -> None:
-    # Given a JSON notification cut after its first alert, with Alertmanager's `truncated` attribute
-    idle_cluster(world.sim, trainer=False)
+    # Given a JSON notification cut after its first alert, with Alertmanager's `truncated` attribute,
+    # for a one-GPU node (the surviving alert covers it; on a larger node it would not)
+    idle_cluster(world.sim, trainer=False, gpus=1)
     event = load_event("alertmanager-sns-json.json")
     sns = event["Records"][0]["Sns"]
     message = sns["Message"]
@@ -86,3 +97,62 @@ def test_an_alert_for_a_node_outside_the_cluster_is_ignored_with_the_reason(worl
     assert result["outcome"] == "ignored"
     assert "is not a node of cluster ml-prod" in result["reason"]
     assert json.dumps(result)  # the answer is JSON
+
+
+# --------------------------------------------------------------------------- one alert per GPU
+
+
+def test_per_gpu_alerts_for_six_of_eight_gpus_leave_the_busy_node_alone(world: World) -> None:
+    # Given the 8-GPU node whose GPUs 0-1 serve Triton
+    idle_cluster(world.sim, trainer=False)
+    before = len(world.sim.requests)
+
+    # When real Alertmanager's notification for its six idle GPUs (the seed's rule, per GPU) arrives
+    result = handle_alerts(batch(load_event("alertmanager-sns-per-gpu-partial.json")), world.deps(POLICY)).to_json()
+
+    # Then the node is not idle: ignored, naming the count, and the node is not written
+    assert result["kind"] == "gpu-idle"
+    assert result["outcome"] == "ignored"
+    assert result["node"] == BUSY
+    assert "cover 6 of the 8 GPUs" in result["reason"], result["reason"]
+    assert_untouched(world, BUSY)
+    written = [r for r in world.sim.requests[before:] if r.method in WRITES and "/events" not in r.path]
+    assert not written, written
+
+
+def test_the_same_two_alerts_cover_a_two_gpu_node_but_not_an_eight_gpu_one(world: World) -> None:
+    # Given the captured notification for GPUs 0 and 1 of the samples' node, and that node with 8 GPUs
+    idle_cluster(world.sim, trainer=False, gpus=8)
+
+    # When it arrives
+    result = handle_alerts(batch(load_event("alertmanager-sns-json.json")), world.deps(POLICY)).to_json()
+
+    # Then two of eight is not idleness
+    assert result["outcome"] == "ignored"
+    assert "cover 2 of the 8 GPUs" in result["reason"]
+    assert_untouched(world, BUSY)
+
+
+def test_per_gpu_alerts_covering_every_gpu_reclaim_the_node(world: World) -> None:
+    # Given the 2-GPU node, both GPUs idle
+    idle_cluster(world.sim, trainer=False, node_name=IDLE, gpus=2)
+
+    # When real Alertmanager's notification carries both GPUs' alerts (group_by [alertname, Hostname])
+    result = handle_alerts(batch(load_event("alertmanager-sns-per-gpu-whole-node.json")), world.deps(POLICY)).to_json()
+
+    # Then the node is reclaimed, once
+    assert result["outcome"] == "handled", result["reason"]
+    assert result["node"] == IDLE
+    assert world.node(IDLE)["spec"].get("unschedulable") is True
+
+
+def test_an_alert_aggregated_by_node_covers_its_node(world: World) -> None:
+    # Given the 2-GPU node
+    idle_cluster(world.sim, trainer=False, node_name=IDLE, gpus=2)
+
+    # When the README's rule aggregated by node fires for it (no GPU label)
+    result = handle_alerts(batch(load_event("alertmanager-sns-by-node.json")), world.deps(POLICY)).to_json()
+
+    # Then the one alert covers the node
+    assert result["outcome"] == "handled", result["reason"]
+    assert result["node"] == IDLE

@@ -28,6 +28,7 @@ CHECKS = [
     "checkpoint-gangs",
     "static-nodepool-gpu-limit",
     "gpu-health",
+    "karpenter-expiry",
     "gpu-metrics",
     "policy",
     "behaviours",
@@ -283,3 +284,28 @@ def test_a_list_the_identity_may_not_do_is_a_warning_on_the_checks_that_need_it(
     assert found["node-termination-handler"]["severity"] == "warn"
     assert found["cluster-access"]["severity"] == "ok"  # gpuwarden itself never lists Deployments
     assert code == 0
+
+
+def test_gpu_nodes_expiring_within_seven_days_are_named_with_their_plan(
+    sim: KubeSim, aws: None, tmp_path: Path
+) -> None:
+    # Given a healthy cluster whose GPU node's NodeClaim expires soon, and another GPU node 29 days away
+    healthy_cluster(sim)
+    put_gpu_metric()
+    near = sim.create(b.gpu_node("ip-10-0-3-3.us-west-2.compute.internal", "i-0333333333333333a"))
+    near_claim = b.nodeclaim_for(near)
+    near_claim["spec"]["expireAfter"] = "1h"
+    sim.create(near_claim)
+    far = sim.create(b.gpu_node("ip-10-0-4-4.us-west-2.compute.internal", "i-0444444444444444a"))
+    far_claim = b.nodeclaim_for(far)
+    far_claim["spec"]["expireAfter"] = "696h"
+    sim.create(far_claim)
+    # When the doctor runs
+    _, report = doctor(sim, tmp_path)
+    # Then the soon-expiring node is named with the drain gpuwarden plans for it; the other is not
+    found = by_check(report)["karpenter-expiry"]
+    assert found["severity"] == "warn", found
+    assert found["message"].startswith("1 GPU node(s) expire within 7 days: ip-10-0-3-3.us-west-2.compute.internal")
+    assert "before Karpenter expires the node at" in found["message"]
+    assert "ip-10-0-4-4" not in found["message"]
+    assert "expireAfter" in found["fix"]

@@ -20,7 +20,7 @@ from gpuwarden.kinds.registry import spec_of
 from gpuwarden.services.dispatch import handle_scan
 from gpuwarden.services.notices import gpu_health
 from sim import KubeSim
-from sim.builders import gpu_node, job, nodepool, training_pod
+from sim.builders import gpu_node, job, nodepool, training_pod, trainium_node
 from sim.clock import parse_rfc3339, rfc3339
 from tests.integration.conftest import World
 
@@ -235,3 +235,49 @@ def test_a_zero_percent_breaker_touches_no_node(world: World, percent: float) ->
 
     assert result["results"][0]["outcome"] == "ignored"
     assert "unschedulable" not in world.node(nodes[0])["spec"]
+
+
+# --------------------------------------------------------------------------- every accelerator node
+
+
+def test_the_scan_finds_a_failing_gpu_node_without_gpu_feature_discovery_labels(world: World) -> None:
+    # Given a GPU node run by the static NVIDIA device plugin: no nvidia.com/gpu.* labels, only its
+    # capacity says it has GPUs; and a CPU node
+    sim = world.sim
+    sim.create(nodepool("gpu-training"))
+    plain = gpu_node("ip-10-0-9-10.us-west-2.compute.internal", "i-0000000000000a010", nodepool="gpu-training")
+    for key in ("nvidia.com/gpu.present", "nvidia.com/gpu.count"):
+        plain["metadata"]["labels"].pop(key)
+    sim.create(plain)
+    cpu = gpu_node("ip-10-0-9-11.us-west-2.compute.internal", "i-0000000000000a011", nodepool=None, gpus=0)
+    sim.create(cpu)
+    since = failing(sim, plain["metadata"]["name"])
+    before = len(sim.requests)
+
+    # When the scan runs (default policy: no selector)
+    result = handle_scan(None, world.deps()).to_json()
+
+    # Then one LIST of every node, and the failing GPU node is handled; the CPU node is not a GPU node
+    lists = [r for r in sim.requests[before:] if r.method == "GET" and r.path == "/api/v1/nodes"]
+    assert len(lists) >= 1
+    assert "labelSelector" not in lists[0].query
+    [one] = result["results"]
+    assert one["node"] == plain["metadata"]["name"]
+    assert one["event_id"].endswith(since)
+    assert result["reason"].startswith("scanned 1 GPU nodes (every node with an accelerator)"), result["reason"]
+
+
+def test_the_scan_finds_a_failing_trainium_node(world: World) -> None:
+    # Given a Trainium node (Neuron devices and EFA, no NVIDIA resource or label) whose
+    # AcceleratedHardwareReady turned False (the node monitoring agent watches Neuron devices too)
+    sim = world.sim
+    sim.create(nodepool("trn-training"))
+    trn = sim.create(trainium_node("ip-10-0-8-10.us-west-2.compute.internal", "i-0000000000000b010"))
+    failing(sim, trn["metadata"]["name"])
+
+    result = handle_scan(None, world.deps()).to_json()
+
+    [one] = result["results"]
+    assert one["node"] == trn["metadata"]["name"]
+    assert one["outcome"] == "handled", one
+    assert world.node(trn["metadata"]["name"])["spec"]["unschedulable"] is True

@@ -17,7 +17,16 @@ from gpuwarden.domain.policy import GpuIdlePolicy, Policy
 from gpuwarden.kinds.inputs import parse_notices
 from gpuwarden.services.dispatch import handle_batch
 from sim import KubeSim
-from sim.builders import daemonset_pod, gpu_node, inference_pod, nodeclaim_for, nodepool, pdb, training_pod
+from sim.builders import (
+    daemonset_pod,
+    gpu_node,
+    inference_pod,
+    nodeclaim_for,
+    nodepool,
+    pdb,
+    training_pod,
+    trainium_node,
+)
 from tests.integration.conftest import World, load_event
 
 CLUSTER = "ml-prod"
@@ -75,17 +84,20 @@ def idle_cluster(
     guarded: bool = False,
     pool: str = "gpu-inference",
     inference: bool = True,
+    node_name: str = NODE,
+    gpus: int = 8,
 ) -> IdleCluster:
     """The samples' node (idle: a finished-work trainer that checkpoints on request, an idle
-    inference replica) in a Karpenter NodePool, with ``extra_nodes`` more nodes in the pool."""
+    inference replica) in a Karpenter NodePool, with ``extra_nodes`` more nodes in the pool.
+    ``node_name`` / ``gpus``: that node's name and GPU count (the others have 8)."""
     out = IdleCluster()
     sim.create(nodepool(pool))
-    names = [(NODE, INSTANCE)] + [
+    names = [(node_name, INSTANCE)] + [
         (f"ip-10-0-7-{i}.us-west-2.compute.internal", f"i-0{hashlib.sha256(str(i).encode()).hexdigest()[:16]}")
         for i in range(extra_nodes)
     ]
     for name, instance in names:
-        node = sim.create(gpu_node(name, instance, nodepool=pool))
+        node = sim.create(gpu_node(name, instance, nodepool=pool, gpus=gpus if name == node_name else 8))
         claim = sim.create(nodeclaim_for(node))
         sim.create(daemonset_pod(node))
         out.nodes.append(name)
@@ -94,12 +106,12 @@ def idle_cluster(
         out.pods[name] = []
     if trainer:
         # 7 GPUs: with the replica's one the node's 8 (a pod that would come back fits elsewhere)
-        sim.create(training_pod("notebook-0", NODE, gpus=7, checkpoint="annotate", namespace="research"))
-        out.pods[NODE].append("research/notebook-0")
+        sim.create(training_pod("notebook-0", node_name, gpus=7, checkpoint="annotate", namespace="research"))
+        out.pods[node_name].append("research/notebook-0")
     labels = {"app": "idle-inference"}
     if inference:
-        sim.create(inference_pod("idle-inference-0", NODE, labels=labels, grace=5))
-        out.pods[NODE].append("serving/idle-inference-0")
+        sim.create(inference_pod("idle-inference-0", node_name, labels=labels, grace=5))
+        out.pods[node_name].append("serving/idle-inference-0")
     if guarded:
         sim.create(pdb("idle-inference", "serving", labels, min_available="100%"))
     return out
@@ -454,3 +466,39 @@ def test_asg_member_is_terminated_in_its_group_with_desired_decremented(world: W
     assert group["DesiredCapacity"] == 1
     assert instances[0] not in [i["InstanceId"] for i in group["Instances"]]
     assert world.pod("serving/ng-idle-0") is None
+
+
+# --------------------------------------------------------------------------- Neuron nodes
+
+
+def test_an_idle_trainium_node_is_rechecked_on_neuroncore_utilization_and_reclaimed(world: World) -> None:
+    # Given a Trainium node (16 Neuron devices, no NVIDIA resource) in its pool, with a NodeClaim;
+    # Container Insights publishes its NeuronCore utilisation (idle) and no GPU utilisation at all
+    world.sim.create(nodepool("trn-training"))
+    trn = world.sim.create(trainium_node("ip-10-0-8-10.us-west-2.compute.internal", "i-0000000000000b010"))
+    world.sim.create(trainium_node("ip-10-0-8-11.us-west-2.compute.internal", "i-0000000000000b011"))
+    world.sim.create(nodeclaim_for(trn))
+    name = trn["metadata"]["name"]
+    put_utilization("i-0000000000000b010", name, IDLE, metric="node_neuroncore_utilization")
+
+    # When the fleet alarm's contributor for it goes to ALARM
+    result = run(world, contributor_event(name, "i-0000000000000b010"))
+
+    # Then it is an accelerator node, re-checked on node_neuroncore_utilization (idle), and reclaimed
+    assert result["outcome"] == "handled", result["reason"]
+    assert types(result)[-1] == "retire"
+
+
+def test_a_busy_trainium_node_is_kept(world: World) -> None:
+    world.sim.create(nodepool("trn-training"))
+    trn = world.sim.create(trainium_node("ip-10-0-8-10.us-west-2.compute.internal", "i-0000000000000b010"))
+    world.sim.create(trainium_node("ip-10-0-8-11.us-west-2.compute.internal", "i-0000000000000b011"))
+    name = trn["metadata"]["name"]
+    put_utilization("i-0000000000000b010", name, [80.0] * 6, metric="node_neuroncore_utilization")
+    put_utilization("i-0000000000000b010", name, IDLE)  # a GPU series would say idle: it is not the node's
+
+    result = run(world, contributor_event(name, "i-0000000000000b010"))
+
+    assert result["outcome"] == "ignored"
+    assert "busy again (80.0 %)" in result["reason"], result["reason"]
+    assert_untouched(world, name)

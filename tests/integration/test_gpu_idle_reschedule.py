@@ -73,3 +73,34 @@ def test_a_bare_notebook_pod_does_not_block_the_reclaim(world: World) -> None:
     cluster(world, other_busy=True, owner=None)
     result = reclaim(world)
     assert result["outcome"] == "handled", result
+
+
+def test_a_notebook_held_to_its_zone_by_its_ebs_volume_does_not_move_to_a_free_gpu_elsewhere(world: World) -> None:
+    # Given the idle notebook node in us-west-2a whose notebook's home PVC is an EBS volume there,
+    # and the pool's only free GPU in us-west-2c
+    from tests.integration.test_zonal_volumes import claim, ebs_volume
+
+    world.sim.create(b.nodepool(POOL))
+    for name, instance, zone in ((IDLE_NODE, IDLE_INSTANCE, "us-west-2a"), (OTHER, OTHER_INSTANCE, "us-west-2c")):
+        node = world.sim.create(b.gpu_node(name, instance, zone, "g5.2xlarge", POOL, gpus=1))
+        world.sim.create(b.nodeclaim_for(node))
+    volume, home = ebs_volume("pv-home-ada", "us-west-2a"), claim("home-ada", "pv-home-ada")
+    home["metadata"]["namespace"] = "research"
+    world.sim.create(volume)
+    world.sim.create(home)
+    gpu = {"requests": {b.GPU: "1"}, "limits": {b.GPU: "1"}}
+    containers = [{"name": "notebook", "image": "quay.io/jupyter/pytorch-notebook", "resources": gpu}]
+    pod = b.pod(
+        "jupyter-ada-0", IDLE_NODE, "research", owner=("apps/v1", "StatefulSet", "jupyter-ada"), containers=containers
+    )
+    pod["spec"]["volumes"] = [{"name": "home", "persistentVolumeClaim": {"claimName": "home-ada"}}]
+    world.sim.create(pod)
+    put_utilization(IDLE_INSTANCE, IDLE_NODE, IDLE)
+
+    # When its GPU-idle alarm fires
+    result = reclaim(world)
+
+    # Then the free GPU in another zone is no place for it: the node is kept, the pod named
+    assert result["outcome"] == "ignored", result
+    assert "research/jupyter-ada-0 (StatefulSet/jupyter-ada) would come straight back" in result["reason"]
+    assert world.pod("research/jupyter-ada-0") is not None

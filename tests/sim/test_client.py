@@ -320,10 +320,10 @@ def test_fault_latency(sim: KubeSim, core: Any, node: dict[str, Any]) -> None:
     start = time.perf_counter()
     core.read_node("gpu-a")
     assert time.perf_counter() - start >= 0.2
+    assert handle.hits == 1
     handle.remove()
-    start = time.perf_counter()
     core.read_node("gpu-a")
-    assert time.perf_counter() - start < 0.1
+    assert handle.hits == 1  # removed: the next request is not delayed (no figure timed here)
 
 
 def test_fault_reset_drops_the_connection(sim: KubeSim, core: Any, node: dict[str, Any]) -> None:
@@ -440,14 +440,17 @@ def test_apps_and_batch_owners_are_served(sim: KubeSim) -> None:
     assert len(client.BatchV1Api(sim.api_client()).list_namespaced_job("ml").items) == 1
 
 
-def test_patch_get_round_trip_is_fast(sim: KubeSim, core: Any, node: dict[str, Any]) -> None:
-    core.read_node("gpu-a")  # warm the connection
-    start = time.perf_counter()
+def test_patch_get_round_trips_keep_one_connection(sim: KubeSim, core: Any, node: dict[str, Any]) -> None:
+    """What made round trips cheap is a kept-alive connection, not a figure this test could time
+    (speed lives in `make bench`): 50 patches each read back, all over the one socket."""
+    core.read_node("gpu-a")  # open the connection
+    seen: set[int] = set()
     for i in range(50):
         core.patch_node("gpu-a", {"metadata": {"annotations": {"n": str(i)}}})
-        core.read_node("gpu-a")
-    per_round_trip = (time.perf_counter() - start) / 50
-    assert per_round_trip < 0.02  # ~1-2 ms in practice; generous for loaded CI
+        assert core.read_node("gpu-a").metadata.annotations["n"] == str(i)
+        with sim._state.lock:
+            seen.update(id(c) for c in sim._state.connections)
+    assert len(seen) == 1
 
 
 def test_a_list_over_http_is_the_list_document_byte_for_byte(sim: KubeSim) -> None:

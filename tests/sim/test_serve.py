@@ -53,6 +53,17 @@ def test_the_sandbox_serves_the_demo_cluster_until_sigint() -> None:
         )
         assert plan.returncode == 0, plan.stderr
         assert json.loads(plan.stdout)["plan"]
+        # And its Trainium node, with the Neuron trainers (one with a zonal EBS checkpoint volume)
+        trn = subprocess.run(
+            [str(GPUWARDEN), "runbook", "plan", "--node", "ip-10-0-3-50.us-west-2.compute.internal", "--json"],
+            capture_output=True,
+            text=True,
+            env=env | exports,
+            timeout=120,
+            check=False,
+        )
+        assert trn.returncode == 0, trn.stderr
+        assert {"ml/neuron-ft-0", "ml/neuron-ft-1"} <= {p["pod"] for p in json.loads(trn.stdout)["plan"]}
     finally:
         # When it gets SIGINT, it stops cleanly
         server.send_signal(signal.SIGINT)

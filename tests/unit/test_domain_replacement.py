@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from gpuwarden.domain.budgets import voluntary_verdict
 from gpuwarden.domain.decide import NodePlan
 from gpuwarden.domain.notice import Kind
 from gpuwarden.domain.policy import Policy, RebalancePolicy, ReplacementPolicy
@@ -164,8 +165,8 @@ def test_nodeclaim_name_is_deterministic_per_event_and_node() -> None:
 def plan_interruption(
     kind: Kind, node: NodeView, pods: list[PodView], policy: Policy, allowance: Allowance
 ) -> NodePlan:
-    """The kind's own plan, as its spec names it."""
-    return spec_of(kind).hooks.plan(node, pods, policy, lambda: allowance)
+    """The kind's own plan, as its spec names it (the windows' answer, no NodePool budget)."""
+    return spec_of(kind).hooks.plan(node, pods, policy, lambda: voluntary_verdict(allowance, None))
 
 
 ANY = Allowance(allowed=None, window=None, reason="no budget windows configured")
@@ -233,7 +234,7 @@ def test_every_kind_that_disrupts_a_node_plans_it_with_a_reason() -> None:
         if spec.handle is None or spec.kind is Kind.INSTANCE_STOPPING:
             continue
         # When its plan is asked, Then it cordons, checkpoints and says why
-        plan = spec.hooks.plan(node(), [], Policy(cluster="c"), lambda: ANY)
+        plan = spec.hooks.plan(node(), [], Policy(cluster="c"), lambda: voluntary_verdict(ANY, None))
         assert (plan.cordon, plan.checkpoint) == (True, True), spec.kind
         assert plan.reason, spec.kind
 

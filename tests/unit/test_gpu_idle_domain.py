@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -56,6 +57,7 @@ def node(
         annotations=annotations,
         unschedulable=unschedulable or kind is not None,
         gpu_capacity=gpus,
+        allocatable={"nvidia.com/gpu": gpus} if gpus else {},
     )
 
 
@@ -69,8 +71,21 @@ def test_only_alarm_state_reclaims(state: str | None) -> None:
 
 
 def test_node_without_gpus_is_refused() -> None:
-    assert gpu_refusal(node("cpu-1", gpus=0)) == "node cpu-1 has no GPU capacity (nvidia.com/gpu)"
+    refused = gpu_refusal(node("cpu-1", gpus=0))
+    assert refused is not None
+    assert refused.startswith("node cpu-1 has no accelerator in its allocatable (nvidia.com/gpu, nvidia.com/mig-*")
     assert gpu_refusal(node("gpu-1")) is None
+
+
+def test_a_trainium_or_mig_node_is_an_accelerator_node_for_gpu_idle() -> None:
+    # Given nodes whose only accelerators are Neuron devices, or MIG slices (mixed strategy)
+    trn = replace(node("trn-1", gpus=0), allocatable={"aws.amazon.com/neuron": 16, "vpc.amazonaws.com/efa": 8})
+    mig = replace(node("mig-1", gpus=0), allocatable={"nvidia.com/mig-1g.10gb": 7})
+    efa_only = replace(node("cpu-2", gpus=0), allocatable={"vpc.amazonaws.com/efa": 1})
+    # Then GPU-idle counts them as accelerator nodes, and EFA alone is not an accelerator
+    assert gpu_refusal(trn) is None
+    assert gpu_refusal(mig) is None
+    assert gpu_refusal(efa_only) is not None
 
 
 def test_node_held_by_another_event_is_refused_but_not_its_own() -> None:

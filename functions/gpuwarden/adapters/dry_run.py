@@ -112,11 +112,11 @@ class DryRunKube:
 
     def patch_nodepool(self, name: str, patch: Mapping[str, Any], resource_version: str | None) -> dict[str, Any]:
         self._intend("patch-nodepool", nodepool=name, patch=dict(patch))
-        current = self._real.get_nodepool(name)
-        if current is None:
-            raise LookupError(name)
-        merged: dict[str, Any] = _merge_patch(current, patch)
-        return merged
+        return _patched(self._real.get_nodepool(name), name, patch)
+
+    def patch_nodeclaim(self, name: str, patch: Mapping[str, Any], resource_version: str | None) -> dict[str, Any]:
+        self._intend("patch-nodeclaim", nodeclaim=name, patch=dict(patch))
+        return _patched(self._real.get_nodeclaim(name), name, patch)
 
     def create_nodeclaim(self, body: Mapping[str, Any]) -> str:
         self._intend("create-nodeclaim", body=dict(body))
@@ -157,3 +157,11 @@ class DryRunHttp:
     def post(self, url: str, timeout: float) -> int:
         self.intended.append({"verb": "post", "url": url})
         return 200
+
+
+def _patched(current: dict[str, Any] | None, name: str, patch: Mapping[str, Any]) -> dict[str, Any]:
+    """What a merge patch of a custom object would leave (nothing is written)."""
+    if current is None:
+        raise LookupError(name)
+    merged: dict[str, Any] = _merge_patch(current, patch)
+    return merged

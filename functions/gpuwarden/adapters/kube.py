@@ -306,6 +306,22 @@ class KubeClient:
         items = self._json("GET", f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets")
         return list(items.get("items") or [])
 
+    def list_pvcs(self, namespace: str) -> list[dict[str, Any]]:
+        return list(self._json("GET", f"/api/v1/namespaces/{namespace}/persistentvolumeclaims").get("items") or [])
+
+    def get_pv(self, name: str) -> dict[str, Any] | None:
+        try:
+            return self._json("GET", f"/api/v1/persistentvolumes/{name}")
+        except NotFound:
+            return None
+
+    def list_resource_claims(self, namespace: str) -> list[dict[str, Any]]:
+        try:
+            items = self._json("GET", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims")
+        except NotFound:  # no resource.k8s.io/v1 (DRA) served: no claim can be allocated
+            return []
+        return list(items.get("items") or [])
+
     def get_nodepool(self, name: str) -> dict[str, Any] | None:
         try:
             return self._json("GET", f"{_KARPENTER}/nodepools/{name}")
@@ -319,6 +335,11 @@ class KubeClient:
         """A JSON merge patch (custom resources take no strategic merge), RV-checked when given."""
         body = _with_resource_version(patch, resource_version)
         return self._json("PATCH", f"{_KARPENTER}/nodepools/{name}", body=body, content_type=MERGE_PATCH)
+
+    def patch_nodeclaim(self, name: str, patch: Mapping[str, Any], resource_version: str | None) -> dict[str, Any]:
+        """A JSON merge patch, RV-checked when given (the replacement's hold, docs/cluster.md)."""
+        body = _with_resource_version(patch, resource_version)
+        return self._json("PATCH", f"{_KARPENTER}/nodeclaims/{name}", body=body, content_type=MERGE_PATCH)
 
     def create_nodeclaim(self, body: Mapping[str, Any]) -> str:
         name = str(body["metadata"]["name"])

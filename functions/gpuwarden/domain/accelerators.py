@@ -41,6 +41,10 @@ GPU_DRIVERS = ("gpu.nvidia.com",)
 NEURON_DRIVERS = ("neuron.aws.com",)
 
 
+#: The accelerators, as a reason names them.
+ACCELERATOR_RESOURCES = (NVIDIA_GPU, MIG_PREFIX + "*", NEURON, NEURONCORE, NEURONDEVICE)
+
+
 def is_accelerator(resource: str) -> bool:
     return resource in (NVIDIA_GPU, NEURON, NEURONCORE, NEURONDEVICE) or resource.startswith(MIG_PREFIX)
 
@@ -88,6 +92,14 @@ def node_accelerator_count(node: NodeView) -> int:
     """The node's accelerators (its allocatable count): what one notification's per-GPU alerts
     must cover for a node to be idle."""
     return device_count(node.allocatable)
+
+
+def is_neuron_node(node: NodeView) -> bool:
+    """The node's accelerators are Neuron devices (Trainium, Inferentia) and no GPU: its GPU-idle
+    re-check reads Container Insights' NeuronCore utilisation."""
+    found = accelerators_of(node.allocatable) or accelerators_of(node.capacity)
+    neuron = any(name in (NEURON, NEURONCORE, NEURONDEVICE) for name in found)
+    return neuron and not any(name == NVIDIA_GPU or name.startswith(MIG_PREFIX) for name in found)
 
 
 def is_accelerator_node(node: NodeView) -> bool:

@@ -66,12 +66,16 @@ class ActionType(StrEnum):
     SUPERSEDED = "superseded"
     MAINTENANCE_PLANNED = "maintenance-planned"
     CAPACITY_BLOCK_PLANNED = "capacity-block-planned"
+    #: a node's drain planned before Karpenter expires it (spec.expireAfter)
+    EXPIRY_PLANNED = "expiry-planned"
     CAPACITY_BLOCKS_UNKNOWN = "capacity-blocks-unknown"
     SCHEDULED = "scheduled"
     SCHEDULE_SKIPPED = "schedule-skipped"
     RETIRE = "retire"
     RETIRE_SKIPPED = "retire-skipped"
     RELEASE = "release"
+    #: a replacement's karpenter.sh/do-not-disrupt hold taken back (its pods run there, or its time passed)
+    HOLD_RELEASED = "hold-released"
     #: `gpuwarden release`: a pod's do-not-disrupt (gpuwarden's) and checkpoint request taken back
     POD_RELEASED = "pod-released"
     NODEPOOL_SET = "nodepool-set"
@@ -119,6 +123,7 @@ _SPECS: dict[ActionType, _Spec] = {
     ActionType.REFUSED: _Spec("DisruptionRefused"),
     ActionType.IDLE_GPUS_HELD: _Spec("IdleGpusHeld"),
     ActionType.MAINTENANCE_PLANNED: _Spec("MaintenancePlanned"),
+    ActionType.EXPIRY_PLANNED: _Spec("ExpiryPlanned"),
     ActionType.RETIRE: _Spec("NodeRetired"),
     ActionType.RELEASE: _Spec("GpuwardenUncordoned"),
     ActionType.RETIRE_SKIPPED: _Spec("NodeNotRetired"),

@@ -29,6 +29,9 @@ UNMAPPED_KIND = Kind.GPU_UNHEALTHY
 #: kube-state-metrics / relabelled ``kubernetes_node`` and ``node``, an EC2 ``instance_id``.
 NODE_LABELS = ("Hostname", "kubernetes_node", "node")
 INSTANCE_LABEL = "instance_id"
+#: The labels that name the cluster (a relabelled ``ClusterName``, or Prometheus' external label
+#: ``cluster``), first match wins.
+CLUSTER_LABELS = ("ClusterName", "cluster")
 #: The labels dcgm-exporter names one GPU by, the most specific first; a MIG instance adds ``GPU_I_ID``.
 GPU_LABELS = ("UUID", "gpu", "device")
 MIG_INSTANCE_LABEL = "GPU_I_ID"
@@ -119,6 +122,7 @@ def alert_notice(
         source=SOURCE_ALERT,
         detail_type=DETAIL_ALERT,
         detail=detail,
+        cluster=next((alert.labels[k] for k in CLUSTER_LABELS if alert.labels.get(k)), None),
     )
 
 

@@ -21,6 +21,16 @@ DRAIN_COMPLETED = PREFIX + "drain-completed"
 LOST_EVENT = PREFIX + "lost-event-ids"
 #: When gpuwarden took a gpu-idle slot for the node (RFC 3339, microseconds): orders the racers.
 CLAIMED_AT = PREFIX + "claimed-at"
+#: On a replacement NodeClaim gpuwarden launched: until when (RFC 3339) it holds the claim and its
+#: node with `karpenter.sh/do-not-disrupt` (docs/cluster.md, "Replacement capacity").
+HOLD_UNTIL = PREFIX + "hold-until"
+#: On an interrupted node: the replacement NodeClaim the API server accepted (written after the
+#: create: a round that finds the claim gone knows it was deleted, not yet to be created).
+REPLACEMENT_CREATED = PREFIX + "replacement-created"
+#: On an interrupted node: the replacement NodeClaims that failed to launch so far (comma-separated).
+REPLACEMENT_FAILED = PREFIX + "replacement-failed"
+#: On a replacement NodeClaim: the node it replaces.
+REPLACES = PREFIX + "replaces"
 #: What a disruption writes on its node, and what giving the node back removes.
 DISRUPTION_MARKS = (EVENT_ID, KIND, DEADLINE, CORDONED_BY_US, DRAIN_STARTED, DRAIN_COMPLETED, CLAIMED_AT)
 

@@ -20,7 +20,8 @@ Each rule follows kubernetes-sigs/karpenter v1.13.0 (commit 86026aa), cited wher
   those Karpenter manages that are initialized (label ``karpenter.sh/initialized=true``), less
   those whose NodeClaim is ``InstanceTerminating``; allowed now = that minimum less the nodes being
   disrupted (not Ready, or ``MarkedForDeletion``: Karpenter's ``karpenter.sh/disrupted`` taint, a
-  deleting Node or NodeClaim), never below 0. gpuwarden adds its own marks to "being disrupted".
+  deleting Node or NodeClaim), never below 0. gpuwarden adds its own marks to "being disrupted",
+  until the drain completes (as its windows count them).
 - A gpu-idle notice is ``Underutilized``, or ``Empty`` when no pod on the node is reschedulable
   (pkg/utils/pod/scheduling.go ``IsReschedulable``: active, or a terminating StatefulSet pod; not
   a DaemonSet's; not a mirror pod). The other voluntary kinds name no reason: only budgets that
@@ -135,7 +136,8 @@ def being_disrupted(node: NodeView, claims: Sequence[NodeClaimView]) -> str | No
         return "tainted karpenter.sh/disrupted"
     if node.deleting or (claim is not None and claim.deleting):
         return "being deleted"
-    if node.annotations.get(ann.EVENT_ID):
+    if node.annotations.get(ann.EVENT_ID) and ann.DRAIN_COMPLETED not in node.annotations:
+        # as the windows count it (node_ops.voluntary_in_progress): a drained node's disruption is over
         return f"held by gpuwarden for {node.annotations.get(ann.KIND) or 'a notice'}"
     if ready is None or ready.status != "True":
         return "not Ready"

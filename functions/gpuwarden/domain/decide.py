@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
+from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.budgets import VoluntaryVerdict
 from gpuwarden.domain.policy import Policy
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.domain.windows import Allowance
@@ -31,15 +34,42 @@ def do_not_disrupt_reason(node: NodeView, pods: Sequence[PodView]) -> str | None
     return None
 
 
+#: A loss warning handled more than this long after its own deadline, for a node that is still
+#: there, is a replay (a dead-letter redrive, a copied sample): EC2 did not take the node.
+STALE_AFTER = timedelta(minutes=10)
+
+
+def stale_warning(node: NodeView, deadline: datetime | None, now: datetime) -> str | None:
+    """Why a warning that a node is about to be lost is stale (docs/events.md, "Stale warnings"):
+    its deadline passed more than `STALE_AFTER` ago and the node is still there. None: handle it,
+    as fast as the time left allows."""
+    if deadline is None or now - deadline <= STALE_AFTER:
+        return None
+    late = now - deadline
+    return (
+        f"stale: the warning's deadline {ann.rfc3339(deadline)} passed {_duration(late)} before it was "
+        f"handled at {ann.rfc3339(now)}, and node {node.name} is still there: a replay, not a loss "
+        f"(more than {int(STALE_AFTER.total_seconds() // 60)} min late); nothing written"
+    )
+
+
+def _duration(delta: timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    days, rest = divmod(seconds, 86_400)
+    hours, rest = divmod(rest, 3600)
+    minutes = rest // 60
+    return f"{days}d {hours}h {minutes}min" if days else f"{hours}h {minutes}min" if hours else f"{minutes}min"
+
+
 def window_refusal(allowance: Allowance) -> str | None:
     if allowance.allowed is None or allowance.allowed > 0:
         return None
     return allowance.reason
 
 
-#: What the windows allow a voluntary disruption of the node now, asked only when a plan needs it
-#: (it may list the nodes).
-AskWindows = Callable[[], Allowance]
+#: What the windows, then the node's NodePool's budgets, say of a voluntary disruption of the node
+#: now, asked only when a plan needs it (it lists nodes and reads the NodePool).
+AskWindows = Callable[[], VoluntaryVerdict]
 #: A kind's plan: the node-level steps one notice asks for, decided on the node, its pods, the
 #: policy and what the windows allow (each kind's spec names its own: gpuwarden/kinds/).
 Plan = Callable[[NodeView, Sequence[PodView], Policy, AskWindows], NodePlan]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.accelerators import ACCELERATOR_RESOURCES, node_accelerator_count
 from gpuwarden.domain.nodepools import claim_of, nodeclaim_from_json
 from gpuwarden.domain.notice import Kind
 from gpuwarden.domain.views import NodeView
@@ -30,9 +31,11 @@ def state_refusal(state: object) -> str | None:
 
 
 def gpu_refusal(node: NodeView) -> str | None:
-    if node.gpu_capacity > 0:
+    """A node without an accelerator in its allocatable (a GPU, a MIG slice, a Neuron device:
+    `accelerators.node_accelerator_count`) is never GPU-idle."""
+    if node_accelerator_count(node) > 0:
         return None
-    return f"node {node.name} has no GPU capacity (nvidia.com/gpu)"
+    return f"node {node.name} has no accelerator in its allocatable ({', '.join(ACCELERATOR_RESOURCES)})"
 
 
 def pool_of(node: NodeView) -> str | None:
@@ -72,9 +75,15 @@ def min_nodes_refusal(node: NodeView, nodes: Sequence[NodeView], minimum: int) -
     return f"{where} would keep {len(available)} schedulable node(s), below gpu_idle.min_nodes_per_nodepool {minimum}"
 
 
-#: The GPU-utilisation metrics a GPU-idle alarm may watch (Container Insights, NVIDIA DCGM exporter).
-GPU_METRICS = ("node_gpu_utilization", "DCGM_FI_DEV_GPU_UTIL")
+#: The accelerator-utilisation metrics a GPU-idle alarm may watch: Container Insights' GPU metric,
+#: NVIDIA DCGM exporter's, and Container Insights' Neuron metric (Trainium, Inferentia).
+GPU_METRICS = ("node_gpu_utilization", "DCGM_FI_DEV_GPU_UTIL", "node_neuroncore_utilization")
 CONTAINER_INSIGHTS_METRIC = GPU_METRICS[0]
+#: Container Insights with enhanced observability, "AWS Neuron metrics": the NeuronCore utilisation
+#: of the node, percent, namespace ContainerInsights, dimensions ClusterName, InstanceId, NodeName
+#: (Amazon CloudWatch User Guide, "Amazon EKS and Kubernetes Container Insights with enhanced
+#: observability metrics"; docs/gpu-idle.md).
+NEURON_METRIC = GPU_METRICS[2]
 
 
 @dataclass(frozen=True)
@@ -94,20 +103,26 @@ class IdleMetric:
     query: str | None = None
 
     @classmethod
-    def container_insights(cls, cluster: str, instance_id: str, node_name: str) -> IdleMetric:
+    def container_insights(cls, cluster: str, instance_id: str, node_name: str, neuron: bool = False) -> IdleMetric:
+        """Container Insights' per-node series: GPU utilisation, or NeuronCore utilisation for a
+        node whose accelerators are Neuron devices."""
         dims = (("ClusterName", cluster), ("InstanceId", instance_id), ("NodeName", node_name))
-        return cls("ContainerInsights", CONTAINER_INSIGHTS_METRIC, dims)
+        return cls("ContainerInsights", NEURON_METRIC if neuron else CONTAINER_INSIGHTS_METRIC, dims)
 
     @classmethod
-    def for_alarm(cls, watched: object, cluster: str, instance_id: str, node_name: str) -> IdleMetric:
+    def for_alarm(
+        cls, watched: object, cluster: str, instance_id: str, node_name: str, neuron: bool = False
+    ) -> IdleMetric:
         """The alarm's own series when the notice carries one (``detail["metric"]``): a metric, or a
-        Metrics Insights query over a GPU metric (narrowed to the contributor); else the default."""
+        Metrics Insights query over a GPU metric (narrowed to the contributor); else the default
+        (``neuron``: the node's accelerators are Neuron devices, `accelerators.is_neuron_node`)."""
         if isinstance(watched, dict) and isinstance(watched.get("query"), str):
             query = str(watched["query"])
             name = next((m for m in GPU_METRICS if m in query), None)
             where = watched.get("dimensions")
-            # over node_gpu_utilization the query's series for one node is Container Insights' own (the default)
-            if name not in (None, CONTAINER_INSIGHTS_METRIC) and isinstance(where, dict) and where:
+            neuron = neuron or name == NEURON_METRIC
+            # over a Container Insights metric the query's series for one node is its own (the default)
+            if name not in (None, CONTAINER_INSIGHTS_METRIC, NEURON_METRIC) and isinstance(where, dict) and where:
                 pairs = tuple(sorted((str(k), str(v)) for k, v in where.items()))
                 try:
                     return cls("MetricsInsights", str(name), pairs, query=narrow_query(query, pairs))
@@ -118,7 +133,7 @@ class IdleMetric:
             if isinstance(dims, dict):
                 pairs = tuple(sorted((str(k), str(v)) for k, v in dims.items()))
                 return cls(str(watched["namespace"]), str(watched["name"]), pairs)
-        return cls.container_insights(cluster, instance_id, node_name)
+        return cls.container_insights(cluster, instance_id, node_name, neuron)
 
 
 _CLAUSE = re.compile(r"\s(GROUP\s+BY|ORDER\s+BY|LIMIT)\s", re.IGNORECASE)

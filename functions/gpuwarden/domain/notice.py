@@ -20,8 +20,10 @@ class Kind(StrEnum):
     CAPACITY_RESERVATION_INTERRUPTION = "capacity-reservation-interruption"
     CAPACITY_BLOCK_EXPIRY = "capacity-block-expiry"
     CAPACITY_BLOCK_PLAN = "capacity-block-plan"
+    KARPENTER_EXPIRY = "karpenter-expiry"
     GPU_IDLE = "gpu-idle"
     GPU_UNHEALTHY = "gpu-unhealthy"
+    KARPENTER_DISRUPTION = "karpenter-disruption"
     BUDGET_WINDOW = "budget-window"
     MANUAL = "manual"
 
@@ -56,7 +58,22 @@ class Notice(BaseModel):
     region: str | None = None
     account: str | None = None
     detail: dict[str, Any] = Field(default_factory=dict)
+    #: The cluster the event itself names (an alarm's ``ClusterName`` dimension or contributor
+    #: attribute, an alert's ``ClusterName`` / ``cluster`` label); None: it names none.
+    cluster: str | None = None
 
     @property
     def target(self) -> str:
         return self.node_name or self.instance_id or self.capacity_reservation_id or "?"
+
+
+def other_cluster(notice: Notice, cluster: str) -> str | None:
+    """Why a notice that names another cluster is not this stack's (docs/events.md, "Whose
+    cluster"): a node name is no proof, two clusters may share an address range. None: it names
+    this cluster, or none."""
+    if notice.cluster is None or notice.cluster == cluster:
+        return None
+    return (
+        f"{notice.target}: the event names cluster {notice.cluster}, not {cluster} (this stack's cluster): "
+        "ignored whatever node it names"
+    )

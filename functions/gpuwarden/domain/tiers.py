@@ -95,7 +95,8 @@ def admits(pool: NodePoolView, pods: Sequence[PodView], zones: Sequence[str] = (
     for pod in pods:
         blocking = untolerated(pod, pool.taints)
         if blocking:
-            return f"NodePool {pool.name}: {pod.key} does not tolerate its taint {blocking[0].key}:{blocking[0].effect}"
+            shown = ", ".join(f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}" for t in blocking)
+            return f"NodePool {pool.name}: {pod.key} does not tolerate its taint {shown}"
     requirements = [dict(r) for r in pool.requirements]
     requirements += [{"key": k, "operator": "In", "values": [v]} for k, v in sorted(pool.labels.items())]
     requirements.append({"key": NODEPOOL_LABEL, "operator": "In", "values": [pool.name]})

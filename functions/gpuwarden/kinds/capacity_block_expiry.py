@@ -17,7 +17,7 @@ SPEC = KindSpec(
     route="interruption",
     doc="docs/events.md#the-kinds",
     hooks=replace(
-        karpenter.INVOLUNTARY,
+        karpenter.LOSS_WARNING,
         plan=loss_warning("capacity block ending: EC2 terminates the block's instances at the deadline"),
     ),
     handle=handle_block_expiry,  # every node of the block, each as a Spot warning

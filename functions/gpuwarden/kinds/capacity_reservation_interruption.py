@@ -17,7 +17,7 @@ SPEC = KindSpec(
     route="interruption",
     doc="docs/events.md#the-kinds",
     hooks=replace(
-        karpenter.INVOLUNTARY,
+        karpenter.LOSS_WARNING,
         plan=loss_warning("capacity reservation reclaimed: the instance stops at the deadline"),
     ),
     handle=disrupt,

@@ -2,7 +2,7 @@
 
 from collections.abc import Sequence
 
-from gpuwarden.domain.decide import AskWindows, NodePlan, do_not_disrupt_reason, window_refusal
+from gpuwarden.domain.decide import AskWindows, NodePlan, do_not_disrupt_reason
 from gpuwarden.domain.notice import Kind
 from gpuwarden.domain.policy import Policy
 from gpuwarden.domain.views import NodeView, PodView
@@ -16,12 +16,12 @@ from gpuwarden.sources.rules import rule_of
 
 def plan_rebalance(node: NodeView, pods: Sequence[PodView], policy: Policy, windows: AskWindows) -> NodePlan:
     """Prepare the node (taint, replacement, checkpoint requests), and drain it only where the
-    policy says ``drain`` and neither a window nor do-not-disrupt refuses."""
+    policy says ``drain`` and neither a window, the NodePool's budgets nor do-not-disrupt refuses."""
     replace = policy.replacement.enabled
     if policy.rebalance.action == "prepare":
         return NodePlan(True, True, replace, False, "rebalance: prepare (policy rebalance.action=prepare)")
-    # a window's refusal is the reason given, whatever else would also refuse: the user configured it
-    refused = window_refusal(windows()) or do_not_disrupt_reason(node, pods)
+    # a window's (then a budget's) refusal is the reason given, whatever else would also refuse
+    refused = windows().refused or do_not_disrupt_reason(node, pods)
     if refused is not None:
         return NodePlan(True, True, replace, False, "rebalance: prepare only", refused=refused)
     return NodePlan(True, True, replace, True, "rebalance: drain (policy rebalance.action=drain)")

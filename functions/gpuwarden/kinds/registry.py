@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from gpuwarden import kinds as _package
 from gpuwarden.domain.notice import Kind
 from gpuwarden.domain.policy import Policy, with_sections
-from gpuwarden.kinds.spec import KindSpec, Route
+from gpuwarden.kinds.spec import KarpenterReason, KindSpec, Route
 from gpuwarden.sources.rules import DEFAULT_ALARM_PREFIX, Rule
 
 #: The modules of the package that are not kinds: they read the registry, or define what a spec is.
@@ -48,6 +48,12 @@ _BY_KIND = {spec.kind: spec for spec in SPECS}
 
 #: The voluntary kinds, by value (what `Deps.voluntary_kinds` holds).
 VOLUNTARY: frozenset[str] = frozenset(spec.kind.value for spec in SPECS if spec.voluntary)
+
+#: The Karpenter reason each kind that names one counts as under a NodePool's budgets (what
+#: `Deps.karpenter_reasons` holds).
+KARPENTER_REASONS: dict[str, KarpenterReason] = {
+    spec.kind.value: spec.karpenter_reason for spec in SPECS if spec.karpenter_reason is not None
+}
 
 #: The kind of every EventBridge detail-type gpuwarden takes (an ignored event still reports one).
 KIND_OF: dict[str, Kind] = {detail_type: spec.kind for spec in SPECS for detail_type in spec.detail_types}

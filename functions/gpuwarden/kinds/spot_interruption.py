@@ -7,6 +7,7 @@ from gpuwarden.domain.notice import Kind
 from gpuwarden.kinds.spec import KindSpec
 from gpuwarden.services.engine import karpenter
 from gpuwarden.services.engine.disrupt import disrupt
+from gpuwarden.services.engine.replace import reconcile_holds
 from gpuwarden.sources.ec2 import SpotInterruptionWarning
 from gpuwarden.sources.rules import rule_of
 
@@ -16,8 +17,11 @@ SPEC = KindSpec(
     voluntary=False,
     route="interruption",
     doc="docs/events.md#the-kinds",
-    hooks=replace(karpenter.INVOLUNTARY, plan=loss_warning("spot interruption: the instance stops at the deadline")),
+    hooks=replace(karpenter.LOSS_WARNING, plan=loss_warning("spot interruption: the instance stops at the deadline")),
     handle=disrupt,
+    # every replacement's do-not-disrupt hold, whichever kind launched it: this kind has no switch,
+    # so the reconcile always takes back a hold left behind (docs/cluster.md, "Replacement capacity")
+    reconcile=reconcile_holds,
     models=(SpotInterruptionWarning,),
     rules=lambda _: (
         rule_of("SpotInterruption", "EC2 Spot two-minute interruption warnings", SpotInterruptionWarning),

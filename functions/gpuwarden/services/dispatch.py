@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from gpuwarden.domain.alerts import UNMAPPED_KIND, alert_plan
 from gpuwarden.domain.errors import GpuwardenError
-from gpuwarden.domain.notice import Kind, Notice
+from gpuwarden.domain.notice import Kind, Notice, other_cluster
 from gpuwarden.domain.switches import is_on, off_reason
 from gpuwarden.kinds.registry import KIND_OF, SCAN_KIND, SPECS, spec_of, tick_spec, tick_switch
 from gpuwarden.kinds.spec import TickCall
@@ -43,13 +43,15 @@ def _one(notice: Notice, deps: Deps, drain_locally: bool) -> Result:
     if spec.handle is None:
         reason = f"the {notice.kind.value} notices are not handled by this version"
         return Result(outcome="failed", kind=notice.kind.value, event_id=notice.event_id, reason=reason)
-    off = off_reason(deps.policy, spec.switch)
-    if off is not None:  # switched off by name in the policy (docs/policy.md#switches)
+    # switched off by name in the policy (docs/policy.md#switches), or another cluster's event
+    # (checked before any node is looked up: a node name is no proof, docs/events.md)
+    off = off_reason(deps.policy, spec.switch) or other_cluster(notice, deps.policy.cluster)
+    if off is not None:
         ignored = Result(
             outcome="ignored",
             kind=notice.kind.value,
             event_id=notice.event_id,
-            node=notice.node_name,
+            node=None if notice.cluster not in (None, deps.policy.cluster) else notice.node_name,
             instance_id=notice.instance_id,
             reason=off,
         )
@@ -78,6 +80,8 @@ def handle_scan(tick: ScanTick | None, deps: Deps, *, drain_locally: bool = True
     scanners = [spec for spec in SPECS if spec.scan is not None]
     try:
         scanned = [spec.scan(deps, spec.hooks, drain_locally) for spec in scanners if spec.scan is not None]
+        # a later kind's part that found nothing adds nothing to the answer
+        scanned = [r for i, r in enumerate(scanned) if i == 0 or r.results]
     except GpuwardenError as err:
         scan_id = tick.execution_id if tick is not None else None
         return failed(failed_result(SCAN_KIND.value, err, event_id=scan_id), deps)

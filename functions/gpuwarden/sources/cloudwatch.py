@@ -87,6 +87,8 @@ class _Target(FrozenModel):
 
     instance_id: InstanceId | None = Field(None, alias="InstanceId")
     node_name: NodeName | None = Field(None, alias="NodeName")
+    #: Container Insights' ``ClusterName`` dimension (or a contributor's GROUP BY key)
+    cluster: Name | None = Field(None, alias="ClusterName")
 
     @property
     def key(self) -> str | None:
@@ -117,6 +119,7 @@ class _AlarmEvent(Envelope):
             event_id=keyed(self.id, target.key or "?"),
             instance_id=target.instance_id,
             node_name=target.node_name,
+            cluster=target.cluster,
             detail=detail,
         )
 

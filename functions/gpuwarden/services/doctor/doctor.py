@@ -25,6 +25,7 @@ from gpuwarden.services.doctor.checks import (
     check_termination_grace,
     check_termination_handler,
 )
+from gpuwarden.services.doctor.expiry import check_karpenter_expiry
 from gpuwarden.services.doctor.facts import ClusterFacts, DoctorReads, Finding, Severity, read_facts
 from gpuwarden.services.doctor.gangs import check_checkpoint_gangs
 from gpuwarden.services.doctor.gpu_health import check_gpu_health
@@ -50,6 +51,7 @@ CLUSTER_CHECKS = (
     "checkpoint-gangs",
     "static-nodepool-gpu-limit",
     "gpu-health",
+    "karpenter-expiry",
 )
 
 
@@ -83,7 +85,7 @@ def _unreachable(why: str) -> list[Finding]:
     return [first, *rest]
 
 
-def _cluster_findings(reads: DoctorReads, policy: Policy) -> list[Finding]:
+def _cluster_findings(reads: DoctorReads, policy: Policy, now: datetime) -> list[Finding]:
     try:
         facts: ClusterFacts = read_facts(reads)
         access = check_cluster_access(reads, policy)
@@ -98,6 +100,7 @@ def _cluster_findings(reads: DoctorReads, policy: Policy) -> list[Finding]:
         check_checkpoint_gangs(facts, policy),
         check_static_gpu_limit(facts, policy),
         _gpu_health(facts, policy),
+        check_karpenter_expiry(facts, policy, now),
     ]
 
 
@@ -121,7 +124,7 @@ def diagnose(
     when it does not validate (``policy_error`` says why; the cluster checks then use the defaults).
     ``switches``: every policy switch, as the kinds' specs name them (`kinds.registry.SWITCHES`)."""
     effective = policy or Policy(cluster=cluster)
-    cluster_part = _unreachable(reads) if isinstance(reads, str) else _cluster_findings(reads, effective)
+    cluster_part = _unreachable(reads) if isinstance(reads, str) else _cluster_findings(reads, effective, now)
     findings = [
         *cluster_part,
         check_gpu_metrics(effective, has_gpu_metric),

@@ -53,6 +53,7 @@ class DoctorReads(Protocol):
     def list_all_pods(self) -> list[dict[str, Any]]: ...
     def list_node_objects(self) -> list[dict[str, Any]]: ...
     def list_nodepools(self) -> list[dict[str, Any]]: ...
+    def list_nodeclaims(self) -> list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ class ClusterFacts:
     #: entrypoint runs them): for `checkpoint-gangs` (services/doctor/gangs.py)
     commands: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
     nodepools: list[dict[str, Any]] = field(default_factory=list)
+    nodeclaims: list[dict[str, Any]] = field(default_factory=list)
     karpenter: list[KarpenterInstall] = field(default_factory=list)
     termination_handlers: list[str] = field(default_factory=list)  # "DaemonSet kube-system/aws-node-…"
     nodes: list[NodeView] = field(default_factory=list)
@@ -172,6 +174,7 @@ def read_facts(reads: DoctorReads) -> ClusterFacts:
         if pool:
             facts.pool_of_node[str(node["metadata"]["name"])] = str(pool)
     facts.nodepools = _optional(facts, "NodePools", reads.list_nodepools)
+    facts.nodeclaims = _optional(facts, "NodeClaims", reads.list_nodeclaims)
     deployments = _optional(facts, "Deployments", lambda: reads.list_deployments(""))
     daemonsets = _optional(facts, "DaemonSets", lambda: reads.list_daemonsets(""))
     karpenters = [d for d in deployments if _is_karpenter(d)]

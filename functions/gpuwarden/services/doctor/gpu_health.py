@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpuwarden.domain.accelerators import is_accelerator_node
 from gpuwarden.domain.gpu_health import CONDITIONS, reports_gpu_health
 from gpuwarden.domain.policy import Policy
 from gpuwarden.domain.views import NodeView
@@ -57,7 +58,7 @@ def check_gpu_health(nodes: Sequence[NodeView], repairs: Sequence[str], policy: 
     """(severity, message, fix) for the `gpu-health` finding. ``repairs``: the Karpenter installs
     with `NodeRepair` on."""
     config = policy.gpu_health
-    gpu_nodes = [n for n in nodes if n.gpu_capacity > 0]
+    gpu_nodes = [n for n in nodes if is_accelerator_node(n)]  # as the scan finds them (docs/gpu-signals.md)
     reporting = [n for n in gpu_nodes if reports_gpu_health(n)]
     if repairs and not config.enabled:
         return (

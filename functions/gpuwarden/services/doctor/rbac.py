@@ -60,6 +60,9 @@ RULES: tuple[Rule, ...] = (
         "create_node_event (GpuwardenCordoned, PodEvicted, ...), create_pod_event (CheckpointGangInvalid)",
     ),
     Rule("policy", "poddisruptionbudgets", ("list",), "list_pdbs"),
+    Rule("", "persistentvolumeclaims", ("list",), "list_pvcs (a replacement's zonal volume pin)"),
+    Rule("", "persistentvolumes", ("get",), "get_pv (the zone a bound volume's node affinity allows)"),
+    Rule("resource.k8s.io", "resourceclaims", ("list",), "list_resource_claims (DRA devices a replacement keeps)"),
     Rule(
         "karpenter.sh",
         "nodepools",
@@ -69,9 +72,10 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "karpenter.sh",
         "nodeclaims",
-        ("get", "create", "list", "delete"),
+        ("get", "create", "list", "patch", "delete"),
         "get_nodeclaim (a node's own, by its owner reference), create_nodeclaim (replacement capacity), "
-        "list_nodeclaims, delete_nodeclaim (retire an idle node)",
+        "list_nodeclaims, patch_nodeclaim (the replacement's do-not-disrupt hold), "
+        "delete_nodeclaim (retire an idle node)",
     ),
 )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -80,6 +80,9 @@ class Deps:
     #: The kinds that are voluntary (ask the windows, never override a PDB, honour do-not-disrupt),
     #: as their specs say (gpuwarden/kinds/): a node's mark names its kind, and a run asks this.
     voluntary_kinds: frozenset[str]
+    #: The Karpenter disruption reason each voluntary kind counts as under a NodePool's budgets, from
+    #: the node's pods (its spec's ``karpenter_reason``); a kind not here names none (docs/cluster.md).
+    karpenter_reasons: Mapping[str, Callable[[Sequence[PodView]], str]] = field(default_factory=dict)
     clock: Callable[[], datetime] = utcnow
     #: The clock for window decisions: GPUWARDEN_NOW when set (docs/policy.md), else `clock`.
     window_clock: Callable[[], datetime] = utcnow

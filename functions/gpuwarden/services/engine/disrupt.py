@@ -14,11 +14,12 @@ from __future__ import annotations
 from functools import cache
 
 from gpuwarden.domain.actions import ActionType
+from gpuwarden.domain.budgets import VoluntaryVerdict, voluntary_verdict
 from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.views import NodeView
-from gpuwarden.domain.windows import Allowance, voluntary_allowance
+from gpuwarden.domain.windows import voluntary_allowance
 from gpuwarden.services.engine.context import Deps, FanOut, Recorder
-from gpuwarden.services.engine.node_ops import find_node, not_ours, window_allowance
+from gpuwarden.services.engine.node_ops import find_node, not_ours, voluntary_verdict_of
 from gpuwarden.services.engine.pipeline import (
     Disruption,
     KindHooks,
@@ -58,7 +59,7 @@ def disrupt(
     d.recorder = recorder
     voluntary = deps.is_voluntary(notice.kind)
     # An involuntary notice cordons before anything else is read: its plan needs no pods.
-    windows = cache(lambda: _allowance(deps, node, voluntary))
+    windows = cache(lambda: _allowance(d, voluntary))
     plan = hooks.plan(node, d.pods if voluntary else [], deps.policy, windows)
     why = why or plan.reason
     claim = mark_claim(node, notice, deps.policy.replacement) if plan.replace and hooks.claim_with_mark else None
@@ -73,11 +74,14 @@ def disrupt(
     return (hooks.answer or result_of)(d, marked, ran, reason)
 
 
-def _allowance(deps: Deps, node: NodeView, voluntary: bool) -> Allowance:
-    """Only a voluntary kind asks the windows (spot interruptions and state changes never wait)."""
+def _allowance(d: Disruption, voluntary: bool) -> VoluntaryVerdict:
+    """Only a voluntary kind asks the windows and the NodePool's budgets (spot interruptions and
+    state changes never wait)."""
+    deps, node = d.deps, d.node
     if voluntary:
-        return window_allowance(deps, node)
-    return voluntary_allowance(deps.policy.windows, deps.window_clock(), node.nodepool, in_progress=0)
+        return voluntary_verdict_of(deps, node, lambda: d.pods, d.notice.kind)
+    allowance = voluntary_allowance(deps.policy.windows, deps.window_clock(), node.nodepool, in_progress=0)
+    return voluntary_verdict(allowance, None)
 
 
 def _stopped(hooks: KindHooks, stop: Stop) -> Result:

@@ -236,14 +236,21 @@ def _progress(recorder: Recorder, state: DrainState, node: NodeView, steps: list
         return _finish(recorder, state, node, now, "every pod that must go is gone")  # flushes the Events
     recorder.flush()
     if seconds_left is not None and seconds_left < -_PAST_DEADLINE_GRACE:
-        recorder.add(
-            ActionType.DRAIN_BLOCKED,
-            node,
-            reason=f"deadline passed {-seconds_left:.0f}s ago: " + "; ".join(blocked[:5]),
+        # what is still on the node (blocked, waiting, or leaving with the grace that was left) and
+        # which opted-in pods never checkpointed: a deadline that passed before gpuwarden began too
+        missing = [k for k in state.opted_in if k not in state.checkpointed]
+        still = blocked or waiting
+        where = (
+            f"still on the node: {'; '.join(still[:5])}"
+            if still
+            else f"sent away at once: {', '.join(s.pod for s in remaining[:5])}{', …' if len(remaining) > 5 else ''}"
         )
+        reason = f"deadline passed {-seconds_left:.0f}s ago; {where}; not checkpointed: {', '.join(missing) or 'none'}"
+        recorder.add(ActionType.DRAIN_BLOCKED, node, reason=reason, not_checkpointed=missing)
         recorder.flush()
         put(Metric.DRAINS_PAST_DEADLINE)
-        return state.model_copy(update={"done": True, "outcome": DrainOutcome.DEADLINE_PASSED})
+        update = {"done": True, "outcome": DrainOutcome.DEADLINE_PASSED, "not_checkpointed": missing}
+        return state.model_copy(update=update)
     limit = recorder.deps.policy.drain.voluntary_limit_seconds
     if recorder.deps.is_voluntary(state.kind) and (now - state.started_at).total_seconds() > limit:
         recorder.add(ActionType.DRAIN_BLOCKED, node, reason=f"not drained after {limit}s: " + "; ".join(blocked[:5]))

@@ -22,6 +22,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.decide import stale_warning
 from gpuwarden.domain.views import DO_NOT_DISRUPT, KARPENTER_DISRUPTED_TAINT, NodeView, PodView
 from gpuwarden.services.engine.context import Recorder
 from gpuwarden.services.engine.pipeline import URGENT, Disruption
@@ -106,3 +107,14 @@ def left_to_karpenter(d: Disruption) -> str | None:
 #: Involuntary notices (Spot, capacity-reservation and Capacity Block warnings): every pod asked to
 #: checkpoint is protected from Karpenter's drain first, and Karpenter's replacement is not doubled.
 INVOLUNTARY = replace(URGENT, prepare_pod=protect_pod, replacement_guard=left_to_karpenter, claim_with_mark=True)
+
+
+def not_stale(d: Disruption) -> str | None:
+    """The guard of a warning that a node is about to be lost: a warning more than 10 min past its
+    own deadline for a node still there is a replay (`decide.stale_warning`); nothing is written."""
+    return stale_warning(d.node, d.notice.deadline, d.deps.clock())
+
+
+#: Warnings that a node is about to be lost (Spot, capacity-reservation and Capacity Block
+#: warnings): involuntary, and a stale one (a replay) is ignored before the mark.
+LOSS_WARNING = replace(INVOLUNTARY, guard=not_stale)

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.budgets import BudgetAnswer, VoluntaryVerdict, budget_answer, voluntary_verdict
 from gpuwarden.domain.errors import KubeError
+from gpuwarden.domain.nodepools import nodeclaim_from_json, nodepool_from_json
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.ports import CloudPort, KubePort
 from gpuwarden.domain.replacement import claimable
-from gpuwarden.domain.views import NodeView, Taint
+from gpuwarden.domain.views import NODEPOOL_LABEL, NodeView, PodView, Taint
 from gpuwarden.domain.windows import Allowance, Window, voluntary_allowance
 from gpuwarden.services.engine.context import Deps
 from gpuwarden.services.engine.writes import Patch, update_node
@@ -168,3 +170,32 @@ def window_allowance(deps: Deps, node: NodeView, now: datetime | None = None) ->
     deciding = next(w for w in windows if w.name == first.window)
     in_progress = voluntary_in_progress(deps, node.nodepool, exclude=node.name, covered_by=deciding)
     return voluntary_allowance(windows, now, node.nodepool, in_progress)
+
+
+def budget_of(deps: Deps, node: NodeView, reason: str | None, now: datetime | None = None) -> BudgetAnswer | None:
+    """What ``node``'s NodePool's disruption budgets allow a voluntary action of Karpenter
+    ``reason`` now (docs/cluster.md, "The NodePool's own rules"): None for a node outside Karpenter,
+    or one whose NodePool the cluster no longer has (no budget was written for it; Karpenter's own
+    budget mapping walks only the NodePools that exist)."""
+    if not node.nodepool:
+        return None
+    raw = deps.kube.get_nodepool(node.nodepool)
+    if raw is None:
+        return None
+    members = deps.kube.list_nodes(f"{NODEPOOL_LABEL}={node.nodepool}")
+    claims = [nodeclaim_from_json(c) for c in deps.kube.list_nodeclaims()]
+    return budget_answer(nodepool_from_json(raw), node, members, reason, now or deps.window_clock(), claims)
+
+
+def voluntary_verdict_of(
+    deps: Deps, node: NodeView, pods: Callable[[], Sequence[PodView]], kind: str, now: datetime | None = None
+) -> VoluntaryVerdict:
+    """May a voluntary action of ``kind`` take ``node`` now: the policy's windows first
+    (`window_allowance`), then the node's NodePool's budgets for the reason the kind counts as
+    (`Deps.karpenter_reasons`, from the node's ``pods``, listed only for a kind that names a reason).
+    The first refusal names who refused. The budgets are read only when the windows allow."""
+    allowance = window_allowance(deps, node, now)
+    if allowance.allowed is not None and allowance.allowed < 1:
+        return voluntary_verdict(allowance, None)
+    reason_of = deps.karpenter_reasons.get(kind)
+    return voluntary_verdict(allowance, budget_of(deps, node, reason_of(pods()) if reason_of else None, now))

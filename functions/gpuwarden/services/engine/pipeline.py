@@ -40,7 +40,13 @@ from gpuwarden.services.engine.gangs import ask_gangs, find_gangs
 from gpuwarden.services.engine.node_ops import mark_node
 from gpuwarden.services.engine.plan import Plan as DrainPlan
 from gpuwarden.services.engine.plan import notice_plan, record_would_drain
-from gpuwarden.services.engine.replace import drop_claim, ensure_replacement, gang_peers
+from gpuwarden.services.engine.replace import (
+    drop_claim,
+    ensure_replacement,
+    follow_replacement,
+    gang_peers,
+    release_hold_of,
+)
 from gpuwarden.services.engine.result import KARPENTER, Result
 from gpuwarden.services.engine.writes import release_node
 
@@ -318,8 +324,13 @@ def _settle_deliveries(deliveries: list[Future[None]]) -> None:
 
 def round_of(recorder: Recorder, state: DrainState, hooks: KindHooks, pool: ThreadPoolExecutor | None = None) -> Round:
     """One drain round and the kind's `settle` after it (here, and in the drain workflow)."""
+    if not state.done:  # a replacement that failed to launch is launched again (replacement.attempts)
+        follow_replacement(recorder, state.node, state.event_id, lost=not recorder.deps.is_voluntary(state.kind))
     drained = drain_step(recorder, state, pool, hooks.prepare_pod)
-    return Round(hooks.settle(recorder, drained.state), drained.looks)
+    settled = hooks.settle(recorder, drained.state)
+    if settled.done:  # the last round: the replacement's hold goes once its pods run there
+        release_hold_of(recorder, settled.node)
+    return Round(settled, drained.looks)
 
 
 def _first_rounds(d: Disruption, state: DrainState, deliveries: list[Future[None]], pool: ThreadPoolExecutor) -> Round:

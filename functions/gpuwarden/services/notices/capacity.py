@@ -30,6 +30,7 @@ from gpuwarden.services.engine.disrupt import disrupt
 from gpuwarden.services.engine.failures import failed_notice
 from gpuwarden.services.engine.pipeline import KindHooks
 from gpuwarden.services.engine.result import Result, merged_checkpoints, summed
+from gpuwarden.services.notices import plans
 
 DUE_ACTION = "capacity-block-due"
 PLAN = Kind.CAPACITY_BLOCK_PLAN
@@ -125,14 +126,7 @@ def handle_block_expiry(notice: Notice, deps: Deps, hooks: KindHooks, drain_loca
 
 def due_tick(reservation_id: str) -> dict[str, str]:
     """The Scheduler input that runs a block's plan (windows function, action ``capacity-block-due``)."""
-    return {
-        "gpuwarden": "budget-window",
-        "action": DUE_ACTION,
-        "plan_id": reservation_id,
-        "scheduled_time": "<aws.scheduler.scheduled-time>",
-        "execution_id": "<aws.scheduler.execution-id>",
-        "attempt": "<aws.scheduler.attempt-number>",
-    }
+    return plans.due_tick(DUE_ACTION, reservation_id)
 
 
 def schedule_name(reservation_id: str, at: datetime) -> str:
@@ -159,16 +153,8 @@ def _block(deps: Deps, reservation_id: str) -> CapacityReservation | None:
 
 
 def _schedule(recorder: Recorder, reservation_id: str, at: datetime, end: datetime) -> None:
-    deps = recorder.deps
-    tick = due_tick(reservation_id)
-    name = schedule_name(reservation_id, at)
     why = f"drain the nodes of Capacity Block {reservation_id} at {ann.rfc3339(at)} (it ends {ann.rfc3339(end)})"
-    if deps.dry_run or deps.scheduler is None:
-        local = "dry run" if deps.dry_run else "no Scheduler here (local run): invoke this tick at that time"
-        recorder.add(ActionType.SCHEDULE_SKIPPED, target=name, at=ann.rfc3339(at), tick=tick, reason=f"{why}; {local}")
-        return
-    arn = deps.scheduler.schedule_once(name, at, tick)
-    recorder.add(ActionType.SCHEDULED, target=arn, at=ann.rfc3339(at), reason=why)
+    plans.schedule_plan(recorder, schedule_name(reservation_id, at), at, due_tick(reservation_id), why)
 
 
 def plan_block(

@@ -13,8 +13,9 @@ least one sees the other, so the pool is never over its count; both may give bac
 is safe) and the next scan takes them.
 
 A scan's nodes are decided together: per pool, the oldest failures first, up to the room the pool
-has; the rest are held back without a write. The scan is one LIST of the GPU nodes
-(``gpu_health.node_selector``); the first cordon is the next request.
+has; the rest are held back without a write. The scan is one LIST of the cluster's nodes (narrowed
+by ``gpu_health.node_selector`` when set), kept where `accelerators.is_accelerator_node`; the
+first cordon is the next request.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.accelerators import is_accelerator_node
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.gpu_health import breaker_for, condition_notice, failing_condition, pool_of, pool_selector
 from gpuwarden.domain.notice import Kind, Notice
@@ -95,7 +97,9 @@ def scan(deps: Deps, hooks: KindHooks, drain_locally: bool = True) -> Result:
     kind = Kind.GPU_UNHEALTHY.value
     if not policy.enabled:
         return Result(outcome="ignored", kind=kind, reason="gpu_health.enabled is false in the policy", results=[])
-    nodes = deps.kube.list_nodes(policy.node_selector)
+    # one LIST of the cluster's nodes (narrowed only where the policy says), then every node that
+    # has an accelerator, whatever its labels: GPU Feature Discovery's are optional
+    nodes = [n for n in deps.kube.list_nodes(policy.node_selector or None) if is_accelerator_node(n)]
     now = deps.clock()
     failing = [(n, c) for n in nodes if (c := failing_condition(n)) is not None]
     if not deps.dry_run:
@@ -121,7 +125,8 @@ def scan(deps: Deps, hooks: KindHooks, drain_locally: bool = True) -> Result:
             ):
                 by_node[node.name] = result
     results = [by_node[node.name] for node, _ in notices]
-    reason = f"scanned {len(nodes)} GPU nodes ({policy.node_selector}): {len(failing)} with a failing GPU condition"
+    where = f"selector {policy.node_selector}" if policy.node_selector else "every node with an accelerator"
+    reason = f"scanned {len(nodes)} GPU nodes ({where}): {len(failing)} with a failing GPU condition"
     if results:
         reason += ": " + "; ".join(f"{r.node}: {r.outcome}" for r in results[:20])
     return Result(outcome=summed_outcome(results), kind=kind, reason=reason, results=results)

@@ -2,8 +2,9 @@
 
 Guardrails, in order (each skip: an `ignored` result, a log line and, once the node is
 known, a `DisruptionRefused` Event on it): the alarm is in ALARM; the node is ours and has
-GPUs; nothing else holds it; no `karpenter.sh/do-not-disrupt` on it or its pods; the cap on
-nodes reclaiming at once has room; its pool keeps `min_nodes_per_nodepool` schedulable
+accelerators; an Alertmanager notification's alerts cover every one of them; nothing else
+holds it; no `karpenter.sh/do-not-disrupt` on it or its pods; the cap on nodes reclaiming at
+once has room; its pool keeps `min_nodes_per_nodepool` schedulable
 nodes; a budget window allows a voluntary disruption; and CloudWatch still shows it idle
 (no data is not idleness: skip).
 
@@ -18,8 +19,10 @@ first pod is touched, which closes the window of a racer whose write landed late
 from __future__ import annotations
 
 from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.accelerators import is_neuron_node, node_accelerator_count
 from gpuwarden.domain.actions import ActionType, DrainOutcome
-from gpuwarden.domain.decide import do_not_disrupt_reason, window_refusal
+from gpuwarden.domain.alerts import coverage_refusal
+from gpuwarden.domain.decide import do_not_disrupt_reason
 from gpuwarden.domain.errors import NotFound
 from gpuwarden.domain.gpu_idle import (
     CLAIMED_AT,
@@ -42,7 +45,7 @@ from gpuwarden.observability import logger
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.disrupt import disrupt
 from gpuwarden.services.engine.drain import DrainState
-from gpuwarden.services.engine.node_ops import window_allowance
+from gpuwarden.services.engine.node_ops import voluntary_verdict_of
 from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Marked, Ran, Stop, give_back
 from gpuwarden.services.engine.result import Outcome, Result, notice_result
 from gpuwarden.services.notices.gpu_idle_reschedule import comes_back_refusal
@@ -63,12 +66,16 @@ def handle_gpu_idle(notice: Notice, deps: Deps, hooks: KindHooks, drain_locally:
 def guardrails(d: Disruption) -> str | None:
     """The guard: every guardrail of the module's docstring, a window's refusal first."""
     deps, node = d.deps, d.node
-    refused = gpu_refusal(node) or held_elsewhere(node, d.notice.event_id)
+    # per-GPU alerts: one notification's alerts must cover every accelerator (docs/gpu-signals.md)
+    refused = gpu_refusal(node) or coverage_refusal(d.notice, node_accelerator_count(node))
+    refused = refused or held_elsewhere(node, d.notice.event_id)
     if refused is not None or node.annotations.get(ann.EVENT_ID) == d.notice.event_id:
         return refused  # a resumed reclaim was let through once already
     policy = deps.policy.gpu_idle
-    # A window's refusal comes first: it is the reason given, whatever else would also refuse.
-    refused = _window_refusal(deps, node) or do_not_disrupt_reason(node, d.pods)
+    # A window's refusal comes first, then the NodePool's budgets (Empty or Underutilized): the
+    # first is the reason given, whatever else would also refuse.
+    refused = voluntary_verdict_of(deps, node, lambda: d.pods, d.notice.kind).refused
+    refused = refused or do_not_disrupt_reason(node, d.pods)
     if refused is not None:
         return refused
     nodes = deps.kube.list_nodes()
@@ -86,15 +93,12 @@ def guardrails(d: Disruption) -> str | None:
             f"node {node.name} has no AWS providerID and the alarm names no instance: "
             "its GPU utilization cannot be re-checked"
         )
-    metric = IdleMetric.for_alarm(d.notice.detail.get("metric"), deps.policy.cluster, instance_id, node.name)
+    metric = IdleMetric.for_alarm(
+        d.notice.detail.get("metric"), deps.policy.cluster, instance_id, node.name, neuron=is_neuron_node(node)
+    )
     values = deps.cloud.gpu_utilization(metric, policy.evaluation_minutes, policy.period_seconds)
     refused = busy_refusal(Utilization(tuple(values), policy.evaluation_minutes, metric.name), policy.threshold_percent)
     return refused or comes_back_refusal(d, nodes)  # idle, but would its pods come straight back?
-
-
-def _window_refusal(deps: Deps, node: NodeView) -> str | None:
-    """The windows' allowance, counting the voluntary disruptions under way in what they cover."""
-    return window_refusal(window_allowance(deps, node))
 
 
 def claim_time(d: Disruption) -> dict[str, str]:

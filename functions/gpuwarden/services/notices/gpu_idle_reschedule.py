@@ -15,8 +15,10 @@ from collections.abc import Sequence
 from gpuwarden.domain.actions import ActionType, Metric
 from gpuwarden.domain.reschedule import ComesBack, candidates, free_gpus, must_place, would_come_back
 from gpuwarden.domain.views import NodeView
+from gpuwarden.domain.volumes import pod_zones
 from gpuwarden.observability import put
 from gpuwarden.services.engine.pipeline import Disruption
+from gpuwarden.services.engine.replace import volumes_of
 
 
 def comes_back_refusal(d: Disruption, nodes: Sequence[NodeView]) -> str | None:
@@ -32,7 +34,9 @@ def comes_back_refusal(d: Disruption, nodes: Sequence[NodeView]) -> str | None:
             cache[node.name] = free_gpus(node, kube.list_pods_on_node(node.name))
         return cache[node.name]
 
-    stranded = would_come_back(movers, free, candidates(movers, nodes, d.node.name))
+    # a pod whose zonal volume holds it to a zone may only go there (docs/cluster.md, "Volumes")
+    pins = pod_zones(movers, *volumes_of(kube, movers))
+    stranded = would_come_back(movers, free, candidates(movers, nodes, d.node.name, pins), pins)
     if not stranded:
         return None
     _held(d, stranded)

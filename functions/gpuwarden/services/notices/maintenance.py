@@ -28,7 +28,7 @@ from gpuwarden.domain.views import NodeView
 from gpuwarden.domain.windows import OpenWindow, latest_allowed_window_before
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.disrupt import disrupt, ignored
-from gpuwarden.services.engine.node_ops import find_node, not_ours, window_allowance
+from gpuwarden.services.engine.node_ops import find_node, not_ours, voluntary_verdict_of
 from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Marked, Ran, Stop
 from gpuwarden.services.engine.result import Outcome, Result, notice_result
 from gpuwarden.services.engine.writes import Patch, annotate, update_node
@@ -221,24 +221,25 @@ def _notice_of(node: NodeView, now: datetime) -> Notice:
 def _when_due(
     notice: Notice, recorder: Recorder, node: NodeView, hooks: KindHooks, drain_locally: bool, why: str
 ) -> Result:
-    """Ask the windows now; wait and ask again while there is time, else drain."""
+    """Ask the windows and the NodePool's budgets now; wait and ask again while there is time, else
+    drain (once the deadline forces it, neither holds it)."""
     deps = recorder.deps
     now = deps.window_clock()
-    allowance = window_allowance(deps, node, now)
-    if allowance.allowed is None or allowance.allowed > 0:
-        return _execute(notice, recorder, node, hooks, drain_locally, f"{why}; {allowance.reason}")
+    verdict = voluntary_verdict_of(deps, node, lambda: deps.kube.list_pods_on_node(node.name), notice.kind, now)
+    if verdict.refused is None:
+        allowed = "; ".join(r for r in (verdict.allowance.reason, verdict.budget and verdict.budget.reason) if r)
+        return _execute(notice, recorder, node, hooks, drain_locally, f"{why}; {allowed}")
     deadline = notice.deadline or now
     if deadline - now < drain_estimate(deps) + RETRY_AFTER:
-        late = f"{why}; {allowance.reason}, but the maintenance starts at {ann.rfc3339(deadline)}: draining now"
+        late = f"{why}; {verdict.refused}, but the maintenance starts at {ann.rfc3339(deadline)}: draining now"
         return _execute(notice, recorder, node, hooks, drain_locally, late)
     retry = now + RETRY_AFTER
     plan_id = node.annotations.get(ann.MAINTENANCE_PLAN_ID) or plan_id_for(notice.event_id)
-    recorder.add(
-        ActionType.REFUSED, node, reason=allowance.reason, window=allowance.window, retry_at=ann.rfc3339(retry)
-    )
+    refused_by = {"window": verdict.allowance.window} if verdict.by == "window" else {"nodepool": node.nodepool}
+    recorder.add(ActionType.REFUSED, node, reason=verdict.refused, retry_at=ann.rfc3339(retry), **refused_by)
     recorder.flush()
     _schedule(recorder, node, plan_id, retry, name=f"{plan_id}-{retry.strftime('%Y%m%d%H%M')}")
-    reason = f"{why}; refused: {allowance.reason}; asking again at {ann.rfc3339(retry)}"
+    reason = f"{why}; refused: {verdict.refused}; asking again at {ann.rfc3339(retry)}"
     return notice_result(notice, recorder, node, outcome="ignored", reason=reason)
 
 

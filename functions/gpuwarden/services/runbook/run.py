@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuwarden.domain.actions import ActionType
-from gpuwarden.domain.decide import do_not_disrupt_reason, window_refusal
+from gpuwarden.domain.decide import do_not_disrupt_reason
 from gpuwarden.domain.gang_progress import Looks
-from gpuwarden.domain.notice import Notice
+from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.pdb import PdbView
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.drain import DrainState
-from gpuwarden.services.engine.node_ops import window_allowance
+from gpuwarden.services.engine.node_ops import voluntary_verdict_of
 from gpuwarden.services.engine.pipeline import KindHooks
 from gpuwarden.services.engine.plan import Plan as DrainPlan
 from gpuwarden.services.engine.result import Outcome
@@ -88,13 +88,11 @@ def who(run: Run) -> str:
 
 
 def manual_refusal(deps: Deps, node: NodeView, pods: list[PodView], force: bool) -> str | None:
-    """Why a voluntary disruption must not happen now (a window, then do-not-disrupt), or None.
-    A window's refusal is the reason given, whatever else would also refuse."""
+    """Why a voluntary disruption must not happen now (a window, the NodePool's budgets, then
+    do-not-disrupt), or None. The first refusal is the reason given, whatever else would also refuse."""
     if force:
         return None
-    refused = None
-    if deps.policy.windows:
-        refused = window_refusal(window_allowance(deps, node))
+    refused = voluntary_verdict_of(deps, node, lambda: pods, Kind.MANUAL).refused
     refused = refused or do_not_disrupt_reason(node, pods)
     return refused + FORCE_HINT if refused else None
 

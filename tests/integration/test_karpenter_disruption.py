@@ -1,0 +1,61 @@
+"""`karpenter-disruption` (docs/cluster.md, "Beside Karpenter") through the real services against the
+simulator: the scan finds a node Karpenter is disrupting and asks its opted-in pods to checkpoint,
+once; nothing is cordoned, evicted or replaced."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuwarden.services.dispatch import handle_scan
+from tests.integration.conftest import World
+from tests.integration.scenarios import NODE, spot_node
+
+DISRUPTED = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
+
+
+def disrupting(world: World) -> None:
+    """Karpenter's disruption queue taints the node before it launches replacements and evicts."""
+    taints = world.node(NODE)["spec"].get("taints", [])
+    world.sim.patch_direct("Node", NODE, {"spec": {"taints": [*taints, DISRUPTED]}})
+
+
+def writes(world: World) -> list[str]:
+    return [f"{r.method} {r.path}" for r in world.sim.requests if r.method not in ("GET", "HEAD")]
+
+
+def part(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The karpenter-disruption answers for nodes, however deep the scan's answer nests them."""
+    found = [r for sub in result.get("results") or [] for r in part(sub)]
+    mine = result.get("kind") == "karpenter-disruption" and result.get("node")
+    return [result, *found] if mine else found
+
+
+def test_the_scan_asks_the_pods_of_a_node_karpenter_disrupts_to_checkpoint_once(world: World) -> None:
+    scenario = spot_node(world.sim, modes=("annotate",))
+    disrupting(world)
+    world.sim.clear_requests()
+    # When the scan runs
+    first = handle_scan(None, world.deps()).to_json()
+    # Then the opted-in trainer is asked, under the disruption's id
+    (answer,) = part(first)
+    assert answer["outcome"] == "handled", answer
+    asked = [a["pod"] for a in answer["actions"] if a["type"] == "checkpoint-requested"]
+    assert asked == [scenario.trainers["annotate"]]
+    trainer = world.pod(scenario.trainers["annotate"])
+    assert trainer is not None
+    assert trainer["metadata"]["annotations"]["gpuwarden.io/checkpoint-event-id"].startswith("karpenter-disruption:")
+    # and nothing else: no cordon, no eviction, no NodeClaim, no do-not-disrupt
+    node = world.node(NODE)
+    assert not node["spec"].get("unschedulable")
+    assert "gpuwarden.io/event-id" not in (node["metadata"].get("annotations") or {})
+    assert not [w for w in writes(world) if "eviction" in w or "nodeclaims" in w or "/nodes/" in w]
+    assert "karpenter.sh/do-not-disrupt" not in trainer["metadata"]["annotations"]
+    # a second scan asks nothing twice
+    assert part(handle_scan(None, world.deps()).to_json()) == []
+
+
+def test_a_node_not_being_disrupted_is_left_alone(world: World) -> None:
+    spot_node(world.sim, modes=("annotate",))
+    result = handle_scan(None, world.deps()).to_json()
+    assert part(result) == []
+    assert result["kind"] == "gpu-unhealthy"

@@ -1,0 +1,81 @@
+"""`karpenter-expiry` (docs/cluster.md, "Expiry") through the real services against the simulator +
+moto: the periodic reconcile finds each Karpenter node's expiry; one 20 minutes away (inside the
+30-minute lead) is drained at once, checkpoints first; one 29 days away is planned, not touched."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuwarden.domain.policy import Policy
+from gpuwarden.kinds.inputs import parse_scheduler_tick
+from gpuwarden.services.dispatch import handle_tick
+from sim.builders import nodeclaim_for
+from tests.integration.conftest import World
+from tests.integration.scenarios import NODE, spot_node
+
+OTHER = "ip-10-0-2-40.us-west-2.compute.internal"
+RECONCILE = {"gpuwarden": "budget-window", "action": "reconcile"}
+
+
+def expiring(world: World, expire_after: dict[str, str]) -> dict[str, str]:
+    """The sample cluster, each node's NodeClaim created now with ``expire_after[node]``."""
+    spot_node(world.sim)
+    claims = {}
+    for name, after in expire_after.items():
+        claim = nodeclaim_for(world.node(name))
+        claim["spec"]["expireAfter"] = after
+        claims[name] = world.sim.create(claim)["metadata"]["name"]
+    return claims
+
+
+def reconcile(world: World, policy: Policy | None = None) -> dict[str, Any]:
+    return handle_tick(parse_scheduler_tick(RECONCILE), world.deps(policy)).to_json()
+
+
+def test_an_expiry_twenty_minutes_away_is_drained_now_and_one_29_days_away_is_planned(world: World) -> None:
+    claims = expiring(world, {NODE: "20m", OTHER: "696h"})
+    result = reconcile(world)
+    types = [a["type"] for a in result["actions"]]
+    # the node inside the lead: cordoned, asked to checkpoint, drained, before Karpenter's expiry
+    assert "cordon" in types
+    assert "checkpoint-requested" in types
+    assert "drain-complete" in types
+    node = world.node(NODE)
+    assert node["spec"].get("unschedulable") is True
+    assert node["metadata"]["annotations"]["gpuwarden.io/kind"] == "karpenter-expiry"
+    # the other: planned 30 min before its expiry, nothing written on it
+    (planned,) = [a for a in result["actions"] if a["type"] == "expiry-planned"]
+    assert planned["target"] == claims[OTHER]
+    assert planned["node_name"] == OTHER
+    assert "30 min before Karpenter expires the node" in planned["reason"]
+    assert not world.node(OTHER)["spec"].get("unschedulable")
+    (skipped,) = [a for a in result["actions"] if a["type"] == "schedule-skipped"]
+    assert skipped["tick"]["action"] == "karpenter-expiry-due"
+    assert skipped["tick"]["plan_id"] == OTHER
+    # a second reconcile plans nothing twice
+    again = reconcile(world)
+    assert "expiry-planned" not in [a["type"] for a in again["actions"]]
+    assert "1 planned before" in again["reason"]
+
+
+def test_never_and_no_expire_after_plan_nothing(world: World) -> None:
+    expiring(world, {NODE: "Never"})
+    result = reconcile(world)
+    assert "expiry-planned" not in [a["type"] for a in result["actions"]]
+    assert "Karpenter expiry" not in result["reason"]
+
+
+def test_the_switch_turns_the_expiry_plans_off(world: World) -> None:
+    expiring(world, {NODE: "20m"})
+    off = Policy.model_validate({"cluster": "ml-prod", "karpenter_expiry": {"enabled": False}})
+    reconcile(world, off)
+    assert not world.node(NODE)["spec"].get("unschedulable")
+
+
+def test_the_due_tick_reads_the_claim_again_and_drains(world: World) -> None:
+    expiring(world, {NODE: "20m"})
+    tick = {"gpuwarden": "budget-window", "action": "karpenter-expiry-due", "plan_id": NODE}
+    result = handle_tick(parse_scheduler_tick(tick), world.deps()).to_json()
+    assert result["outcome"] == "handled", result["reason"]
+    assert result["kind"] == "karpenter-expiry"
+    assert world.node(NODE)["spec"].get("unschedulable") is True
