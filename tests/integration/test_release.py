@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -51,6 +52,14 @@ def _marked_cluster(world: World) -> tuple[Scenario, dict[str, Any]]:
     event = load_event("spot-interruption.json", time=world.sim.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"))
     taken = handle_batch(parse_notices(event), deps, drain_locally=False)
     assert taken.outcome == "handled", taken.reason
+    # the trainer's acknowledgement lands before anything is released (else it would land after a
+    # release and leave a mark for the next one to find)
+    trainer = scenario.trainers["annotate"]
+    for _ in range(400):
+        notes = (world.pod(trainer) or {}).get("metadata", {}).get("annotations") or {}
+        if "gpuwarden.io/checkpoint-done" in notes:
+            break
+        time.sleep(0.025)
     return scenario, owners_pool
 
 
