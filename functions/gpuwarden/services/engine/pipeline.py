@@ -40,6 +40,8 @@ from gpuwarden.services.engine.context import Deps, FanOut, Recorder, worker_poo
 from gpuwarden.services.engine.drain import DrainState, Round, drain_step, round_facts
 from gpuwarden.services.engine.gangs import ask_gangs, find_gangs
 from gpuwarden.services.engine.node_ops import mark_node
+from gpuwarden.services.engine.plan import Plan as DrainPlan
+from gpuwarden.services.engine.plan import notice_plan, record_would_drain
 from gpuwarden.services.engine.replace import (
     drop_claim,
     ensure_replacement,
@@ -236,6 +238,8 @@ class Ran:
 
     state: DrainState | None
     looks: Looks = field(default_factory=Looks)
+    #: A dry run's drain: what it would do, as its actions recorded it (docs/cli.md#plans).
+    plan: DrainPlan | None = None
 
 
 def run_steps(d: Disruption, steps: Steps) -> Ran:
@@ -250,7 +254,9 @@ def run_steps(d: Disruption, steps: Steps) -> Ran:
         peers = None
         if steps.checkpoint:
             # the node's pods and every gang they belong to, each pod asked once (docs/training-jobs.md)
-            asking = Asking(d.recorder, d.node, d.notice.deadline, pool, d.hooks.prepare_pod, d.fan_out)
+            asking = Asking(
+                d.recorder, d.node, d.notice.deadline, pool, d.hooks.prepare_pod, d.fan_out, d.notice.event_time
+            )
             asked = ask_gangs(asking, d.pods, sent, d.gangs)
             deliveries, looks, peers = asked.deliveries, asked.looks, gang_peers(d.gangs, d.pods)
         else:
@@ -266,6 +272,10 @@ def run_steps(d: Disruption, steps: Steps) -> Ran:
             state, looks = first.state, looks | first.looks
         _settle_deliveries(deliveries)
         d.recorder.flush()
+    if deps.dry_run and steps.drain:
+        plan = notice_plan(d.recorder, d.notice, d.pods)
+        record_would_drain(d.recorder, d.node, plan)
+        return Ran(None, looks, plan)
     if state is None or state.done or handed_off or _hand_off(d, state):
         return Ran(state, looks)
     rest = drain_to_end(d.recorder, state, d.hooks, d.on_round)
@@ -287,6 +297,7 @@ def _start(d: Disruption) -> DrainState:
         event_id=notice.event_id,
         kind=notice.kind,
         deadline=notice.deadline,
+        notice_time=notice.event_time,
         started_at=d.deps.clock(),
     )
 
