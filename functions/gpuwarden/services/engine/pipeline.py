@@ -6,13 +6,9 @@
     drain workflow (deployed) or loop here (locally): `run_steps` → settle each round (retire /
     give back): `round_of`.
 
-A kind changes the sequence only through its `KindHooks` (its plan, what its guards are, what the
-mark carries, what runs after the mark, what is done to a pod before it is asked to checkpoint,
-when no replacement may be launched, what "settled" means after a drain round, how a stop and a
-run are answered) and through `Steps` (which of checkpoint / replacement / drain its plan asks
-for). Whether a PDB may be overridden at the deadline is the kind's own `voluntary`
-(`Deps.is_voluntary`). The kinds' specs (gpuwarden/kinds/) hold every kind's hooks; the drain
-workflow's rounds read them there too.
+A kind changes the sequence only through its `KindHooks` and `Steps` (below); whether a PDB may be
+overridden at the deadline is its own `voluntary` (`Deps.is_voluntary`). The kinds' specs
+(gpuwarden/kinds/) hold every kind's hooks; the drain workflow's rounds read them there too.
 
 Inside Lambda every wait here is cut to the invocation's time budget (`Deps.remaining`): what
 does not fit is handed to the drain workflow, whose rounds are re-entrant.
@@ -39,7 +35,7 @@ from gpuwarden.services.engine.checkpoint import Asking, PreparePod
 from gpuwarden.services.engine.context import Deps, FanOut, Recorder, worker_pool
 from gpuwarden.services.engine.drain import DrainState, Round, drain_step, round_facts
 from gpuwarden.services.engine.gangs import ask_gangs, find_gangs
-from gpuwarden.services.engine.node_ops import mark_node
+from gpuwarden.services.engine.node_ops import give_back, mark_node
 from gpuwarden.services.engine.plan import Plan as DrainPlan
 from gpuwarden.services.engine.plan import notice_plan, record_would_drain
 from gpuwarden.services.engine.replace import (
@@ -50,7 +46,6 @@ from gpuwarden.services.engine.replace import (
     release_hold_of,
 )
 from gpuwarden.services.engine.result import KARPENTER, Result
-from gpuwarden.services.engine.writes import release_node
 
 #: How long the first drain round and the replacement wait for the checkpoint requests to be out.
 REQUESTS_FIRST_SECONDS = 5.0
@@ -221,14 +216,6 @@ def guard_and_mark(d: Disruption, why: str, claim: str | None = None) -> Marked:
         give_back(d.recorder, d.node.name, d.notice.event_id, refused)
         return Marked(d.node, changed=mark.changed, refused=refused, resumed=resumed)
     return Marked(d.node, changed=mark.changed, resumed=resumed)
-
-
-def give_back(recorder: Recorder, node: str, event_id: str, reason: str) -> None:
-    """Release the node while ``event_id`` still holds it; recorded as `release`."""
-    released = release_node(recorder.deps.kube, node, held_for=event_id)
-    if released.written and released.obj is not None:
-        recorder.add(ActionType.RELEASE, released.obj, reason=reason)
-        recorder.flush()
 
 
 @dataclass(frozen=True)
