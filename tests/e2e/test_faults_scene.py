@@ -130,6 +130,7 @@ def test_a_spot_drain_outlives_the_api_server_stopped_for_20_s(plane: Plane, aws
     _spot_drain_through(plane, aws, tmp_path, "sigstop", stop_for_a_while)
 
 
+@pytest.mark.xfail(strict=False, reason="open finding after the merges: docs/realplane.md finding 13 (restart)")
 def test_a_spot_drain_outlives_an_api_server_restart(plane: Plane, aws: AwsWorld, tmp_path: Path) -> None:
     # the restart outlasts the client's retries (connection refused): after the mark, the rounds
     # are handed on and wait it out (docs/reliability.md#after-the-mark)
