@@ -115,7 +115,7 @@ class Outcome:
             f"{self.race}: results {outcomes}, replacements {self.replacements}, "
             f"checkpointed {self.checkpointed}, taken before gpuwarden's mark {self.taken_before_mark}, "
             f"lost with the node {self.lost_with_node}, "
-            f"node gone {self.node_gone}"
+            f"node gone {self.node_gone}, Karpenter's actions {self.karpenter_actions}"
         )
 
 
@@ -300,7 +300,8 @@ def check(observer: Observer, cluster: Cluster, out: Outcome) -> None:
             out.taken_before_mark.append(key)
             continue
         by = isoparse(_annotations(asked.obj)[REQUESTED])
-        assert acked or gone.at >= by, f"{key} removed at {gone.at} before its ack or {by}: {why}"
+        removed_by = f"{gone.method or 'the simulator'} {gone.path}".rstrip()  # which request: who took it
+        assert acked or gone.at >= by, f"{key} removed at {gone.at} by {removed_by} before its ack or {by}: {why}"
 
 
 def removal_times(observer: Observer, keys: list[str]) -> dict[str, datetime | None]:
