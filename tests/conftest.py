@@ -8,11 +8,12 @@ import pytest
 pytest_plugins = ["tests.replay"]
 
 #: A `long` test's pytest-timeout is a hang detector, not a budget: its work is bounded by what it
-#: does (examples, processes, simulated time), and the machine's load only stretches it: 25 fault
-#: schedules took 54 s at load 4.5 (16 s of it CPU), so the long test's 200 need ~430 s there, and
-#: the default 300 s cut them under load. The thread method dumps every thread's stack and ends
-#: the worker: the signal method raised `Failed` inside whichever hypothesis example was running,
-#: its replay passed, and hypothesis reported a FlakyFailure that was no failure of the example.
+#: does (examples, processes, simulated time), and the machine's load only stretches it. In two
+#: `make test-long` runs at load 5-8 the 200 fault schedules took 285 s and 227 s and the built-in
+#: week 428 s and 481 s: the default 300 s cut the first under load, and would cut the second at
+#: that load. The thread method dumps every thread's stack and ends the worker: the signal method
+#: raised `Failed` inside whichever hypothesis example was running, its replay passed, and
+#: hypothesis reported a FlakyFailure that was no failure of the example.
 LONG_HANG_SECONDS = 3600
 
 
