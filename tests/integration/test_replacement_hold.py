@@ -20,6 +20,7 @@ from gpuwarden.kinds.registry import spec_of
 from gpuwarden.services.dispatch import handle_batch, handle_tick
 from gpuwarden.services.engine.context import Recorder
 from gpuwarden.services.engine.drain import DrainState
+from gpuwarden.services.engine.holds import take_back_hold
 from gpuwarden.services.engine.pipeline import drain_to_end, round_of
 from sim.builders import gpu_node, inference_pod, nodeclaim_for, nodepool, training_pod
 from sim.clock import rfc3339
@@ -98,6 +99,18 @@ def test_the_hold_goes_as_soon_as_a_pod_runs_on_the_replacement(world: World) ->
     assert len(released) == 1
     assert f"its pods run on {NEW_NODE}" in released[0]["reason"]
     assert holds(world, claim["metadata"]["name"]) == (None, None)
+
+
+def test_a_hold_taken_back_with_a_reason_goes_at_once(world: World) -> None:
+    claim = launched(world)
+    register(world, claim)
+    name = claim["metadata"]["name"]
+    recorder = Recorder(world.deps(), "release")
+    read = world.sim.get("NodeClaim", name)
+    assert read is not None
+    assert take_back_hold(recorder, read, reason="the disruption was released") == name
+    assert holds(world, name) == (None, None)
+    assert [(a["type"], a["reason"]) for a in recorder.actions] == [("hold-released", "the disruption was released")]
 
 
 def test_an_owners_do_not_disrupt_on_another_nodeclaim_is_never_touched(world: World) -> None:

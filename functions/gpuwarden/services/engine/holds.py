@@ -42,26 +42,27 @@ def _in_use(kube: KubePort, node: str) -> bool:
     )
 
 
-def take_back_hold(recorder: Recorder, claim: dict[str, Any]) -> str | None:
+def take_back_hold(recorder: Recorder, claim: dict[str, Any], *, reason: str | None = None) -> str | None:
     """Take back gpuwarden's hold on the NodeClaim ``claim`` (as read from the API) when a workload
-    pod runs on its node or its ``gpuwarden.io/hold-until`` has passed: from the claim and from its
-    node, recorded as `hold-released`. Answers the claim's name, or None: the hold stays, or the
-    claim carries none of gpuwarden's."""
+    pod runs on its node or its ``gpuwarden.io/hold-until`` has passed, or at once when the caller
+    gives its ``reason`` (the replacement is no longer wanted): from the claim and from its node,
+    recorded as `hold-released` with the reason. Answers the claim's name, or None: the hold
+    stays, or the claim carries none of gpuwarden's."""
     kube, now = recorder.deps.kube, recorder.deps.clock()
     meta = claim.get("metadata") or {}
     until = (meta.get("annotations") or {}).get(ann.HOLD_UNTIL)
     if until is None:
         return None
     name, node = str(meta.get("name")), (claim.get("status") or {}).get("nodeName")
-    used = bool(node) and _in_use(kube, str(node))
-    if not used and isoparse(str(until)) > now:
+    used = reason is None and bool(node) and _in_use(kube, str(node))
+    if reason is None and not used and isoparse(str(until)) > now:
         return None
     with contextlib.suppress(NotFound):
         kube.patch_nodeclaim(name, annotate({DO_NOT_DISRUPT: None, ann.HOLD_UNTIL: None}), None)
     if node:
         with contextlib.suppress(NotFound):
             kube.patch_node(str(node), annotate({DO_NOT_DISRUPT: None}), None)
-    why = f"its pods run on {node}" if used else f"replacement.hold_minutes passed at {until}"
+    why = reason or (f"its pods run on {node}" if used else f"replacement.hold_minutes passed at {until}")
     recorder.add(ActionType.HOLD_RELEASED, target=NODECLAIM + name, reason=why)
     return name
 
