@@ -44,9 +44,10 @@ def eks_token(cluster: str, region: str) -> str:
 
 
 def eks_api_client(cluster: str, region: str) -> Any:
-    from kubernetes import client
-
     from gpuwarden.adapters import sdk
+    from gpuwarden.adapters.kube_client import kubernetes_client
+
+    client = kubernetes_client()  # not kubernetes.config: a token, never a kubeconfig
 
     with aws_call(f"EKS DescribeCluster {cluster} ({region})"):
         described = sdk.client("eks", region).describe_cluster(name=cluster)["cluster"]
@@ -64,7 +65,7 @@ def eks_api_client(cluster: str, region: str) -> Any:
             config.api_key_prefix = {"authorization": "Bearer"}
             issued[0] = time.monotonic()
 
-    configuration.refresh_api_key_hook = refresh  # type: ignore[assignment]
+    configuration.refresh_api_key_hook = refresh
     with aws_call(f"EKS token for {cluster} (STS presign, {region})"):
         refresh(configuration)
     return client.ApiClient(configuration)
