@@ -175,24 +175,14 @@ def still_there(world: World) -> None:
     world.sim.create(training_pod("late-0", world.node(NODE_OF_SAMPLES), gpus=2, checkpoint="annotate"))
 
 
-def own_pool_failed(world: World, policy: Policy | None = None, *, others: bool = True) -> tuple[dict[str, Any], str]:
-    """A Spot warning's replacement in the node's own pool marked Launched=False, with a trainer
-    still on the node and (``others``) two more pools that admit the pods (weights 10 and 50).
-    Answers the notice's result and the failed claim's name."""
-    if others:
-        tiers_of(world, ("gpu-od-low", 10), ("gpu-od-high", 50))
-    result = spot_warned(world, policy)
+def test_a_replacement_that_did_not_launch_is_replaced_in_the_next_pool_by_weight(world: World) -> None:
+    # Given two other pools that admit the pods (weights 10 and 50) and a trainer still on the node
+    tiers_of(world, ("gpu-od-low", 10), ("gpu-od-high", 50))
+    result = spot_warned(world)
     first = record_of(world)["gpuwarden.io/replacement"].removeprefix("nodeclaim/")
     still_there(world)
+    # When Karpenter marks the node's own pool's replacement Launched=False
     not_launched(world, first)
-    return result, first
-
-
-def test_a_replacement_that_did_not_launch_is_replaced_in_the_next_pool_by_weight(world: World) -> None:
-    # Given two other pools that admit the pods, and Karpenter marking the node's own pool's
-    # replacement Launched=False
-    result, first = own_pool_failed(world)
-    # When the next round reads it
     actions = next_round(world, result)
     # Then the failed claim is deleted and the next NodeClaim comes from the heavier other pool
     (again,) = [a for a in actions if a["type"] == "replacement"]
@@ -214,9 +204,13 @@ def test_a_replacement_that_did_not_launch_is_replaced_in_the_next_pool_by_weigh
 
 
 def test_when_every_pool_fails_the_attempts_run_out_recorded_and_the_drain_still_finishes(world: World) -> None:
+    tiers_of(world, ("gpu-od-low", 10), ("gpu-od-high", 50))
+    result = spot_warned(world)
+    first = record_of(world)["gpuwarden.io/replacement"].removeprefix("nodeclaim/")
+    still_there(world)
     # own pool: Launched=False; the next (gpu-od-high): deleted by Karpenter, as its launch
     # controller does on InsufficientCapacityError; the last (gpu-od-low): Launched=False
-    result, first = own_pool_failed(world)
+    not_launched(world, first)
     (second,) = [
         a["target"].removeprefix("nodeclaim/") for a in next_round(world, result) if a["type"] == "replacement"
     ]
@@ -247,7 +241,10 @@ def test_when_every_pool_fails_the_attempts_run_out_recorded_and_the_drain_still
 
 
 def test_with_no_other_pool_left_the_failure_names_each_pools_reason(world: World) -> None:
-    result, first = own_pool_failed(world, others=False)
+    result = spot_warned(world)
+    first = record_of(world)["gpuwarden.io/replacement"].removeprefix("nodeclaim/")
+    still_there(world)
+    not_launched(world, first)
     (failed,) = [a for a in next_round(world, result) if a["type"] == "replacement-failed"]
     assert failed["reason"].endswith(
         f"no NodePool can take the replacement: NodePool gpu-training: NodeClaim {first} did not launch there"
@@ -257,7 +254,11 @@ def test_with_no_other_pool_left_the_failure_names_each_pools_reason(world: Worl
 
 def test_attempts_are_bounded_by_the_policy(world: World) -> None:
     two = Policy.model_validate({"cluster": "ml-prod", "replacement": {"attempts": 2}})
-    result, _ = own_pool_failed(world, two)
+    tiers_of(world, ("gpu-od-low", 10), ("gpu-od-high", 50))
+    result = spot_warned(world, two)
+    first = record_of(world)["gpuwarden.io/replacement"].removeprefix("nodeclaim/")
+    still_there(world)
+    not_launched(world, first)
     (again,) = [a for a in next_round(world, result, two) if a["type"] == "replacement"]
     not_launched(world, again["target"].removeprefix("nodeclaim/"))
     (failed,) = [a for a in next_round(world, result, two) if a["type"] == "replacement-failed"]

@@ -44,10 +44,9 @@ def eks_token(cluster: str, region: str) -> str:
 
 
 def eks_api_client(cluster: str, region: str) -> Any:
-    from gpuwarden.adapters import sdk
-    from gpuwarden.adapters.kube_client import kubernetes_client
+    from kubernetes import client
 
-    client = kubernetes_client()  # not kubernetes.config: a token, never a kubeconfig
+    from gpuwarden.adapters import sdk
 
     with aws_call(f"EKS DescribeCluster {cluster} ({region})"):
         described = sdk.client("eks", region).describe_cluster(name=cluster)["cluster"]
@@ -65,7 +64,7 @@ def eks_api_client(cluster: str, region: str) -> Any:
             config.api_key_prefix = {"authorization": "Bearer"}
             issued[0] = time.monotonic()
 
-    configuration.refresh_api_key_hook = refresh
+    configuration.refresh_api_key_hook = refresh  # type: ignore[assignment]
     with aws_call(f"EKS token for {cluster} (STS presign, {region})"):
         refresh(configuration)
     return client.ApiClient(configuration)

@@ -14,11 +14,7 @@ from gpuwarden.adapters.errors import cluster_unreachable
 def client_from_kubeconfig(path: str, context: str | None = None) -> Any:
     """An ApiClient for a kubeconfig file (local runs, the simulator, non-EKS clusters)."""
     import yaml
-
-    from gpuwarden.adapters.kube_client import kubernetes_client
-
-    client = kubernetes_client()
-    from kubernetes import config  # only here: loading a kubeconfig is the local path's
+    from kubernetes import client, config
 
     configuration = client.Configuration()
     try:
