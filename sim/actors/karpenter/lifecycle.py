@@ -124,7 +124,13 @@ class LifecycleController:
             gpus=GPUS.get(itype, 8),
             gpu_taint=any(t.get("key") == GPU for t in spec.get("taints") or []),
         )
+        # registration's syncNode: the claim's labels and annotations onto its node (lo.Assign), so a
+        # hold or any other annotation written on the claim before it registers travels with it
         node["metadata"]["labels"].update(meta_of(claim).get("labels") or {})
+        node["metadata"]["annotations"] = {
+            **(node["metadata"].get("annotations") or {}),
+            **(meta_of(claim).get("annotations") or {}),
+        }
         node["metadata"]["finalizers"] = [FINALIZER]
         uid = claim["metadata"]["uid"]
         node["metadata"]["ownerReferences"] = [

@@ -134,33 +134,49 @@ def _in_use(kube: KubePort, node: str) -> bool:
     )
 
 
-def _release(recorder: Recorder, claim: dict[str, Any]) -> str | None:
+def _release(recorder: Recorder, claim: dict[str, Any], *, every_mark: bool = False) -> str | None:
     """Take back gpuwarden's hold on ``claim`` when its pods run on its node or its time has passed
-    (None: it stays, or there is none)."""
+    (None: it stays, or there is none). With ``every_mark`` (`gpuwarden release`, the way back) at
+    once, and every `gpuwarden.io/` annotation of the claim with it: Karpenter's registration copies
+    a claim's annotations onto its node, so a claim not yet registered would otherwise bring them
+    back onto the node after the release (docs/rollback.md)."""
     kube, now = recorder.deps.kube, recorder.deps.clock()
     meta = claim.get("metadata") or {}
-    until = (meta.get("annotations") or {}).get(ann.HOLD_UNTIL)
-    if until is None:
+    notes = meta.get("annotations") or {}
+    until = notes.get(ann.HOLD_UNTIL)
+    ours = [k for k in notes if k.startswith(ann.PREFIX)] if every_mark else [ann.HOLD_UNTIL]
+    if until is None and not (every_mark and ours):
         return None
     name, node = str(meta.get("name")), (claim.get("status") or {}).get("nodeName")
-    used = bool(node) and _in_use(kube, str(node))
-    if not used and isoparse(str(until)) > now:
+    used = not every_mark and bool(node) and _in_use(kube, str(node))
+    if not every_mark and not used and isoparse(str(until)) > now:
         return None
+    held = [DO_NOT_DISRUPT] if until is not None else []  # an owner's do-not-disrupt is never touched
     with contextlib.suppress(NotFound):
-        kube.patch_nodeclaim(name, annotate({DO_NOT_DISRUPT: None, ann.HOLD_UNTIL: None}), None)
-    if node:
+        kube.patch_nodeclaim(name, annotate(dict.fromkeys([*held, *ours])), None)
+    if node and held:
         with contextlib.suppress(NotFound):
             kube.patch_node(str(node), annotate({DO_NOT_DISRUPT: None}), None)
-    why = f"its pods run on {node}" if used else f"replacement.hold_minutes passed at {until}"
+    why = (
+        "taken back by release: " + ", ".join([*held, *sorted(ours)])
+        if every_mark
+        else f"its pods run on {node}"
+        if used
+        else f"replacement.hold_minutes passed at {until}"
+    )
     recorder.add(ActionType.HOLD_RELEASED, target=NODECLAIM + name, reason=why)
     return name
 
 
-def release_holds(recorder: Recorder) -> list[str]:
+def release_holds(recorder: Recorder, *, every_mark: bool = False, node: str | None = None) -> list[str]:
     """The reconcile: take back the hold of every replacement gpuwarden launched whose pods run on
     it now, or whose ``replacement.hold_minutes`` have passed, from the NodeClaim and from its node,
-    only where gpuwarden's hold is (docs/cluster.md). Answers the claims released."""
-    released = [_release(recorder, claim) for claim in recorder.deps.kube.list_nodeclaims()]
+    only where gpuwarden's hold is (docs/cluster.md). With ``every_mark`` (`gpuwarden release`):
+    every hold at once, with the claim's other marks; with ``node``, only the claim of that node.
+    Answers the claims released."""
+    claims = recorder.deps.kube.list_nodeclaims()
+    claims = [c for c in claims if node is None or (c.get("status") or {}).get("nodeName") == node]
+    released = [_release(recorder, claim, every_mark=every_mark) for claim in claims]
     return [name for name in released if name is not None]
 
 
