@@ -33,6 +33,16 @@ def plane() -> Iterator[Plane]:
         yield running
 
 
+@pytest.fixture(autouse=True)
+def _scene_audit(request: pytest.FixtureRequest) -> None:
+    """Each scene reads only its own requests (`Plane.mark_audit`): names repeat across scenes on
+    one plane. Marked here, before any of the scene's fixtures, so no scene can forget it; a test
+    that does not use the session's plane does not start it."""
+    if "plane" in request.fixturenames:
+        plane: Plane = request.getfixturevalue("plane")
+        plane.mark_audit()
+
+
 @pytest.fixture(scope="session")
 def aws() -> Iterator[AwsWorld]:
     with start_moto() as world:
