@@ -124,7 +124,7 @@ def _marks(node: dict[str, Any]) -> dict[str, Any]:
 
 #: labels a cloud provider adds of its own at launch: the KWOK provider's (the simulator models the
 #: AWS provider's Karpenter, whose own karpenter.k8s.aws/* labels it does not add either)
-_PROVIDERS_OWN = ("karpenter.kwok.sh/", "kwok.x-k8s.io/", "kwok-partition", "eks-node-viewer/")
+_PROVIDERS_OWN: tuple[str, ...] = ("karpenter.kwok.sh/", "kwok.x-k8s.io/", "kwok-partition", "eks-node-viewer/")
 _PROVIDERS_OWN += ("kubernetes.io/hostname",)
 ZONE = "topology.kubernetes.io/zone"
 

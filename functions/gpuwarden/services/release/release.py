@@ -24,12 +24,13 @@ from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.errors import NotFound
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.engine.context import Deps, Recorder
+from gpuwarden.services.engine.holds import NODECLAIM, release_holds
 from gpuwarden.services.engine.karpenter import release_pod_patch
-from gpuwarden.services.engine.replace import NODECLAIM, release_holds
 from gpuwarden.services.engine.result import Result
 from gpuwarden.services.engine.writes import Patch, annotate, release_node, update_pod
 
 KIND = "manual"
+RELEASED = "taken back by gpuwarden release: do-not-disrupt and every gpuwarden.io/ annotation of the claim"
 #: The checkpoint handshake's marks on a pod, which a release takes back (the request gpuwarden
 #: wrote and the workload's acknowledgement of it); the owner's opt-in annotations stay.
 POD_MARKS = (ann.CHECKPOINT_REQUESTED, ann.CHECKPOINT_EVENT, ann.CHECKPOINT_FAILED, ann.CHECKPOINT_DONE)
@@ -79,7 +80,7 @@ def release(
         nodes = deps.kube.list_nodes()
     touched = [n.name for n in nodes if _release_node(recorder, n)]
     # the replacements' own holds (NodeClaim and node), taken back at once: the reconcile's function
-    touched += [NODECLAIM + name for name in release_holds(recorder, every_mark=True, node=node_name)]
+    touched += [NODECLAIM + name for name in release_holds(recorder, reason=RELEASED, node=node_name)]
     recorder.flush()
     where = node_name or f"{len(nodes)} node(s)"
     if not touched:
