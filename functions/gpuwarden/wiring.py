@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from gpuwarden.config import Settings, load_policy
-from gpuwarden.domain.errors import ClusterUnreachable, GpuwardenError
+from gpuwarden.domain.errors import CloudError, CloudNotFound, ClusterUnreachable, GpuwardenError
 from gpuwarden.domain.policy import Policy
 from gpuwarden.domain.ports import CloudPort, HttpPort, KubePort, LedgerPort, SchedulerPort
 from gpuwarden.services.engine.context import Deps, utcnow
@@ -68,7 +68,18 @@ def kube_api_client(settings: Settings, policy: Policy) -> Any:
         )
     from gpuwarden.adapters.eks_auth import eks_api_client
 
-    return eks_api_client(policy.cluster, settings.region)
+    try:
+        return eks_api_client(policy.cluster, settings.region)
+    except CloudNotFound as err:  # both causes: no kubeconfig named, and EKS has no such cluster
+        raise ClusterUnreachable(
+            f"no cluster: KUBECONFIG is not set, so gpuwarden asked EKS in {settings.region} (the AWS "
+            f"settings) for cluster {policy.cluster}, and EKS has no such cluster: {err}"
+        ) from err
+    except CloudError as err:  # the same type (decisions read it), the message naming both causes
+        said = type(err)(
+            f"KUBECONFIG is not set, so gpuwarden asked EKS in {settings.region} for cluster {policy.cluster}: {err}"
+        )
+        raise (said.after_retries() if err.retried else said) from err
 
 
 def ledger_for(settings: Settings) -> LedgerPort:

@@ -30,6 +30,19 @@ from infra.config import DEFAULT_INTERRUPTION_CONCURRENCY
 
 
 @dataclass(frozen=True)
+class AsyncInvoke:
+    """Lambda's own retries of an asynchronous invocation that failed (AWS::Lambda::EventInvokeConfig),
+    chosen per kind of input; every row and its reason is in docs/deploy.md#lambdas-own-retries."""
+
+    #: retries after the first failed attempt (Lambda waits about 1 min, then 2 min)
+    retry_attempts: int
+    #: an event older than this is not tried again: it goes to the on-failure queue (alarmed)
+    max_event_age_seconds: int
+    #: why these numbers for the inputs this function takes
+    reason: str
+
+
+@dataclass(frozen=True)
 class FunctionSpec:
     name: str  # construct id, e.g. "Interruption"
     handler: str  # dotted path inside functions/
@@ -38,8 +51,8 @@ class FunctionSpec:
     reserved_concurrency: int
     timeout_seconds: int = 300
     memory_mb: int = 256
-    #: invoked asynchronously (EventBridge, Scheduler): 2 retries, 1 h max age, on-failure DLQ
-    invoked_async: bool = False
+    #: invoked asynchronously (EventBridge, Scheduler): Lambda's own retries, an on-failure queue
+    invoked_async: AsyncInvoke | None = None
     #: who invokes it synchronously (not invoked_async): a Lambda DLQ would never receive anything
     sync_caller: str = ""
 
@@ -49,7 +62,15 @@ INTERRUPTION = FunctionSpec(
     "gpuwarden.handlers.interruption.handler",
     "EC2 spot warnings, rebalance recommendations, state changes: cordon, replace, start the drain",
     reserved_concurrency=DEFAULT_INTERRUPTION_CONCURRENCY,  # context interruptionConcurrency
-    invoked_async=True,
+    invoked_async=AsyncInvoke(
+        retry_attempts=1,
+        max_event_age_seconds=120,
+        reason=(
+            "a Spot warning's notice is 120 s: one retry (about a minute later) still finds the instance; "
+            "a retry after the deadline would drain a node EC2 did not take, which is worse than none. "
+            "After the mark a failure is handed to the drain workflow, not retried here"
+        ),
+    ),
 )
 DRAIN = FunctionSpec(
     "Drain",
@@ -59,17 +80,46 @@ DRAIN = FunctionSpec(
     sync_caller="the drain workflow (Step Functions LambdaInvoke, RequestResponse; throttles and errors retried there)",
 )
 GPU_IDLE = FunctionSpec(
-    "GpuIdle", "gpuwarden.handlers.gpu_signals.handler", "GPU-idle reclaim", reserved_concurrency=5, invoked_async=True
+    "GpuIdle",
+    "gpuwarden.handlers.gpu_signals.handler",
+    "GPU-idle reclaim",
+    reserved_concurrency=5,
+    invoked_async=AsyncInvoke(
+        retry_attempts=2,
+        max_event_age_seconds=600,
+        reason=(
+            "an alarm or an alert is evidence of now (an alert is not re-checked against CloudWatch): "
+            "retried within 10 min (gpu_health.repair_after's default), never acted on once it is stale"
+        ),
+    ),
 )
 MAINTENANCE = FunctionSpec(
     "Maintenance",
     "gpuwarden.handlers.planning.handler",
     "AWS Health scheduled changes",
     reserved_concurrency=5,
-    invoked_async=True,
+    invoked_async=AsyncInvoke(
+        retry_attempts=2,
+        max_event_age_seconds=6 * 3600,
+        reason=(
+            "a scheduled change is announced days ahead and planning it is idempotent: every retry "
+            "Lambda allows, as long as it allows (6 h)"
+        ),
+    ),
 )
 WINDOWS = FunctionSpec(
-    "Windows", "gpuwarden.handlers.scheduled.handler", "Budget windows", reserved_concurrency=2, invoked_async=True
+    "Windows",
+    "gpuwarden.handlers.scheduled.handler",
+    "Budget windows",
+    reserved_concurrency=2,
+    invoked_async=AsyncInvoke(
+        retry_attempts=2,
+        max_event_age_seconds=3600,
+        reason=(
+            "a window tick is level-triggered (the windows are read from the clock when it runs): a "
+            "retried tick is fine; after 1 h the periodic reconcile has converged the NodePools anyway"
+        ),
+    ),
 )
 RUNBOOK = FunctionSpec(
     "Runbook",
@@ -79,8 +129,8 @@ RUNBOOK = FunctionSpec(
     sync_caller="operators (gpuwarden runbook --remote) and the SSM Automation documents, RequestResponse",
 )
 
-ASYNC_RETRY_ATTEMPTS = 2
-ASYNC_MAX_EVENT_AGE = Duration.hours(1)
+#: Every function's spec, in the order the stack adds them.
+SPECS = (INTERRUPTION, DRAIN, GPU_IDLE, MAINTENANCE, WINDOWS, RUNBOOK)
 
 L1_REASON = (
     "Python 3.13 on purpose: the layer's and the code's .pyc files are compiled by CPython 3.13 "
@@ -155,7 +205,7 @@ class GpuwardenFunction(Construct):
         self.log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_MONTH, **log_group_key(self))
         self.failures: DeadLetterQueue | None = None
         async_options: dict[str, object] = {}
-        if spec.invoked_async:
+        if spec.invoked_async is not None:
             self.failures = DeadLetterQueue(
                 self,
                 "FailedInvocations",
@@ -163,8 +213,8 @@ class GpuwardenFunction(Construct):
                 alarms=shared.alarms,
             )
             async_options = {
-                "retry_attempts": ASYNC_RETRY_ATTEMPTS,
-                "max_event_age": ASYNC_MAX_EVENT_AGE,
+                "retry_attempts": spec.invoked_async.retry_attempts,
+                "max_event_age": Duration.seconds(spec.invoked_async.max_event_age_seconds),
                 "on_failure": destinations.SqsDestination(self.failures.queue),
             }
         self.function = lambda_.Function(

@@ -106,8 +106,9 @@ def _nothing_lost(plane: Plane, c: Cluster, result: dict[str, Any], pods: list[d
     assert acks, "the trainer never answered"
     assert times(acks, subresource=None, name=trainer, code=200)[0] < evicted_at
     claim = replacement_claim(c.node(node))
+    # this scene's claim only: the scenes share one plane, and so one audit log
     creates = [e for e in ours if e["verb"] == "create" and e["objectRef"].get("resource") == "nodeclaims"]
-    assert len([e for e in creates if e.get("responseStatus", {}).get("code") == 201]) == 1, dump(creates)
+    assert len(times(creates, subresource=None, name=claim, code=201)) == 1, dump(creates)
     claim_ready(c, claim)
 
 
@@ -124,13 +125,8 @@ def test_a_spot_drain_outlives_the_api_server_stopped_for_20_s(plane: Plane, aws
     _spot_drain_through(plane, aws, tmp_path, "sigstop", stop_for_a_while)
 
 
-ISSUE_34 = (
-    "issue 34 (branch lost, in progress): a failure after the mark is lost: the API server down for "
-    "seconds outlasts the client's retries (connection refused), and `invoke` answers failed with no "
-    "actions and node null although it had cordoned, marked and asked; the drain is not handed on"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=ISSUE_34)
 def test_a_spot_drain_outlives_an_api_server_restart(plane: Plane, aws: AwsWorld, tmp_path: Path) -> None:
-    _spot_drain_through(plane, aws, tmp_path, "restart", lambda: plane.restart(APISERVER))
+    # the restart outlasts the client's retries (connection refused): after the mark, the rounds
+    # are handed on and wait it out (docs/reliability.md#after-the-mark)
+    result, _c, _pods, _node = _spot_drain_through(plane, aws, tmp_path, "restart", lambda: plane.restart(APISERVER))
+    assert result["node"] is not None, result

@@ -122,19 +122,6 @@ def test_interruption_function_starts_the_drain_and_has_reserved_concurrency(syn
     )
 
 
-def test_interruption_async_invocations_retry_twice_then_go_to_a_queue(synth: Synth) -> None:
-    fn_id, _ = _function(synth, INTERRUPTION_HANDLER)
-    synth.template.has_resource_properties(
-        "AWS::Lambda::EventInvokeConfig",
-        {
-            "FunctionName": {"Ref": fn_id},
-            "MaximumRetryAttempts": 2,
-            "MaximumEventAgeInSeconds": 3600,
-            "DestinationConfig": {"OnFailure": {"Destination": {"Fn::GetAtt": [Match.any_value(), "Arn"]}}},
-        },
-    )
-
-
 def test_each_function_has_its_own_role_and_a_one_month_log_group(synth: Synth) -> None:
     functions = synth.resources("AWS::Lambda::Function").values()
     roles = {json.dumps(f["Properties"]["Role"]) for f in functions}

@@ -223,3 +223,53 @@ def test_an_api_server_that_keeps_answering_503_is_a_failed_json_result_after_th
     # Then the failed JSON says the API call failed after its retries, and nothing was written
     assert_failed(code, result, "spot-interruption", "Kubernetes API call failed after its retries", "503")
     assert writes == []
+
+
+def test_no_kubeconfig_with_aws_settings_and_no_such_eks_cluster_says_both_and_claims_no_retries(
+    tmp_path: Path,
+) -> None:
+    # Given AWS settings (credentials, a region, an endpoint: moto) and no KUBECONFIG, and no EKS cluster
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        code, result, _ = invoke(
+            "spot-interruption.json",
+            tmp_path,
+            AWS_REGION="us-west-2",
+            AWS_ACCESS_KEY_ID="testing",
+            AWS_SECRET_ACCESS_KEY="testing",
+            AWS_ENDPOINT_URL=f"http://{host}:{port}",
+        )
+    finally:
+        server.stop()
+    # Then the reason names both causes: no KUBECONFIG, and EKS has no such cluster (an answer, not a fault)
+    assert_failed(code, result, "spot-interruption", "no cluster reachable", "KUBECONFIG is not set", "ml-prod")
+    assert "ResourceNotFoundException" in result["reason"], result["reason"]
+    assert "after its retries" not in result["reason"], result["reason"]
+
+
+def test_release_of_a_node_that_is_not_there_is_not_found_and_claims_no_retries(tmp_path: Path) -> None:
+    # Given a cluster without a node named "typo"
+    from sim import KubeSim
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GPUWARDEN_", "KUBECONFIG", "DRY_RUN"))}
+    with KubeSim(clock_speed=1.0) as sim:
+        env = base | {"KUBECONFIG": str(sim.kubeconfig_path), "GPUWARDEN_CLUSTER": "ml-prod"}
+        # When `gpuwarden release --node typo` runs
+        completed = subprocess.run(
+            [str(GPUWARDEN), "release", "--node", "typo"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+    result = json.loads(completed.stdout)
+    # Then it fails with its own reason: not found, and no retries claimed
+    assert completed.returncode == 1, result
+    assert result["outcome"] == "failed", result
+    assert result["reason"].startswith("not found in the cluster: node typo is not in cluster ml-prod"), result
+    assert "after its retries" not in result["reason"], result["reason"]

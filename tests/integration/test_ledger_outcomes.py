@@ -157,14 +157,16 @@ def test_a_failed_notice_is_recorded_as_failed_with_what_failed(world: World) ->
 def test_a_redelivery_that_finishes_after_a_partial_failure_is_handled_with_the_failure_as_history(
     world: World,
 ) -> None:
-    # Given a Spot warning whose first delivery cordoned the node, then met 5xx on listing its pods
-    # for longer than the client's retries
+    # Given a Spot warning whose first delivery cordoned the node, then was refused (403: retrying
+    # cannot fix it, so it is not handed on to the drain workflow) listing its pods
     scenario = spot_node(world.sim)
-    world.sim.faults.inject(status=503, method="GET", path=r"/api/v1/pods", count=6)
+    world.sim.faults.inject(status=403, method="GET", path=r"/api/v1/pods", count=1)
     event = spot(world)
     first = deliver(world, event)
     assert first["outcome"] == "failed", first
     assert world.node(scenario.node)["spec"].get("unschedulable") is True  # the cordon was done
+    assert [a["type"] for a in first["actions"]] == ["cordon"], first  # and the failed answer keeps it
+    assert first["node"] == scenario.node, first
     # When the event is delivered again (EventBridge / Lambda's async retry) and finishes the work
     second = deliver(world, event)
     # Then that answer is handled, not duplicate, and the ledger keeps the failure as history
@@ -223,6 +225,7 @@ def test_answers_are_written_to_the_ledger_only_by_the_result_module() -> None:
     assert {rel for rel, _ in answers} <= {
         "notices/maintenance.py",
         "notices/capacity.py",
+        "notices/expiry.py",
         "windows/windows.py",
         "runbook/actions.py",
     }, answers

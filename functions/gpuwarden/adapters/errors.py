@@ -10,7 +10,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
-from gpuwarden.domain.errors import CloudError, CloudUnreachable, ClusterUnreachable, GpuwardenError, NoCredentials
+from gpuwarden.domain.errors import (
+    CloudError,
+    CloudNotFound,
+    CloudUnreachable,
+    ClusterUnreachable,
+    GpuwardenError,
+    NoCredentials,
+)
 
 E = TypeVar("E", bound=GpuwardenError)
 
@@ -37,7 +44,23 @@ def aws_error(err: Exception, call: str, *, base: type[CloudError] | type[E] = C
         return NoCredentials(f"{call}: no AWS region configured (AWS_REGION): {err}")
     if isinstance(err, EndpointConnectionError | ConnectTimeoutError | ReadTimeoutError | ConnectionClosedError):
         return CloudUnreachable(f"{call}: AWS endpoint unreachable: {err}")
-    return base(f"{call}: {err}")
+    code, retries = _answer(err)
+    if "NotFound" in code:  # the API's error code (ResourceNotFoundException, InvalidInstanceID.NotFound, …)
+        return CloudNotFound(f"{call}: {err}")
+    typed = base(f"{call}: {err}")
+    return typed.after_retries() if retries else typed
+
+
+def _answer(err: Exception) -> tuple[str, int]:
+    """The AWS error code of an API answer, and how often the SDK retried the call (its response
+    metadata's ``RetryAttempts``); ("", 0) for anything that is not an answer."""
+    from botocore.exceptions import ClientError
+
+    if not isinstance(err, ClientError):
+        return "", 0
+    response = err.response or {}
+    code = str((response.get("Error") or {}).get("Code") or "")
+    return code, int((response.get("ResponseMetadata") or {}).get("RetryAttempts") or 0)
 
 
 @contextmanager

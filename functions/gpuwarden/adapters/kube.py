@@ -143,8 +143,8 @@ class KubeClient:
             except _Transient as err:
                 if attempt == self._attempts:
                     if err.status is None:  # never reached the API server
-                        raise cluster_unreachable(self._host, err) from err
-                    raise KubeError(f"{err} (after {attempt} attempts)", status=err.status) from err
+                        raise cluster_unreachable(self._host, err).after_retries() from err
+                    raise KubeError(f"{err} (after {attempt} attempts)", status=err.status).after_retries() from err
                 wait = err.retry_after if err.retry_after is not None else delay * (0.5 + random.random())  # noqa: S311
                 logger.debug("kube retry", extra={"path": path, "attempt": attempt, "error": str(err)})
                 self._sleep(wait)

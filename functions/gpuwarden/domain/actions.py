@@ -84,6 +84,9 @@ class ActionType(StrEnum):
     NODEPOOL_FAILED = "nodepool-failed"
     #: the GPU-health breaker kept the node untouched (its pool is at gpu_health.max_unhealthy_percent)
     HELD_BACK = "held-back"
+    #: after the mark, the run's own work failed for a reason retrying may fix: what was left of it
+    #: went to the drain workflow (docs/reliability.md#after-the-mark)
+    HANDED_ON = "handed-on"
 
     @property
     def event_reason(self) -> str | None:
@@ -128,6 +131,7 @@ _SPECS: dict[ActionType, _Spec] = {
     ActionType.RELEASE: _Spec("GpuwardenUncordoned"),
     ActionType.RETIRE_SKIPPED: _Spec("NodeNotRetired"),
     ActionType.HELD_BACK: _Spec("GpuHealthHeldBack", warning=True, metric=Metric.GPU_HEALTH_HELD_BACK),
+    ActionType.HANDED_ON: _Spec("DrainHandedOn", warning=True),
 }
 
 

@@ -2,9 +2,31 @@
 
 from __future__ import annotations
 
+from typing import Any, Self
+
 
 class GpuwardenError(Exception):
-    """Base of every error gpuwarden raises on purpose."""
+    """Base of every error gpuwarden raises on purpose.
+
+    ``node`` and ``actions``: what the run had found and done when it failed (`done_so_far`), so
+    that a failed answer keeps the steps that were taken (docs/results.md)."""
+
+    node: str | None = None
+    actions: tuple[dict[str, Any], ...] = ()
+    #: The call was tried again before this was raised (the client's or the SDK's own retries): only
+    #: then does the reason say "after its retries" (`engine.failures.what_failed`).
+    retried: bool = False
+
+    def after_retries(self) -> Self:
+        """This error, marked as raised once the retries were spent."""
+        self.retried = True
+        return self
+
+    def done_so_far(self, node: str | None, actions: list[dict[str, Any]]) -> Self:
+        """This error, carrying the node and the actions of the run it ended."""
+        self.node = node or self.node
+        self.actions = tuple(actions)
+        return self
 
 
 class InvalidEvent(GpuwardenError):
@@ -40,7 +62,8 @@ class InvalidSetting(InvalidPolicy):
 
 
 class KubeError(GpuwardenError):
-    """A Kubernetes API call failed after its retries."""
+    """A Kubernetes API call failed: the API server answered an error, or its retries ran out
+    (``retried``)."""
 
     def __init__(self, message: str, *, status: int | None = None) -> None:
         super().__init__(message)
@@ -73,7 +96,12 @@ class EvictionBlocked(KubeError):
 
 
 class CloudError(GpuwardenError):
-    """An AWS call failed after its retries."""
+    """An AWS call failed: the API answered an error, or the SDK's retries ran out (``retried``)."""
+
+
+class CloudNotFound(CloudError):
+    """An AWS API answered that what was asked for does not exist (a `…NotFound…` error code): an
+    answer, not a fault; nothing was retried."""
 
 
 class NoCredentials(CloudError):

@@ -10,24 +10,13 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpuwarden.domain.drain_faults import RoundFacts, drain_failure
+from gpuwarden.domain.drain_faults import drain_failure
 from gpuwarden.domain.errors import GpuwardenError
 from gpuwarden.handlers._runtime import invocation_deps, prepare
-from gpuwarden.kinds.registry import spec_of
 from gpuwarden.observability import logger, metrics
 from gpuwarden.services.dispatch import drain_round
 from gpuwarden.services.engine.context import Deps, Recorder
-from gpuwarden.services.engine.drain import DrainState
-
-
-def facts(state: DrainState) -> RoundFacts:
-    return RoundFacts(
-        node=state.node,
-        voluntary=spec_of(state.kind).voluntary,
-        deadline=state.deadline,
-        left=[*state.blocked, *state.waiting],
-        remaining=state.remaining,
-    )
+from gpuwarden.services.engine.drain import DrainState, round_facts
 
 
 def workflow_round(deps: Deps, event: dict[str, Any]) -> dict[str, Any]:
@@ -35,10 +24,11 @@ def workflow_round(deps: Deps, event: dict[str, Any]) -> dict[str, Any]:
     raw = event.get("state", event)
     state = DrainState.model_validate(raw)
     retries = int(event.get("retry_count", 0)) if "state" in event else 0
+    recorder = Recorder(deps, state.event_id)
     try:
-        next_state = drain_round(Recorder(deps, state.event_id), state)  # settled by its kind
+        next_state = drain_round(recorder, state)  # settled by its kind
     except GpuwardenError as err:
-        mapped = drain_failure(err, facts(state), retries=retries, now=deps.clock())
+        mapped = drain_failure(err, round_facts(recorder, state), retries=retries, now=deps.clock())
         logger.warning("drain round failed", extra={"node": state.node, "error": type(mapped).__name__})
         if mapped is err:
             raise

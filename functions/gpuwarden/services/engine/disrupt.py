@@ -16,10 +16,12 @@ from functools import cache
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.budgets import VoluntaryVerdict, voluntary_verdict
 from gpuwarden.domain.drain import DrainContext, decide_round
+from gpuwarden.domain.errors import GpuwardenError
 from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.domain.windows import voluntary_allowance
 from gpuwarden.services.engine.context import Deps, FanOut, Recorder
+from gpuwarden.services.engine.failures import what_failed
 from gpuwarden.services.engine.node_ops import find_node, not_ours, voluntary_verdict_of
 from gpuwarden.services.engine.pipeline import (
     Disruption,
@@ -29,6 +31,7 @@ from gpuwarden.services.engine.pipeline import (
     Steps,
     Stop,
     guard_and_mark,
+    hand_on,
     run_steps,
 )
 from gpuwarden.services.engine.replace import mark_claim
@@ -57,6 +60,14 @@ def disrupt(
             return _stopped(hooks, Stop(notice, recorder, None, not_ours(notice, deps.policy.cluster), why or ""))
     d = Disruption(notice, deps, node, hooks, drain_locally, fan_out=fan_out)
     d.recorder = recorder
+    try:
+        return _marked_and_run(d, why)
+    except GpuwardenError as err:  # the failed answer keeps what was done (docs/results.md)
+        raise err.done_so_far(d.node.name, recorder.actions) from None
+
+
+def _marked_and_run(d: Disruption, why: str | None) -> Result:
+    notice, deps, hooks, node, recorder = d.notice, d.deps, d.hooks, d.node, d.recorder
     voluntary = deps.is_voluntary(notice.kind)
     # An involuntary notice cordons before anything else is read: its plan needs no pods.
     windows = cache(lambda: _allowance(d, voluntary))
@@ -69,8 +80,15 @@ def disrupt(
         return _stopped(hooks, Stop(notice, recorder, marked.node, reason, why, refused=marked.refused is not None))
     if plan.refused:
         recorder.add(ActionType.REFUSED, d.node, reason=plan.refused)
-    ran = run_steps(d, Steps(checkpoint=plan.checkpoint, replace=plan.replace, drain=plan.drain))
+    steps = Steps(checkpoint=plan.checkpoint, replace=plan.replace, drain=plan.drain)
     reason = why if not plan.refused else f"{why}; drain refused: {plan.refused}"
+    try:
+        ran = run_steps(d, steps)
+    except GpuwardenError as err:  # after the mark: the drain workflow owns the drain
+        handed = hand_on(d, steps, err)
+        if handed is None:
+            raise
+        ran, reason = handed, f"{reason}; after the mark, {what_failed(err)}: the drain workflow took over"
     return (hooks.answer or result_of)(d, marked, ran, reason)
 
 

@@ -29,6 +29,7 @@ from gpuwarden.domain.drain import (
     leave_order,
     on_eviction_blocked,
 )
+from gpuwarden.domain.drain_faults import RoundFacts
 from gpuwarden.domain.errors import NotFound
 from gpuwarden.domain.gang_progress import GangHold, Looks
 from gpuwarden.domain.notice import Kind
@@ -64,6 +65,18 @@ class DrainState(BaseModel):
     opted_in: list[str] = []
     checkpointed: list[str] = []
     not_checkpointed: list[str] = []
+
+
+def round_facts(recorder: Recorder, state: DrainState) -> RoundFacts:
+    """What a failed round's input says (`domain.drain_faults`): the node, its kind's class and
+    deadline, what is left on it."""
+    return RoundFacts(
+        node=state.node,
+        voluntary=recorder.deps.is_voluntary(state.kind),
+        deadline=state.deadline,
+        left=[*state.blocked, *state.waiting],
+        remaining=state.remaining,
+    )
 
 
 @dataclass(frozen=True)

@@ -29,13 +29,15 @@ from dataclasses import dataclass, field
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.decide import Plan, nothing_to_do
+from gpuwarden.domain.drain_faults import RETRY, drain_failure, transient_kind
+from gpuwarden.domain.errors import DrainGaveUp, DrainInterrupted, GpuwardenError
 from gpuwarden.domain.gang_progress import Looks
 from gpuwarden.domain.gangs import Gang
 from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.engine.checkpoint import Asking, PreparePod
 from gpuwarden.services.engine.context import Deps, FanOut, Recorder, worker_pool
-from gpuwarden.services.engine.drain import DrainState, Round, drain_step
+from gpuwarden.services.engine.drain import DrainState, Round, drain_step, round_facts
 from gpuwarden.services.engine.gangs import ask_gangs, find_gangs
 from gpuwarden.services.engine.node_ops import mark_node
 from gpuwarden.services.engine.replace import (
@@ -346,14 +348,47 @@ def _report(d: Disruption, rounds: Round) -> Round:
 def drain_to_end(
     recorder: Recorder, state: DrainState, hooks: KindHooks = URGENT, on_round: RoundReport | None = None
 ) -> Round:
-    """The local driver of the rounds (deployed, the Step Functions loop does this). Inside a
-    Lambda with no drain workflow it stops at the time budget, the drain not done. Answers the
-    last state and where the gangs stood over every round."""
-    rounds = Round(state)
+    """The local driver of the rounds (deployed, the Step Functions loop does this, with the same
+    retry: a round that fails for a reason retrying may fix is tried again after `RETRY`'s delay
+    while `drain_failure` leaves room; when it does not, `DrainGaveUp` fails the run as the
+    workflow's `NotDrained` fails the execution, recorded as `drain-blocked` first:
+    docs/architecture.md, "The pipeline"). Inside a Lambda with no drain workflow it stops at
+    the time budget, the drain not done. Answers the last state and where the gangs stood over
+    every round."""
+    rounds, retries = Round(state), 0
     while not rounds.state.done and not recorder.deps.out_of_time:
-        recorder.deps.sleep(rounds.state.wait_seconds)
-        later = round_of(recorder, rounds.state, hooks)
+        recorder.deps.sleep(RETRY.delay(retries - 1) if retries else rounds.state.wait_seconds)
+        try:
+            later = round_of(recorder, rounds.state, hooks)
+        except GpuwardenError as err:
+            mapped = drain_failure(err, round_facts(recorder, rounds.state), retries=retries, now=recorder.deps.clock())
+            if isinstance(mapped, DrainInterrupted):
+                retries += 1
+                continue
+            if isinstance(mapped, DrainGaveUp):  # the workflow's `NotDrained`: the run fails, saying what is left
+                recorder.add(ActionType.DRAIN_BLOCKED, reason=str(mapped), error=type(err).__name__)
+                raise (mapped.after_retries() if retries else mapped) from err
+            raise  # retrying cannot fix it (a 403, a setting): the run fails
+        retries = 0
         rounds = Round(later.state, rounds.looks | later.looks)
         if on_round is not None:
             on_round(rounds.state)
     return rounds
+
+
+def hand_on(d: Disruption, steps: Steps, err: GpuwardenError) -> Ran | None:
+    """After the mark, the drain workflow owns the drain: a failure of this run's own work that
+    retrying may fix (`transient_kind`: the cluster unreachable, 5xx / 429 after the client's
+    retries, write conflicts) hands what is left to it, recorded as `handed-on`; the workflow's
+    rounds ask, evict and delete as they always do. None: not this run's to hand on (a failure
+    retrying cannot fix, no drain planned, a dry run): the notice fails, keeping what was done
+    (docs/reliability.md#after-the-mark)."""
+    if transient_kind(err) is None or not steps.drain or d.deps.dry_run:
+        return None
+    reason = f"{type(err).__name__}: {err}"
+    d.recorder.add(ActionType.HANDED_ON, d.node, reason=reason, error=type(err).__name__)
+    state = _start(d)
+    if _hand_off(d, state):
+        return Ran(state)
+    rest = drain_to_end(d.recorder, state, d.hooks, d.on_round)
+    return Ran(rest.state, rest.looks)

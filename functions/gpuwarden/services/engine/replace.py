@@ -312,8 +312,9 @@ def _launched(
         drop_claim(kube, node.name)
         return _skip(recorder, str(err), strategy=choice.strategy)
     except GpuwardenError as err:
-        drop_claim(kube, node.name)
+        # recorded before the claim is taken back: in an outage that write fails too
         recorder.add(ActionType.REPLACEMENT_FAILED, node, strategy=choice.strategy, reason=str(err))
+        drop_claim(kube, node.name)
         return Replaced(ActionType.REPLACEMENT_FAILED, str(err))
     if value != node.annotations.get(ann.REPLACEMENT):  # the claim was `pending:`: the launch's answer is the record
         _record(kube, node.name, value)

@@ -123,6 +123,9 @@ def record_result(result: Result, deps: Deps) -> Result:
         reason = f"resumed after a failed delivery: {result.reason}"
         result = result.model_copy(update={"outcome": "handled", "reason": reason})
     entry = {"outcome": result.outcome, "kind": result.kind, "node": result.node or "", "reason": result.reason}
+    handed = [a for a in result.actions if a.get("type") == ActionType.HANDED_ON]
+    if handed:  # after the mark, the run's own work failed and the drain workflow took over
+        entry["handed_on"] = str(handed[-1].get("reason", ""))
     if failed_before:
         assert previous is not None
         entry["history"] = _history(previous)
