@@ -18,8 +18,8 @@ their source behaves), stepped on the engine's clock, grown here with what the r
   and the termination controller drains it with the claim's `terminationGracePeriod`. In every arm
   (expiration is not part of the interruption handling).
 
-Without the interruption queue (arm "nothing") Karpenter still provisions and terminates what
-others delete; it takes no interruption message and does not consolidate.
+Without the interruption queue (arm "nothing") Karpenter still provisions, expires, and terminates
+what others delete; it takes no interruption message and does not consolidate.
 """
 
 from __future__ import annotations
