@@ -215,6 +215,22 @@ def events_for(c: Cluster, kind: str, name: str, reason: str) -> list[dict[str, 
 # ----------------------------------------------------------------------------- real Karpenter beside gpuwarden
 
 
+def empty_node_held(c: Cluster, pool: str, since: datetime, timeout: float = 120) -> dict[str, Any]:
+    """Real Karpenter's `DisruptionBlocked` Event on NodePool ``pool`` for an empty node, at or after
+    ``since``: its emptiness consolidation held by a budget (the Event says which)."""
+
+    def held() -> list[dict[str, Any]] | None:
+        found = [
+            e
+            for e in events_for(c, "NodePool", pool, "DisruptionBlocked")
+            if "Empty" in e["message"] and rfc3339(e["lastTimestamp"] or e["eventTime"]) >= since
+        ]
+        return found or None
+
+    first: dict[str, Any] = c.plane.wait_for(f"Karpenter's Empty disruption held on {pool}", held, timeout=timeout)[0]
+    return first
+
+
 def replacement_claim(node: dict[str, Any]) -> str:
     from gpuwarden.domain import annotations as ann
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -19,13 +18,13 @@ from tests.e2e.scene import (
     claims_naming_their_nodes,
     consolidating_pool,
     deployment,
-    events_for,
+    empty_node_held,
     requests_of,
     running,
     scene_cluster,
 )
 from tests.e2e.test_gpu_idle_scene import contributor_alarm, idle_utilization
-from tests.e2e.world import answer, invoke, rfc3339
+from tests.e2e.world import answer, invoke
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -51,15 +50,7 @@ def test_a_budget_of_zero_holds_real_karpenters_consolidation_and_gpuwardens_gpu
         (empty,) = {n["metadata"]["name"] for n in c.nodes()} - {kept_pod["spec"]["nodeName"]}
 
         # Then real Karpenter sees the empty node and is held by the pool's budget
-        def held() -> list[dict[str, Any]] | None:
-            found = [
-                e
-                for e in events_for(c, "NodePool", POOL, "DisruptionBlocked")
-                if "Empty" in e["message"] and rfc3339(e["lastTimestamp"] or e["eventTime"]) >= since
-            ]
-            return found or None
-
-        (blocked, *_) = plane.wait_for("Karpenter held by the pool's budget", held, timeout=90)
+        blocked = empty_node_held(c, POOL, since, timeout=90)
         assert "blocking budget" in blocked["message"], dump(blocked)
 
         # When the fleet alarm's contributor for the empty node goes to ALARM

@@ -19,11 +19,11 @@ from tests.e2e.scene import (
     claims_naming_their_nodes,
     consolidating_pool,
     deployment,
-    events_for,
+    empty_node_held,
     running,
     scene_cluster,
 )
-from tests.e2e.world import CLUSTER, Cluster, answer, invoke, rfc3339
+from tests.e2e.world import CLUSTER, Cluster, answer, invoke
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -80,15 +80,7 @@ def test_a_freeze_written_into_the_nodepool_holds_real_karpenters_consolidation_
         running(c, NS, "app=sweep", 1)
 
         # Then real Karpenter sees the empty node and is held by the budget: both nodes stay
-        def held() -> list[dict[str, Any]] | None:
-            found = [
-                e
-                for e in events_for(c, "NodePool", POOL, "DisruptionBlocked")
-                if "Empty" in e["message"] and rfc3339(e["lastTimestamp"] or e["eventTime"]) >= since
-            ]
-            return found or None
-
-        (blocked, *_) = plane.wait_for("Karpenter held by the freeze's budget", held, timeout=120)
+        blocked = empty_node_held(c, POOL, since)
         assert "blocking budget" in blocked["message"], dump(blocked)
         assert {cl["metadata"]["name"] for cl in c.nodeclaims()} == claims, dump(c.nodeclaims())
         assert not [cl for cl in c.nodeclaims() if cl["metadata"].get("deletionTimestamp")]
