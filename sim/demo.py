@@ -58,9 +58,10 @@ def run_demo(speed: float = 10.0) -> int:
             summaries.append(scene(sim))
         karpenter.stop()
     print("\nSummary")
-    print(f"  {'scene':<20} {'outcome':<9} {'nodes':>5} {'ckpt':>5} {'evicted':>7} {'left of notice':>15}")
+    print(f"  {'scene':<20} {'outcome':<9} {'nodes':>5} {'asked':>5} {'ckpt':>5} {'evicted':>7} {'left of notice':>15}")
     for s in summaries:
         left = "-" if s.seconds_left is None else f"{s.seconds_left:.1f} s"
-        print(f"  {s.scene:<20} {s.outcome:<9} {s.nodes:>5} {s.checkpointed:>5} {s.evicted:>7} {left:>15}")
+        row = f"{s.nodes:>5} {s.asked:>5} {s.checkpointed:>5} {s.evicted:>7} {left:>15}"
+        print(f"  {s.scene:<20} {s.outcome:<9} {row}")
     print(f"\ndemo finished in {time.monotonic() - began:.1f} s real time")
     return 0 if all(s.outcome == "handled" for s in summaries) else 1

@@ -73,10 +73,9 @@ class AnsweredFailures(logging.Filter):
 
 
 class ProgressLine:
-    """`draining ip-…: 12 left, 3 blocked by PDB serving/inference, 2 waiting (checkpoint, grace or
-    turn), 41 s`, updated in place. The drain counts as waiting every pod that is not evicted yet for
-    another reason than a PDB: its checkpoint acknowledgement, the grace period of a pod already
-    asked to leave, or its turn behind pods of lower priority; the line says so, not more."""
+    """`draining ip-…: 12 left, 3 blocked by PDB serving/inference, 2 waiting on a checkpoint, 1 on
+    its gang, 1 in its grace period, 1 waiting its turn, 41 s`, updated in place. Each count is the
+    drain's own: a pod waits on a checkpoint only when it opted in and was asked (docs/cli.md)."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
@@ -85,8 +84,14 @@ class ProgressLine:
     def __call__(self, progress: DrainProgress) -> None:
         parts = [f"draining {progress.node}: {progress.remaining} left"]
         parts += [f"{count} blocked by PDB {pdb}" for pdb, count in sorted(progress.blocked.items())]
-        if progress.waiting:
-            parts.append(f"{progress.waiting} waiting (checkpoint, grace or turn)")
+        if progress.checkpoint:
+            parts.append(f"{progress.checkpoint} waiting on a checkpoint")
+        if progress.gang:
+            parts.append(f"{progress.gang} waiting on their gang's checkpoint")
+        if progress.grace:
+            parts.append(f"{progress.grace} in their grace period")
+        if progress.turn:
+            parts.append(f"{progress.turn} waiting their turn (lower priority first)")
         parts.append(f"{progress.elapsed_seconds:.0f} s")
         self.stream.write("\r\x1b[K" + ", ".join(parts))
         self.open = True
@@ -104,8 +109,8 @@ class ProgressLine:
 def plan_table(plan: list[dict[str, Any]]) -> list[str]:
     """POD / STEP / REASON, one row per pod on the node."""
     width = max([len("POD"), *(len(str(row["pod"])) for row in plan)])
-    lines = [f"{'POD':<{width}}  {'STEP':<6}  REASON"]
-    lines += [f"{row['pod']:<{width}}  {row['step']:<6}  {row['reason']}" for row in plan]
+    lines = [f"{'POD':<{width}}  {'STEP':<7}  REASON"]
+    lines += [f"{row['pod']:<{width}}  {row['step']:<7}  {row['reason']}" for row in plan]
     return lines
 
 

@@ -36,25 +36,37 @@ class SceneSummary:
     scene: str
     outcome: str
     nodes: int
+    #: pods that checkpointed for the scene's notice (acknowledged), of ``asked`` asked by it
     checkpointed: int
     evicted: int
     seconds_left: float | None
+    asked: int = 0
 
     @classmethod
     def of(cls, scene: str, result: dict[str, Any], *, evicted: int | None = None) -> SceneSummary:
         """One node's scene from gpuwarden's answer: the pods it evicted once they had checkpointed,
         every pod it evicted or deleted (``evicted``: counted by the scene itself), the time left."""
         actions = result["actions"]
+        asked, checkpointed = checkpoint_counts(result)
         return cls(
             scene=scene,
             outcome=result["outcome"],
             nodes=1,
-            checkpointed=sum(
-                1 for a in actions if a["type"] == "evict" and a.get("reason") == "checkpoint acknowledged"
-            ),
+            checkpointed=checkpointed,
             evicted=sum(1 for a in actions if a["type"] in ("evict", "delete")) if evicted is None else evicted,
             seconds_left=result.get("seconds_left"),
+            asked=asked,
         )
+
+
+def checkpoint_counts(result: dict[str, Any]) -> tuple[int, int]:
+    """The pods gpuwarden asked to checkpoint in ``result`` (a gang's ranks on other nodes too), and
+    those that acknowledged: a gang's ``acknowledged`` and every pod evicted on its acknowledgement."""
+    actions = result["actions"]
+    asked = {a.get("pod") for a in actions if a["type"] == "checkpoint-requested"}
+    acked = {p for gang in result.get("checkpoints") or () for p in gang.get("acknowledged", ())}
+    acked |= {a.get("pod") for a in actions if a["type"] == "evict" and a.get("reason") == "checkpoint acknowledged"}
+    return len(asked), len(acked)
 
 
 def build_cluster(sim: KubeSim) -> None:

@@ -78,7 +78,7 @@ def capacity_block_scene(sim: KubeSim) -> SceneSummary:
     from gpuwarden.domain.policy import Policy
     from gpuwarden.kinds.inputs import parse_notices, parse_scheduler_tick
     from gpuwarden.services.dispatch import handle_batch, handle_tick
-    from sim.scenes.base import EVENTS, SceneSummary
+    from sim.scenes.base import EVENTS, SceneSummary, checkpoint_counts
     from sim.wiring import sim_deps
 
     _build(sim)
@@ -136,7 +136,8 @@ def capacity_block_scene(sim: KubeSim) -> SceneSummary:
         scene="capacity block end",
         outcome=due["outcome"],
         nodes=len(results),
-        checkpointed=sum(1 for a in actions if a["type"] == "evict" and a.get("reason") == "checkpoint acknowledged"),
+        checkpointed=checkpoint_counts(due)[1],
         evicted=sum(1 for a in actions if a["type"] in ("evict", "delete")),
         seconds_left=min(lefts) if lefts else None,
+        asked=checkpoint_counts(due)[0],
     )

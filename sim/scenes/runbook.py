@@ -32,7 +32,7 @@ def runbook_scene(sim: KubeSim) -> SceneSummary:
     plan = handle_runbook(plan_request, runbook_deps(deps, plan_request)).to_json()
     print(f"    {plan['reason']}")
     for row in plan["plan"]:
-        print(f"    {row['pod']:<44} {row['step']:<6} {row['reason']}")
+        print(f"    {row['pod']:<44} {row['step']:<7} {row['reason']}")
     print(f'  $ gpuwarden runbook drain --node {NODE.split(".")[0]}… --reason "{REASON}"')
     start = sim.clock.now().replace(microsecond=0)
     drain_request = parse_runbook({"action": "drain", "node": NODE, "reason": REASON})

@@ -124,7 +124,7 @@ def windows_scene(sim: KubeSim) -> SceneSummary:
     from gpuwarden.domain.policy import Policy
     from gpuwarden.kinds.inputs import parse_notices
     from gpuwarden.services.dispatch import handle_batch
-    from sim.scenes.base import SceneSummary, scene_deps
+    from sim.scenes.base import SceneSummary, checkpoint_counts, scene_deps
 
     _build(sim)
     _idle_metrics()
@@ -145,13 +145,13 @@ def windows_scene(sim: KubeSim) -> SceneSummary:
         {"nodes": "10%"}
     ]
     story = day.outcome == "ignored" and FREEZE in day.reason and night.outcome == "handled" and restored
+    asked, checkpointed = checkpoint_counts(night.to_json())
     return SceneSummary(
         scene="budget windows",
         outcome="handled" if story else "failed",
         nodes=1,
-        checkpointed=sum(
-            1 for a in night.actions if a["type"] == "evict" and a.get("reason") == "checkpoint acknowledged"
-        ),
+        checkpointed=checkpointed,
         evicted=sum(1 for a in night.actions if a["type"] in ("evict", "delete")),
         seconds_left=None,
+        asked=asked,
     )

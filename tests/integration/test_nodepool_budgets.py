@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from gpuwarden.domain.annotations import rfc3339
 from gpuwarden.domain.policy import Policy
 from gpuwarden.kinds.inputs import parse_notices
 from gpuwarden.services.dispatch import handle_batch, handle_runbook
@@ -190,7 +191,7 @@ def test_a_rebalance_drain_is_held_to_prepare_by_the_budget(world: World) -> Non
 def test_an_involuntary_notice_never_waits_for_a_budget(world: World) -> None:
     spot_node(world.sim)
     set_budgets(world, "gpu-training", [{"nodes": "0"}])
-    event = load_event("spot-interruption.json")
+    event = load_event("spot-interruption.json", time=rfc3339(world.sim.clock.now()))
     result = handle_batch(parse_notices(event), world.deps(Policy(cluster=CLUSTER))).to_json()
     assert result["outcome"] == "handled", result["reason"]
     assert "budget" not in result["reason"]

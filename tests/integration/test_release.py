@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -51,6 +52,14 @@ def _marked_cluster(world: World) -> tuple[Scenario, dict[str, Any]]:
     event = load_event("spot-interruption.json", time=world.sim.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"))
     taken = handle_batch(parse_notices(event), deps, drain_locally=False)
     assert taken.outcome == "handled", taken.reason
+    # the trainer's acknowledgement lands before anything is released (else it would land after a
+    # release and leave a mark for the next one to find)
+    trainer = scenario.trainers["annotate"]
+    for _ in range(400):
+        notes = (world.pod(trainer) or {}).get("metadata", {}).get("annotations") or {}
+        if "gpuwarden.io/checkpoint-done" in notes:
+            break
+        time.sleep(0.025)
     return scenario, owners_pool
 
 
@@ -97,7 +106,9 @@ def test_release_all_takes_back_every_mark_and_restores_the_nodepool_exactly(wor
     again = handle_release(_deps(world), None).to_json()
     assert again["outcome"] == "ignored"
     assert again["actions"] == []
+    assert again["reason"].startswith("nothing to release on ")
     assert "no gpuwarden mark" in again["reason"]
+    assert "released" not in again["reason"]
 
 
 def test_release_leaves_what_is_not_gpuwardens(world: World) -> None:
@@ -126,11 +137,13 @@ def test_release_of_one_node_and_its_dry_run(world: World) -> None:
     # Then it says what it would take back and changes nothing
     assert planned["outcome"] == "dry-run"
     assert planned["node"] == scenario.node
+    assert planned["reason"].startswith(f"would release {scenario.node}: marks to take back on"), planned["reason"]
     assert {a["type"] for a in planned["actions"]} >= {"release", "pod-released"}
     assert _gpuwarden_marks(world) == before
     # When it runs, then that node's marks are gone (the NodePool is only restored with --all)
     done = handle_release(_deps(world), scenario.node).to_json()
     assert done["outcome"] == "handled"
+    assert done["reason"].startswith(f"released {scenario.node}: marks taken back on")
     assert [m for m in _gpuwarden_marks(world) if m.startswith(scenario.node)] == []
     assert ann.SAVED_BUDGETS in (_pool(world)["metadata"].get("annotations") or {})
 

@@ -1,6 +1,6 @@
 """What a terminal says is what the figures count and in the right tense: the drain's progress
-line calls its `waiting` count what it is (checkpoints, grace periods and turns, not only
-checkpoints), and a dry run's actions are what it would do."""
+line counts what it says (a pod waits on a checkpoint only when it was asked for one; grace
+periods and turns are counted apart), and a dry run's actions are what it would do."""
 
 from __future__ import annotations
 
@@ -10,12 +10,16 @@ from gpuwarden.services.runbook.run import DrainProgress
 from gpuwarden.terminal import ProgressLine, human_lines
 
 
-def test_the_progress_line_names_what_its_waiting_count_counts() -> None:
+def test_the_progress_line_names_what_each_count_counts() -> None:
     out = io.StringIO()
-    ProgressLine(out)(DrainProgress("n1", 5, 4, {"serving/inference": 1}, 17.0, False, "draining"))
+    progress = DrainProgress("n1", 5, {"serving/inference": 1}, 17.0, False, "draining", checkpoint=3, grace=1)
+    ProgressLine(out)(progress)
     line = out.getvalue()
-    assert "5 left, 1 blocked by PDB serving/inference, 4 waiting (checkpoint, grace or turn), 17 s" in line
-    assert "waiting on a checkpoint" not in line
+    assert (
+        "5 left, 1 blocked by PDB serving/inference, 3 waiting on a checkpoint, 1 in their grace period, 17 s" in line
+    )
+    assert "turn" not in line
+    assert "gang" not in line
 
 
 def test_a_dry_runs_actions_are_what_it_would_do() -> None:

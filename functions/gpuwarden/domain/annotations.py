@@ -26,7 +26,6 @@ CLAIMED_AT = PREFIX + "claimed-at"
 HOLD_UNTIL = PREFIX + "hold-until"
 #: On an interrupted node: the replacement NodeClaim the API server accepted (written after the
 #: create: a round that finds the claim gone knows it was deleted, not yet to be created).
-REPLACEMENT_CREATED = PREFIX + "replacement-created"
 #: On an interrupted node: the replacement NodeClaims that failed to launch so far (comma-separated).
 REPLACEMENT_FAILED = PREFIX + "replacement-failed"
 #: On a replacement NodeClaim: the node it replaces.

@@ -155,14 +155,20 @@ class Request:
         return self.event_id != event_id
 
 
-def current_request(pod: PodView, event_id: str, now: datetime) -> Request | None:
+def current_request(pod: PodView, event_id: str, now: datetime, since: datetime | None = None) -> Request | None:
     """The request this notice counts as the pod's: its own (however old), or another notice's
-    until `SHARE_SECONDS` after the time that one asked for. None: the pod is to be asked."""
+    until `SHARE_SECONDS` after the time that one asked for, and only while that one was not
+    acknowledged before ``since`` (this notice's time): a checkpoint written before the notice
+    arrived leaves the work trained since unsaved, so the pod is asked again
+    (docs/training-jobs.md). None: the pod is to be asked."""
     by = requested_by(pod)
     if by is None:
         return None
     asker = pod.annotations.get(ann.CHECKPOINT_EVENT, "")
-    if asker != event_id and now >= by + timedelta(seconds=SHARE_SECONDS):
-        return None
-    done = _parse_time(pod.annotations.get(ann.CHECKPOINT_DONE)) is not None
-    return Request(asker, by, done, pod.annotations.get(ann.CHECKPOINT_FAILED) or None)
+    done_at = _parse_time(pod.annotations.get(ann.CHECKPOINT_DONE))
+    if asker != event_id:
+        if now >= by + timedelta(seconds=SHARE_SECONDS):
+            return None
+        if done_at is not None and since is not None and done_at < since:
+            return None
+    return Request(asker, by, done_at is not None, pod.annotations.get(ann.CHECKPOINT_FAILED) or None)

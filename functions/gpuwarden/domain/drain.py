@@ -35,6 +35,10 @@ from gpuwarden.domain.views import PodView
 CHECKPOINT_TIMED_OUT = "checkpoint timed out"
 
 Step = Literal["signal", "wait", "evict", "delete", "skip"]
+#: What a ``wait`` waits on: the pod's own checkpoint acknowledgement, the rest of its gang's
+#: checkpoint, the end of a grace period already given (a terminating pod), or its turn behind pods
+#: of lower priority. (A PDB's refusal is ``blocked``.)
+WaitsOn = Literal["checkpoint", "gang", "grace", "turn"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,8 @@ class PodStep:
     held_for: int | None = None
     #: A ``wait`` because a PodDisruptionBudget refused the eviction (HTTP 429): the drain backs off.
     blocked: bool = False
+    #: Any other ``wait``: what it waits on.
+    waits_on: WaitsOn | None = None
 
     def as_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"pod": self.pod, "step": self.step, "reason": self.reason}
@@ -64,6 +70,9 @@ class DrainContext:
     now: datetime
     default_checkpoint_timeout: int = 60
     allow_exec: bool = True
+    #: The notice's own time: another notice's request acknowledged before it is no checkpoint
+    #: for this one (`checkpoint.current_request`).
+    notice_time: datetime | None = None
     #: The doomed node's pods that belong to a gang (pod key → what the gang means for it):
     #: such a pod leaves only once its gang has checkpointed (docs/training-jobs.md).
     gangs: Mapping[str, GangHold] = field(default_factory=dict)
@@ -122,7 +131,7 @@ def _terminating_step(pod: PodView, ctx: DrainContext) -> PodStep:
     shorter = pod.deletion_timestamp > ctx.now + timedelta(seconds=grace)  # a delete can only shorten it
     if ctx.involuntary and stop_by is not None and pod.deletion_timestamp > stop_by and shorter:
         return PodStep(pod.key, "delete", "terminating past the deadline: shortening its grace", grace)
-    return PodStep(pod.key, "wait", "terminating")
+    return PodStep(pod.key, "wait", "terminating", waits_on="grace")
 
 
 def _checkpoint_step(pod: PodView, ctx: DrainContext) -> PodStep | None:
@@ -134,7 +143,7 @@ def _checkpoint_step(pod: PodView, ctx: DrainContext) -> PodStep | None:
     hold = ctx.gangs.get(pod.key)
     if hold is not None and not hold.asked:
         return PodStep(pod.key, "evict", f"not asked: gang {hold.gang} asks only its leader", grace_for(pod, ctx))
-    request = current_request(pod, ctx.event_id, ctx.now)
+    request = current_request(pod, ctx.event_id, ctx.now, ctx.notice_time)
     if request is None:
         left = seconds_left(ctx)
         if left is not None and left <= 0:
@@ -144,13 +153,22 @@ def _checkpoint_step(pod: PodView, ctx: DrainContext) -> PodStep | None:
         return PodStep(pod.key, "evict", "checkpoint acknowledged", grace_for(pod, ctx))
     if request.failed:
         return PodStep(pod.key, "evict", f"checkpoint failed: {request.failed}", grace_for(pod, ctx))
-    # a request another notice made (for the gang) may ask for a later time than this deadline;
-    # a gang's pod leaves by its own deadline - grace (docs/training-jobs.md)
-    by = min(request.by, ctx.deadline) if ctx.deadline is not None else request.by
-    latest = hold_until(pod, ctx) if hold is not None else None
-    by = min(by, latest) if latest is not None else by
+    # a request another notice made (for the gang) may ask for a later time than this deadline.
+    # The pod's own open request is waited for up to that time, never cut at deadline - grace: a
+    # sharded checkpoint's rank is writing its part, and SIGTERM then loses the whole write
+    # (docs/training-jobs.md). Only waiting for the *rest* of the gang is bounded by deadline -
+    # grace (`_after_gang`). Involuntary, the wait ends early enough for the eviction to land (with
+    # the shortest grace) before the instance goes.
+    by = request.by
+    if ctx.deadline is not None:
+        last = (
+            ctx.deadline - timedelta(seconds=STOP_MARGIN_SECONDS + MIN_GRACE_SECONDS)
+            if ctx.involuntary
+            else ctx.deadline
+        )
+        by = min(by, last)
     if ctx.now < by:
-        return PodStep(pod.key, "wait", f"waiting for checkpoint ack until {by.isoformat()}")
+        return PodStep(pod.key, "wait", f"waiting for checkpoint ack until {by.isoformat()}", waits_on="checkpoint")
     return PodStep(pod.key, "evict", CHECKPOINT_TIMED_OUT, grace_for(pod, ctx))
 
 
@@ -166,7 +184,7 @@ def _after_gang(step: PodStep, pod: PodView, ctx: DrainContext) -> PodStep:
         return PodStep(pod.key, step.step, why, step.grace_seconds)
     if hold.until is not None and ctx.now >= hold.until:
         return step
-    return PodStep(pod.key, "wait", hold.reason)
+    return PodStep(pod.key, "wait", hold.reason, waits_on="gang")
 
 
 def decide_pod(pod: PodView, ctx: DrainContext) -> PodStep:
@@ -205,7 +223,7 @@ def _hold(step: PodStep, pod: PodView, lowest_waiting: int | None, ctx: DrainCon
     if until is not None and ctx.now >= until:
         return step
     reason = f"after the pods of lower priority ({lowest_waiting}) are asked to leave"
-    return PodStep(pod.key, "wait", reason, held_for=lowest_waiting)
+    return PodStep(pod.key, "wait", reason, held_for=lowest_waiting, waits_on="turn")
 
 
 def decide_round(pods: Iterable[PodView], ctx: DrainContext) -> list[PodStep]:

@@ -57,10 +57,11 @@ def progress(
     deadline: datetime | None,
     default_timeout: int = 60,
     allow_exec: bool = True,
+    since: datetime | None = None,
 ) -> GangProgress:
     """Where the gang's checkpoint stands for ``event_id`` (a request another notice made for the
-    gang counts as this one's: `current_request`). A pod's wait ends at its request's time, never
-    after ``deadline``."""
+    gang counts as this one's, unless acknowledged before ``since``, the notice's time:
+    `current_request`). A pod's wait ends at its request's time, never after ``deadline``."""
     asked: list[str] = []
     acked: list[str] = []
     timed_out: list[str] = []
@@ -69,7 +70,7 @@ def progress(
     unasked: list[str] = []
     until: datetime | None = None
     for pod, _spec in gang.to_ask(default_timeout, allow_exec, leaving_too=True):
-        request = current_request(pod, event_id, now)
+        request = current_request(pod, event_id, now, since)
         if request is None:
             if not pod.terminating:  # a pod already leaving is not asked any more
                 unasked.append(pod.key)
@@ -131,7 +132,25 @@ def holds(gang: Gang, state: GangProgress, on_node: Iterable[PodView]) -> dict[s
     return out
 
 
-_LISTS = ("asked", "acknowledged", "timed_out", "failed", "waiting")
+_LISTS = ("asked", "asked_earlier", "acknowledged", "timed_out", "failed", "waiting")
+
+
+def asked_here(entries: list[dict[str, Any]], asked: set[str]) -> list[dict[str, Any]]:
+    """The result's ``checkpoints`` as one run tells them: ``asked`` only the pods this run asked
+    (its `checkpoint-requested` actions); a pod whose request an earlier run or notice made, and
+    whose answer this run waited for, is ``asked_earlier`` (docs/results.md)."""
+    out = []
+    for entry in entries:
+        seen = set(entry.get("asked", ())) | set(entry.get("asked_earlier", ()))
+        told = {**entry, "asked": sorted(seen & asked)}
+        earlier = sorted(seen - asked)
+        told.pop("asked_earlier", None)
+        if earlier:
+            told["asked_earlier"] = earlier
+        out.append(told)
+    return out
+
+
 _ALWAYS = ("asked", "acknowledged", "timed_out")
 
 

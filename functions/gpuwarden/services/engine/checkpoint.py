@@ -42,12 +42,18 @@ class _Claimed:
 
 
 def _claim(
-    recorder: Recorder, ask: Ask, by: datetime, deadline: datetime | None, prepare: PreparePod | None
+    recorder: Recorder,
+    ask: Ask,
+    by: datetime,
+    deadline: datetime | None,
+    prepare: PreparePod | None,
+    since: datetime | None = None,
 ) -> _Claimed | None:
     """Write the request on the pod (RV-checked), so racing invocations agree without the ledger:
     the writer that wins delivers. A pod that already carries a current request (this notice's,
     or another notice's for the same gang) is not asked again; its time is only moved up to this
-    notice's deadline when that is earlier. None: nothing written."""
+    notice's deadline when that is earlier; one acknowledged before ``since`` (this notice's time)
+    is no checkpoint for this notice, and the pod is asked again. None: nothing written."""
     event_id = recorder.event_id
     request = {
         ann.CHECKPOINT_REQUESTED: ann.rfc3339(by),
@@ -62,7 +68,7 @@ def _claim(
         outcome["marked"] = bool(extra)
         if ask.spec is None:
             return annotate(extra) if extra else None
-        held = current_request(current, event_id, recorder.deps.clock())
+        held = current_request(current, event_id, recorder.deps.clock(), since)
         outcome["asked"] = held is None
         if held is None:
             return annotate({**request, **extra})
@@ -81,15 +87,19 @@ def _deliver(recorder: Recorder, node: NodeView | None, pod: PodView, spec: Chec
     wanted = max(1.0, (by - deps.clock()).total_seconds())
     timeout = max(1.0, deps.time_left(wanted))
     started = time.monotonic()  # the budget is the invocation's own (wall) time
+    imagined = False
     try:
         if spec.mode in ("signal", "exec"):
             outcome = deps.kube.exec_in_pod(pod.namespace, pod.name, spec.container, spec.exec_command(), timeout)
-            ran = f"would {spec.mode}" if outcome.imagined else f"exit {outcome.exit_code}"
+            imagined = outcome.imagined
+            ran = f"would {spec.mode}" if imagined else f"exit {outcome.exit_code}"
             ok, detail = outcome.exit_code == 0, ran
         elif spec.mode == "http":
             url = f"http://{pod.pod_ip}:{spec.port}{spec.path}"
             status = deps.http.post(url, timeout) if pod.pod_ip else 0
             ok, detail = 200 <= status < 300, f"HTTP {status}" if status else "pod has no IP"
+            if deps.dry_run and status:  # the dry run's POST is imagined: no answer to report
+                imagined, detail = True, f"would POST {url}"
         else:
             return
     except (GpuwardenError, OSError, ValueError) as err:
@@ -100,8 +110,8 @@ def _deliver(recorder: Recorder, node: NodeView | None, pod: PodView, spec: Chec
         mode=spec.mode,
         result=detail,
     )
-    if spec.mode == "signal" and ok:
-        return  # the workload acknowledges by annotating its own pod
+    if (spec.mode == "signal" and ok) or imagined:
+        return  # the workload acknowledges by annotating its own pod; a dry run's exec has no answer
     if not ok and timeout < wanted and time.monotonic() - started >= timeout * 0.95:
         # cut at the invocation's time budget, not failed: the drain waits for the ack until `by`
         return
@@ -129,7 +139,8 @@ def asks_for(pods: Iterable[PodView], recorder: Recorder) -> list[Ask]:
 class Asking:
     """One step's asking: who asks (``recorder``), for which doomed ``node``, by when (``deadline``),
     on which workers (``pool``), what a kind adds to a doomed-node pod's request (``prepare``), and
-    the Capacity Block's runs it shares the gangs with (``fan_out``)."""
+    the Capacity Block's runs it shares the gangs with (``fan_out``), and the notice's own time
+    (``since``: a request another notice made and saw acknowledged before it is asked again)."""
 
     recorder: Recorder
     node: NodeView
@@ -137,6 +148,7 @@ class Asking:
     pool: ThreadPoolExecutor
     prepare: PreparePod | None = None
     fan_out: FanOut | None = None
+    since: datetime | None = None
 
 
 def ask_pods(asking: Asking, asks: list[Ask], sent: threading.Event | None = None) -> list[Future[None]]:
@@ -150,7 +162,7 @@ def ask_pods(asking: Asking, asks: list[Ask], sent: threading.Event | None = Non
         spec = ask.spec
         by = checkpoint_by(now, spec.timeout_seconds if spec else 0, deadline)
         try:
-            claimed = _claim(recorder, ask, by, deadline, asking.prepare)
+            claimed = _claim(recorder, ask, by, deadline, asking.prepare, asking.since)
             if claimed is None:
                 return
             if claimed.marked:

@@ -15,10 +15,9 @@ from functools import cache
 
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.budgets import VoluntaryVerdict, voluntary_verdict
-from gpuwarden.domain.drain import DrainContext, decide_round
 from gpuwarden.domain.errors import GpuwardenError
 from gpuwarden.domain.notice import Notice
-from gpuwarden.domain.views import NodeView, PodView
+from gpuwarden.domain.views import NodeView
 from gpuwarden.domain.windows import voluntary_allowance
 from gpuwarden.services.engine.context import Deps, FanOut, Recorder
 from gpuwarden.services.engine.failures import what_failed
@@ -34,6 +33,7 @@ from gpuwarden.services.engine.pipeline import (
     hand_on,
     run_steps,
 )
+from gpuwarden.services.engine.plan import notice_plan
 from gpuwarden.services.engine.replace import mark_claim
 from gpuwarden.services.engine.result import Outcome, Result, notice_result
 
@@ -126,19 +126,6 @@ def result_of(d: Disruption, marked: Marked, ran: Ran, reason: str) -> Result:
         reason=reason,
         drain=state.model_dump(mode="json") if state else None,
         seconds_left=state.seconds_left if state else None,
-        plan=dry_run_plan(notice, deps, d.pods) if deps.dry_run else None,
+        plan=(ran.plan or notice_plan(d.recorder, notice, d.pods)).as_rows() if deps.dry_run else None,
         checkpoints=ran.looks.as_result(),
     )
-
-
-def dry_run_plan(notice: Notice, deps: Deps, pods: list[PodView]) -> list[dict[str, object]]:
-    """What a drain round would do to each pod now (the dry run's `plan`)."""
-    ctx = DrainContext(
-        event_id=notice.event_id,
-        involuntary=not deps.is_voluntary(notice.kind),
-        deadline=notice.deadline,
-        now=deps.clock(),
-        default_checkpoint_timeout=deps.policy.checkpoint.default_timeout_seconds,
-        allow_exec=deps.policy.checkpoint.allow_exec,
-    )
-    return [step.as_dict() for step in decide_round(pods, ctx)]

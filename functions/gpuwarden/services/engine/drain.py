@@ -8,6 +8,7 @@ involuntary kinds, and answers how long to wait before the next round.
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -50,6 +51,8 @@ class DrainState(BaseModel):
     event_id: str
     kind: Kind
     deadline: datetime | None = None
+    #: The notice's own time (`checkpoint.current_request`: an acknowledgement before it is another's).
+    notice_time: datetime | None = None
     started_at: datetime
     round: int = 0
     blocked_rounds: int = 0
@@ -59,6 +62,10 @@ class DrainState(BaseModel):
     remaining: int = 0
     waiting: list[str] = []
     blocked: list[str] = []
+    #: The same, typed: the pods a PDB refuses now, and how many pods wait on what (`drain.WaitsOn`:
+    #: their own checkpoint, their gang's, a grace period already given, their turn).
+    blocked_pods: list[str] = []
+    waiting_on: dict[str, int] = {}
     seconds_left: float | None = None
     #: Opted-in pods seen on the node in any round, and those seen acknowledged: when the node is
     #: gone early (Karpenter finished it, the instance went), what was and was not checkpointed.
@@ -119,6 +126,7 @@ def _context(
         event_id=state.event_id,
         involuntary=not recorder.deps.is_voluntary(state.kind),
         deadline=state.deadline,
+        notice_time=state.notice_time,
         now=now,
         default_checkpoint_timeout=policy.checkpoint.default_timeout_seconds,
         allow_exec=policy.checkpoint.allow_exec,
@@ -151,7 +159,7 @@ def drain_step(
     pool = pool or worker_pool()
     try:
         # the node's gangs first: a gang's pod here leaves only once its gang has checkpointed
-        asking = Asking(recorder, node, state.deadline, pool, prepare)
+        asking = Asking(recorder, node, state.deadline, pool, prepare, since=state.notice_time)
         gangs = gang_round(asking, pods)
         now = deps.clock()  # the time of the observation the round decides on
         ctx = _context(state, recorder, now, gangs.holds)
@@ -180,7 +188,9 @@ def _seen(state: DrainState, pods: list[PodView], now: datetime) -> DrainState:
     acked = [
         p.key
         for p in pods
-        if (r := current_request(p, state.event_id, now)) is not None and r.done and p.key not in state.checkpointed
+        if (r := current_request(p, state.event_id, now, state.notice_time)) is not None
+        and r.done
+        and p.key not in state.checkpointed
     ]
     if not opted and not acked:
         return state
@@ -229,6 +239,8 @@ def _progress(recorder: Recorder, state: DrainState, node: NodeView, steps: list
             "remaining": len(remaining),
             "blocked": blocked,
             "waiting": waiting,
+            "blocked_pods": [s.pod for s in remaining if s.blocked],
+            "waiting_on": dict(Counter(s.waits_on for s in remaining if s.waits_on is not None and not s.blocked)),
             "seconds_left": seconds_left,
             "blocked_rounds": state.blocked_rounds + 1 if blocked else 0,
         }

@@ -23,7 +23,6 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from datetime import datetime
 from functools import partial
 
 from gpuwarden.domain.actions import ActionType
@@ -121,19 +120,19 @@ def ask_gangs(
         if fan_out is not None:
             mine = [a for a in mine if a.doomed or fan_out.asks_elsewhere(a.pod)]
         asks += mine
-        _, look = _look(recorder, gang, asking.deadline, {a.pod.key for a in mine if a.spec is not None})
+        _, look = _look(recorder, gang, asking, {a.pod.key for a in mine if a.spec is not None})
         looks = looks.with_look(look)
     return Asked(ask_pods(asking, asks, sent), looks)
 
 
-def _look(
-    recorder: Recorder, gang: Gang, deadline: datetime | None, asking: set[str]
-) -> tuple[GangProgress, dict[str, object]]:
+def _look(recorder: Recorder, gang: Gang, asker: Asking, asking: set[str]) -> tuple[GangProgress, dict[str, object]]:
     """Where the gang's checkpoint stands now, and its entry in the result's ``checkpoints``
     (``asking``: the pods this step is asking, counted as asked)."""
     policy = recorder.deps.policy.checkpoint
     now = recorder.deps.clock()
-    state = progress(gang, recorder.event_id, now, deadline, policy.default_timeout_seconds, policy.allow_exec)
+    state = progress(
+        gang, recorder.event_id, now, asker.deadline, policy.default_timeout_seconds, policy.allow_exec, asker.since
+    )
     look = state.as_result()
     look["asked"] = sorted(set(state.asked) | asking)
     return state, look
@@ -163,7 +162,7 @@ def gang_round(asking: Asking, pods: list[PodView]) -> GangRound:
     asks: list[Ask] = []
     looks = Looks()
     for gang in gangs:
-        state, look = _look(recorder, gang, asking.deadline, set())
+        state, look = _look(recorder, gang, asking, set())
         looks = looks.with_look(look)
         if state.unasked:
             asks += _gang_asks(recorder, asking.node, gang, set(state.unasked))

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from gpuwarden.domain import annotations as ann
+from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.budgets import BudgetAnswer, VoluntaryVerdict, budget_answer, voluntary_verdict
 from gpuwarden.domain.errors import KubeError
 from gpuwarden.domain.nodepools import nodeclaim_from_json, nodepool_from_json
@@ -15,8 +16,8 @@ from gpuwarden.domain.ports import CloudPort, KubePort
 from gpuwarden.domain.replacement import claimable
 from gpuwarden.domain.views import NODEPOOL_LABEL, NodeView, PodView, Taint
 from gpuwarden.domain.windows import Allowance, Window, voluntary_allowance
-from gpuwarden.services.engine.context import Deps
-from gpuwarden.services.engine.writes import Patch, update_node
+from gpuwarden.services.engine.context import Deps, Recorder
+from gpuwarden.services.engine.writes import Patch, release_node, update_node
 
 _INSTANCE_CACHE: dict[str, str] = {}
 
@@ -199,3 +200,11 @@ def voluntary_verdict_of(
         return voluntary_verdict(allowance, None)
     reason_of = deps.karpenter_reasons.get(kind)
     return voluntary_verdict(allowance, budget_of(deps, node, reason_of(pods()) if reason_of else None, now))
+
+
+def give_back(recorder: Recorder, node: str, event_id: str, reason: str) -> None:
+    """Release the node while ``event_id`` still holds it; recorded as `release`."""
+    released = release_node(recorder.deps.kube, node, held_for=event_id)
+    if released.written and released.obj is not None:
+        recorder.add(ActionType.RELEASE, released.obj, reason=reason)
+        recorder.flush()

@@ -6,13 +6,9 @@
     drain workflow (deployed) or loop here (locally): `run_steps` → settle each round (retire /
     give back): `round_of`.
 
-A kind changes the sequence only through its `KindHooks` (its plan, what its guards are, what the
-mark carries, what runs after the mark, what is done to a pod before it is asked to checkpoint,
-when no replacement may be launched, what "settled" means after a drain round, how a stop and a
-run are answered) and through `Steps` (which of checkpoint / replacement / drain its plan asks
-for). Whether a PDB may be overridden at the deadline is the kind's own `voluntary`
-(`Deps.is_voluntary`). The kinds' specs (gpuwarden/kinds/) hold every kind's hooks; the drain
-workflow's rounds read them there too.
+A kind changes the sequence only through its `KindHooks` and `Steps` (below); whether a PDB may be
+overridden at the deadline is its own `voluntary` (`Deps.is_voluntary`). The kinds' specs
+(gpuwarden/kinds/) hold every kind's hooks; the drain workflow's rounds read them there too.
 
 Inside Lambda every wait here is cut to the invocation's time budget (`Deps.remaining`): what
 does not fit is handed to the drain workflow, whose rounds are re-entrant.
@@ -39,7 +35,9 @@ from gpuwarden.services.engine.checkpoint import Asking, PreparePod
 from gpuwarden.services.engine.context import Deps, FanOut, Recorder, worker_pool
 from gpuwarden.services.engine.drain import DrainState, Round, drain_step, round_facts
 from gpuwarden.services.engine.gangs import ask_gangs, find_gangs
-from gpuwarden.services.engine.node_ops import mark_node
+from gpuwarden.services.engine.node_ops import give_back, mark_node
+from gpuwarden.services.engine.plan import Plan as DrainPlan
+from gpuwarden.services.engine.plan import notice_plan, record_would_drain
 from gpuwarden.services.engine.replace import (
     drop_claim,
     ensure_replacement,
@@ -48,7 +46,6 @@ from gpuwarden.services.engine.replace import (
     release_hold_of,
 )
 from gpuwarden.services.engine.result import KARPENTER, Result
-from gpuwarden.services.engine.writes import release_node
 
 #: How long the first drain round and the replacement wait for the checkpoint requests to be out.
 REQUESTS_FIRST_SECONDS = 5.0
@@ -221,14 +218,6 @@ def guard_and_mark(d: Disruption, why: str, claim: str | None = None) -> Marked:
     return Marked(d.node, changed=mark.changed, resumed=resumed)
 
 
-def give_back(recorder: Recorder, node: str, event_id: str, reason: str) -> None:
-    """Release the node while ``event_id`` still holds it; recorded as `release`."""
-    released = release_node(recorder.deps.kube, node, held_for=event_id)
-    if released.written and released.obj is not None:
-        recorder.add(ActionType.RELEASE, released.obj, reason=reason)
-        recorder.flush()
-
-
 @dataclass(frozen=True)
 class Ran:
     """What `run_steps` answers: the drain's state (None: no drain ran here, a dry run or a notice
@@ -236,6 +225,8 @@ class Ran:
 
     state: DrainState | None
     looks: Looks = field(default_factory=Looks)
+    #: A dry run's drain: what it would do, as its actions recorded it (docs/cli.md#plans).
+    plan: DrainPlan | None = None
 
 
 def run_steps(d: Disruption, steps: Steps) -> Ran:
@@ -250,7 +241,9 @@ def run_steps(d: Disruption, steps: Steps) -> Ran:
         peers = None
         if steps.checkpoint:
             # the node's pods and every gang they belong to, each pod asked once (docs/training-jobs.md)
-            asking = Asking(d.recorder, d.node, d.notice.deadline, pool, d.hooks.prepare_pod, d.fan_out)
+            asking = Asking(
+                d.recorder, d.node, d.notice.deadline, pool, d.hooks.prepare_pod, d.fan_out, d.notice.event_time
+            )
             asked = ask_gangs(asking, d.pods, sent, d.gangs)
             deliveries, looks, peers = asked.deliveries, asked.looks, gang_peers(d.gangs, d.pods)
         else:
@@ -266,6 +259,10 @@ def run_steps(d: Disruption, steps: Steps) -> Ran:
             state, looks = first.state, looks | first.looks
         _settle_deliveries(deliveries)
         d.recorder.flush()
+    if deps.dry_run and steps.drain:
+        plan = notice_plan(d.recorder, d.notice, d.pods)
+        record_would_drain(d.recorder, d.node, plan)
+        return Ran(None, looks, plan)
     if state is None or state.done or handed_off or _hand_off(d, state):
         return Ran(state, looks)
     rest = drain_to_end(d.recorder, state, d.hooks, d.on_round)
@@ -287,6 +284,7 @@ def _start(d: Disruption) -> DrainState:
         event_id=notice.event_id,
         kind=notice.kind,
         deadline=notice.deadline,
+        notice_time=notice.event_time,
         started_at=d.deps.clock(),
     )
 
@@ -313,9 +311,12 @@ def _settle_deliveries(deliveries: list[Future[None]]) -> None:
         future.result()
 
 
-def round_of(recorder: Recorder, state: DrainState, hooks: KindHooks, pool: ThreadPoolExecutor | None = None) -> Round:
-    """One drain round and the kind's `settle` after it (here, and in the drain workflow)."""
-    if not state.done:  # a replacement that failed to launch is launched again (replacement.attempts)
+def round_of(
+    recorder: Recorder, state: DrainState, hooks: KindHooks, pool: ThreadPoolExecutor | None = None, follow: bool = True
+) -> Round:
+    """One drain round and the kind's `settle` after it (here, and in the drain workflow). Not
+    ``follow``: the first invocation's rounds, beside its own launch, do not read the replacement."""
+    if follow and not state.done:  # a replacement that failed to launch is launched again (replacement.attempts)
         follow_replacement(recorder, state.node, state.event_id, lost=not recorder.deps.is_voluntary(state.kind))
     drained = drain_step(recorder, state, pool, hooks.prepare_pod)
     settled = hooks.settle(recorder, drained.state)
@@ -327,14 +328,14 @@ def round_of(recorder: Recorder, state: DrainState, hooks: KindHooks, pool: Thre
 def _first_rounds(d: Disruption, state: DrainState, deliveries: list[Future[None]], pool: ThreadPoolExecutor) -> Round:
     """Drain rounds while the checkpoint deliveries (exec, POST) are still under way, within the
     invocation's time budget."""
-    rounds = _report(d, round_of(d.recorder, state, d.hooks, pool))
+    rounds = _report(d, round_of(d.recorder, state, d.hooks, pool, follow=False))
     while not rounds.state.done and not d.deps.out_of_time:
         # only the deliveries still running: a finished one would end every wait at once (a hot loop)
         pending = [f for f in deliveries if not f.done()]
         if not pending:
             break
         wait(pending, timeout=d.deps.time_left(rounds.state.wait_seconds), return_when="FIRST_COMPLETED")
-        later = _report(d, round_of(d.recorder, rounds.state, d.hooks, pool))
+        later = _report(d, round_of(d.recorder, rounds.state, d.hooks, pool, follow=False))
         rounds = Round(later.state, rounds.looks | later.looks)
     return rounds
 

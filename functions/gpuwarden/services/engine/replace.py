@@ -318,9 +318,6 @@ def _launched(
         return Replaced(ActionType.REPLACEMENT_FAILED, str(err))
     if value != node.annotations.get(ann.REPLACEMENT):  # the claim was `pending:`: the launch's answer is the record
         _record(kube, node.name, value)
-    if choice.strategy == "nodeclaim":  # what the drain rounds follow (`follow_replacement`)
-        with contextlib.suppress(NotFound):
-            kube.patch_node(node.name, annotate({ann.REPLACEMENT_CREATED: value.removeprefix(NODECLAIM)}), None)
     recorder.add(ActionType.REPLACEMENT, node, target=value, strategy=choice.strategy, reason=why)
     return Replaced(ActionType.REPLACEMENT, why, value)
 
@@ -378,8 +375,6 @@ def follow_replacement(recorder: Recorder, node_name: str, event_id: str, *, los
     if node is None or not record or not record.startswith(NODECLAIM):
         return
     name = record.removeprefix(NODECLAIM)
-    if node.annotations.get(ann.REPLACEMENT_CREATED) != name:
-        return  # not created yet (the launch runs beside the first rounds), or not by gpuwarden
     claim = kube.get_nodeclaim(name)
     why = _launch_failed(claim)
     if why is None:
@@ -397,7 +392,7 @@ def follow_replacement(recorder: Recorder, node_name: str, event_id: str, *, los
         return
     manifest["metadata"]["name"] = again
     value = NODECLAIM + kube.create_nodeclaim(manifest)
-    tried = {ann.REPLACEMENT: value, ann.REPLACEMENT_CREATED: again, ann.REPLACEMENT_FAILED: ",".join(failed)}
+    tried = {ann.REPLACEMENT: value, ann.REPLACEMENT_FAILED: ",".join(failed)}
     update_node(kube, node, lambda _: annotate(tried))
     reason = f"attempt {len(failed) + 1} of {limit}: NodeClaim {name} {why}"
     recorder.add(ActionType.REPLACEMENT, node, target=value, strategy="nodeclaim", reason=reason)

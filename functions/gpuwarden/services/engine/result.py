@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.alerts import UNMAPPED_KIND
 from gpuwarden.domain.errors import CloudError
-from gpuwarden.domain.gang_progress import merge_looks
+from gpuwarden.domain.gang_progress import asked_here, merge_looks
 from gpuwarden.observability import count_event, logger
 
 if TYPE_CHECKING:
@@ -72,6 +72,14 @@ class Result(BaseModel):
     replacement: str | None = None
     #: each gang this run asked to checkpoint (docs/results.md): gang, by, asked, acknowledged, timed_out
     checkpoints: list[dict[str, Any]] | None = None
+
+    @model_validator(mode="after")
+    def _asked_by_this_run(self) -> Result:
+        """``checkpoints.asked`` names only the pods this run asked (`asked_here`)."""
+        if self.checkpoints:
+            asked = {str(a.get("pod")) for a in self.actions if a["type"] == ActionType.CHECKPOINT_REQUESTED}
+            self.checkpoints = asked_here(self.checkpoints, asked)
+        return self
 
     def to_json(self) -> dict[str, Any]:
         """The JSON answer; ``node`` is always there (null when the event names no node of the cluster)."""

@@ -45,8 +45,8 @@ from gpuwarden.observability import logger
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.disrupt import disrupt
 from gpuwarden.services.engine.drain import DrainState
-from gpuwarden.services.engine.node_ops import voluntary_verdict_of
-from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Marked, Ran, Stop, give_back
+from gpuwarden.services.engine.node_ops import give_back, voluntary_verdict_of
+from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Marked, Ran, Stop
 from gpuwarden.services.engine.result import Outcome, Result, notice_result
 from gpuwarden.services.notices.gpu_idle_reschedule import comes_back_refusal
 

@@ -77,7 +77,12 @@ def release(
     touched = [n.name for n in nodes if _release_node(recorder, n)]
     recorder.flush()
     where = node_name or f"{len(nodes)} node(s)"
-    reason = f"released {where}: " + (f"marks taken back on {', '.join(touched)}" if touched else "no gpuwarden mark")
+    if not touched:
+        reason = f"nothing to release on {where}: no gpuwarden mark"
+    elif deps.dry_run:
+        reason = f"would release {where}: marks to take back on {', '.join(touched)}"
+    else:
+        reason = f"released {where}: marks taken back on {', '.join(touched)}"
     if also is not None:
         reason += also(recorder)
     return Result(

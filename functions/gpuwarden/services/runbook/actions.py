@@ -23,8 +23,8 @@ from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.checkpoint import checkpoint_spec
 from gpuwarden.domain.errors import GpuwardenError
 from gpuwarden.domain.notice import Kind, Notice
-from gpuwarden.domain.pdb import PdbView, pdb_from_json, pdbs_guarding
-from gpuwarden.domain.views import NodeView, PodView
+from gpuwarden.domain.pdb import pdbs_guarding
+from gpuwarden.domain.views import NodeView
 from gpuwarden.services.engine.checkpoint import Asking
 from gpuwarden.services.engine.context import Deps, Recorder, worker_pool
 from gpuwarden.services.engine.drain import DrainState
@@ -32,6 +32,7 @@ from gpuwarden.services.engine.gangs import ask_gangs
 from gpuwarden.services.engine.karpenter import give_back_pods
 from gpuwarden.services.engine.node_ops import find_node
 from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Marked, Steps, guard_and_mark, run_steps
+from gpuwarden.services.engine.plan import namespace_pdbs
 from gpuwarden.services.engine.replace import ensure_replacement
 from gpuwarden.services.engine.result import Result
 from gpuwarden.services.engine.writes import Patch, annotate, release_node, update_node
@@ -87,7 +88,7 @@ def run_runbook(
         node=node,
         pods=pods,
         notice=notice,
-        pdbs=_pdbs(deps, pods),
+        pdbs=namespace_pdbs(deps, pods),
         hooks=hooks,
         drain_locally=drain_locally,
         progress=progress,
@@ -129,11 +130,6 @@ def _notice(request: RunbookRequest, deps: Deps, node: NodeView, event_id: str) 
         detail_type="Runbook Action",
         detail={"action": request.action, "caller": deps.caller, "reason": request.reason, "force": request.force},
     )
-
-
-def _pdbs(deps: Deps, pods: list[PodView]) -> list[PdbView]:
-    namespaces = sorted({p.namespace for p in pods if not p.is_daemonset and not p.is_mirror and not p.finished})
-    return [pdb_from_json(obj) for namespace in namespaces for obj in deps.kube.list_pdbs(namespace)]
 
 
 def manual_guard(d: Disruption) -> str | None:
@@ -178,7 +174,8 @@ def _cordon(run: Run, plan: list[dict[str, Any]]) -> Answer:
         return taken
     run.recorder.flush()
     if taken.changed:
-        return done(run, True, f"cordoned and tainted {run.node.name} ({who(run)})")
+        did, would = f"cordoned and tainted {run.node.name}", f"would cordon and taint {run.node.name}"
+        return done(run, True, f"{did} ({who(run)})", f"{would} ({who(run)})")
     return done(run, False, f"{run.node.name} was already cordoned by gpuwarden for {run.notice.event_id}")
 
 
@@ -193,12 +190,13 @@ def _uncordon(run: Run, plan: list[dict[str, Any]]) -> Answer:
     kept = " it stays cordoned: someone else cordoned it" if node.unschedulable and not cordoned_by_us else ""
     if not released.written or released.obj is None:
         return Answer("ignored", f"nothing of gpuwarden's on {node.name};{kept or ' it is schedulable'}")
-    what = "removed gpuwarden's taint, " + ("cordon and annotations" if cordoned_by_us else "and annotations")
+    what = "gpuwarden's taint, " + ("cordon and annotations" if cordoned_by_us else "and annotations")
     if given_back := give_back_pods(run.deps.kube, node.name):
         what += f", and the do-not-disrupt it added on {', '.join(given_back)}"
-    run.recorder.add(ActionType.RELEASE, released.obj, reason=f"{what} ({who(run)})")
+    run.recorder.add(ActionType.RELEASE, released.obj, reason=f"removed {what} ({who(run)})")
     run.recorder.flush()
-    return done(run, True, f"{node.name}: {what}" + (f";{kept}" if kept else ""))
+    kept = f";{kept}" if kept else ""
+    return done(run, True, f"{node.name}: removed {what}{kept}", f"would remove {what} from {node.name}{kept}")
 
 
 # --------------------------------------------------------------------------- checkpoint / replace
@@ -214,7 +212,8 @@ def _checkpoint(run: Run, plan: list[dict[str, Any]]) -> Answer:
     if asked:
         by_gang = asking.looks.by_gang
         gangs = f" and their gangs ({', '.join(sorted(by_gang))})" if by_gang else ""
-        answer = done(run, True, f"asked {len(asked)} pods on {run.node.name}{gangs} to checkpoint ({who(run)})")
+        pods = f"{len(asked)} pods on {run.node.name}{gangs} to checkpoint ({who(run)})"
+        answer = done(run, True, f"asked {pods}", f"would ask {pods}")
         return replace(answer, looks=asking.looks)
     opted = [p.key for p in run.pods if checkpoint_spec(p) is not None]
     if opted:
@@ -229,7 +228,8 @@ def _replace(run: Run, plan: list[dict[str, Any]]) -> Answer:
     replaced = ensure_replacement(run.recorder, run.node, run.notice, run.pods)
     run.recorder.flush()
     if replaced.type is ActionType.REPLACEMENT:
-        return done(run, True, f"launched {replaced.target} for {run.node.name}: {replaced.reason}")
+        launched = f"{replaced.target} for {run.node.name}: {replaced.reason}"
+        return done(run, True, f"launched {launched}", f"would launch {launched}")
     if replaced.type is ActionType.REPLACEMENT_FAILED:
         return Answer("failed", f"replacement for {run.node.name} failed: {replaced.reason}")
     return Answer("ignored", f"no replacement launched for {run.node.name}: {replaced.reason}")
@@ -246,18 +246,22 @@ def _reporter(run: Run, started: datetime) -> Callable[[DrainState], None] | Non
 
     def report(state: DrainState) -> None:
         blocked: dict[str, int] = {}
-        for entry in state.blocked:
-            pdb = guards.get(entry.split(": ", 1)[0], "?")
+        for pod in state.blocked_pods:
+            pdb = guards.get(pod, "?")
             blocked[pdb] = blocked.get(pdb, 0) + 1
+        waits = state.waiting_on
         progress(
             DrainProgress(
                 node=state.node,
                 remaining=state.remaining,
-                waiting=len(state.waiting),
                 blocked=blocked,
                 elapsed_seconds=(run.deps.clock() - started).total_seconds(),
                 done=state.done,
                 outcome=state.outcome,
+                checkpoint=waits.get("checkpoint", 0),
+                gang=waits.get("gang", 0),
+                grace=waits.get("grace", 0),
+                turn=waits.get("turn", 0),
             )
         )
 

@@ -7,64 +7,66 @@ from typing import Any
 
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.checkpoint import acknowledged, checkpoint_spec, delivery_failed, requested_by, requested_for
-from gpuwarden.domain.drain import DrainContext, PodStep, decide_round
+from gpuwarden.domain.drain import skip_reason
 from gpuwarden.domain.pdb import PdbView, blocking_pdb
+from gpuwarden.domain.plan import plan_counts
 from gpuwarden.domain.views import NodeView, PodView
+from gpuwarden.services.engine.plan import Plan, plan_drain
 from gpuwarden.services.runbook.run import Answer, Run, refusal
 
 # --------------------------------------------------------------------------- plan
 
-
-def _as_taken(step: PodStep, pod: PodView) -> PodStep:
-    """`decide_round`'s `wait` is not a step: say which step the pod will take, and why."""
-    if step.step != "wait":
-        return step
-    if step.held_for is not None:
-        return PodStep(step.pod, "evict", step.reason)
-    if pod.terminating:
-        return PodStep(step.pod, "skip", "already terminating: the drain only waits for it to stop")
-    by = requested_by(pod)
-    until = f" or at {ann.rfc3339(by)}" if by is not None else ""
-    return PodStep(step.pod, "evict", f"checkpoint requested: evicted when it acknowledges{until}")
+#: What each action that moves no pod does to the pods on the node (its plan rows are `skip`).
+_STAYS = {
+    "cordon": "stays: a cordon only keeps new pods off the node",
+    "uncordon": "stays: uncordon only lets new pods land on the node again",
+    "replace": "stays: replace only launches capacity for the node",
+    "checkpoint": "stays: checkpoint only asks opted-in pods, it evicts nothing",
+}
 
 
-def _explain(step: PodStep, pod: PodView, pdbs: list[PdbView]) -> dict[str, Any]:
-    out = _as_taken(step, pod).as_dict()
-    if out["step"] in ("evict", "signal"):
-        pdb = blocking_pdb(pod, pdbs)
-        if pdb is not None:
-            out["reason"] = (
-                f"{out['reason']}; PDB {pdb.key} allows no disruption now: the eviction waits "
-                "(a runbook drain never overrides a PDB)"
-            )
-            out["blocked_by"] = pdb.key
-    return out
+def drain_plan(run: Run) -> Plan:
+    """What a drain of the node would do now, from the drain's own decisions (once per request)."""
+    if run.plan is None:
+        run.plan = plan_drain(
+            run.recorder, run.pods, run.pdbs, involuntary=False, deadline=None, notice_time=run.notice.event_time
+        )
+    return run.plan
 
 
-def plan_steps(run: Run) -> list[dict[str, Any]]:
-    """What a drain of the node would do to every pod on it now, from the drain's own decisions."""
-    policy = run.deps.policy
-    ctx = DrainContext(
-        event_id=run.notice.event_id,
-        involuntary=False,
-        deadline=None,
-        now=run.deps.clock(),
-        default_checkpoint_timeout=policy.checkpoint.default_timeout_seconds,
-        allow_exec=policy.checkpoint.allow_exec,
-    )
-    by_key = {p.key: p for p in run.pods}
-    return [_explain(step, by_key[step.pod], run.pdbs) for step in decide_round(run.pods, ctx)]
+def plan_steps(run: Run, plan: Plan | None = None) -> list[dict[str, Any]]:
+    """Every pod on the node with what *this action* would do to it: a drain's plan for `plan`,
+    `status` (what a drain would do now) and `drain`; `checkpoint` asks what a drain would ask and
+    evicts nothing; `cordon`, `uncordon` and `replace` leave every pod where it is."""
+    action = run.request.action
+    plan = plan or drain_plan(run)
+    if action in ("plan", "status", "drain"):
+        return plan.as_rows()
+    rows = []
+    for row in plan.rows:
+        pod = next(p for p in run.pods if p.key == row.pod)
+        kept = skip_reason(pod)
+        if kept is not None:
+            rows.append({"pod": row.pod, "step": "skip", "reason": kept})
+        elif action == "checkpoint" and row.asks:
+            rows.append({"pod": row.pod, "step": "signal", "reason": "asked to checkpoint; it is not evicted"})
+        else:
+            rows.append({"pod": row.pod, "step": "skip", "reason": _STAYS[action]})
+    return rows
 
 
 def plan_answer(run: Run, plan: list[dict[str, Any]]) -> Answer:
-    counts = {step: sum(1 for s in plan if s["step"] == step) for step in ("signal", "evict", "skip")}
-    blocked = sum(1 for s in plan if "blocked_by" in s)
+    drain = drain_plan(run)
+    counts = plan_counts(drain.rows)
+    here = sum(1 for r in drain.rows if r.asks)
+    asks = len(drain.asks)
+    elsewhere = f" ({asks - here} of them on other nodes, with their gangs)" if asks > here else ""
     reason = (
-        f"a drain of {run.node.name} now would ask {counts['signal']} pods to checkpoint, "
+        f"a drain of {run.node.name} now would ask {asks} pods to checkpoint{elsewhere}, "
         f"evict {counts['evict'] + counts['signal']} and leave {counts['skip']}"
     )
-    if blocked:
-        reason += f"; {blocked} are held by a PDB that allows no disruption now"
+    if counts["blocked"]:
+        reason += f"; {counts['blocked']} are blocked by a PDB that allows no (more) disruption now"
     refused = refusal(run)
     if refused:
         reason += f"; a drain now would be refused: {refused}"

@@ -21,6 +21,7 @@ from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.drain import DrainState
 from gpuwarden.services.engine.node_ops import voluntary_verdict_of
 from gpuwarden.services.engine.pipeline import KindHooks
+from gpuwarden.services.engine.plan import Plan as DrainPlan
 from gpuwarden.services.engine.result import Outcome
 from gpuwarden.sources import RunbookRequest
 
@@ -31,16 +32,24 @@ FORCE_HINT = " (force overrides it)"
 
 @dataclass(frozen=True)
 class DrainProgress:
-    """One line of a drain's progress, for a terminal: what is left and what holds it."""
+    """One line of a drain's progress, for a terminal: what is left and what holds it, each count
+    what it says (the drain's typed `DrainState.waiting_on`)."""
 
     node: str
     remaining: int
-    waiting: int
     #: PodDisruptionBudget ("namespace/name") → pods whose eviction it refuses now
     blocked: dict[str, int]
     elapsed_seconds: float
     done: bool
     outcome: str
+    #: opted-in pods asked to checkpoint whose acknowledgement is awaited (their own handshake)
+    checkpoint: int = 0
+    #: pods that answered, or were not asked, waiting for the rest of their gang's checkpoint
+    gang: int = 0
+    #: pods already asked to leave, within their grace period
+    grace: int = 0
+    #: pods waiting for their turn behind pods of lower priority
+    turn: int = 0
 
 
 Progress = Callable[[DrainProgress], None]
@@ -59,6 +68,8 @@ class Run:
     hooks: KindHooks
     drain_locally: bool
     progress: Progress | None
+    #: What a drain of the node would do, worked out once per request (`read.drain_plan`).
+    plan: DrainPlan | None = None
 
 
 @dataclass(frozen=True)
@@ -96,7 +107,9 @@ def refuse(run: Run, why: str) -> Answer:
     return Answer("ignored", f"{run.request.action} of {run.node.name} refused: {why}")
 
 
-def done(run: Run, changed: bool, reason: str) -> Answer:
+def done(run: Run, changed: bool, reason: str, would: str | None = None) -> Answer:
+    """The answer of an action that ran: ``reason`` says what it did; a dry run says ``would`` (what
+    it would do), or ``reason`` when that states a fact (nothing to do)."""
     if run.deps.dry_run:
-        return Answer("dry-run", f"dry run: {reason}")
+        return Answer("dry-run", f"dry run: {would if would is not None and changed else reason}")
     return Answer("handled" if changed else "duplicate", reason)

@@ -251,4 +251,5 @@ def restore_nodepools(recorder: Recorder) -> str:
     pools = [p for p in deps.kube.list_nodepools() if saved_fields(p) is not None]
     reports = [_reconcile_one(deps, pool, now) for pool in pools]
     changes = _record(recorder, reports, drift=False)
-    return "; " + _summary("NodePools restored", now, reports, changes, drift=False)
+    label = "NodePools that would be restored" if deps.dry_run else "NodePools restored"
+    return "; " + _summary(label, now, reports, changes, drift=False)
