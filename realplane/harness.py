@@ -35,6 +35,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -179,6 +180,8 @@ class Plane:
         ready_timeout: float = READY_TIMEOUT,
     ) -> None:
         self.artifacts = artifacts
+        self._audit_from = 0  # `mark_audit`: where `audit` starts reading, and from when
+        self._audit_since = ""
         self.nodepools = [dict(p) for p in nodepools] if nodepools is not None else [tour_nodepool()]
         self.with_karpenter = karpenter
         #: KWOK's pod-complete stage: a Job's pod Succeeds as soon as it runs. Off by default, so
@@ -306,14 +309,27 @@ class Plane:
         for path, (user, cert, key) in self._kubeconfigs.items():
             path.write_text(yaml.safe_dump(_kubeconfig(self.server, self.pki.ca_cert, user, cert, key)))
 
+    def mark_audit(self) -> None:
+        """From now on `audit` answers only what follows: a scene on a plane shared by several
+        reads its own requests (names repeat across scenes: a Deployment's pods, a Job's)."""
+        path = self.artifacts / "audit.log"
+        self._audit_from = path.stat().st_size if path.exists() else 0
+        # a long request (an exec stream) is logged when it completes: one received before the
+        # mark may be written after it
+        self._audit_since = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
     def audit(self) -> list[dict[str, Any]]:
-        """Every request the API server has answered so far (audit events at ResponseComplete),
-        oldest first: ``user.username``, ``verb``, ``objectRef``, ``responseStatus.code``, ..."""
+        """Every request the API server has answered since `mark_audit` (audit events at
+        ResponseComplete), oldest first: ``user.username``, ``verb``, ``objectRef``,
+        ``responseStatus.code``, ..."""
         events = []
-        with (self.artifacts / "audit.log").open() as f:
-            for line in f:
+        with (self.artifacts / "audit.log").open("rb") as raw:
+            size = raw.seek(0, 2)
+            raw.seek(self._audit_from if self._audit_from <= size else 0)
+            for line in raw.read().decode("utf-8").splitlines():
                 event = json.loads(line)
-                if event.get("stage") == "ResponseComplete":
+                received = str(event.get("requestReceivedTimestamp", ""))
+                if event.get("stage") == "ResponseComplete" and received >= self._audit_since:
                     events.append(event)
         return events
 

@@ -45,6 +45,7 @@ def ours(notes: dict[str, str] | None) -> dict[str, str]:
     return {k: v for k, v in (notes or {}).items() if k.startswith(ann.PREFIX)}
 
 
+@pytest.mark.xfail(strict=False, reason="open finding after the merges: docs/realplane.md finding 13 (release)")
 def test_release_all_takes_back_every_mark_and_the_nodepool_exactly(
     plane: Plane, aws: AwsWorld, tmp_path: Path
 ) -> None:

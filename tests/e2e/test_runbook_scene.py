@@ -50,7 +50,9 @@ def test_a_runbook_drain_checkpoints_evicts_through_the_pdb_and_karpenter_launch
         plan = answer(gpuwarden_cli(plane, aws, ["runbook", "plan", "--node", node, "--json"], save_as="runbook.plan"))
         steps = {row["pod"]: row["step"] for row in plan["plan"]}
         assert steps[f"ml-rn/{trainer['metadata']['name']}"] == "signal", dump(plan)
-        assert {steps[f"serving-rn/{p['metadata']['name']}"] for p in serving} == {"evict"}, dump(plan)
+        # the real PDB allows one disruption of its two replicas: one evicted, one blocked (which one
+        # is the eviction API's order, so the plan promises how many)
+        assert sorted(steps[f"serving-rn/{p['metadata']['name']}"] for p in serving) == ["blocked", "evict"], dump(plan)
         assert not c.node(node)["spec"].get("unschedulable")
         # and drains it
         began = datetime.now(UTC)

@@ -87,6 +87,7 @@ def trainer(name: str, checkpoint: str, gpus: int) -> dict[str, Any]:
 
 @pytest.fixture
 def cluster(plane: Plane) -> Iterator[Cluster]:
+    plane.mark_audit()  # this scene's requests only: names repeat across scenes on one plane
     c = Cluster(plane)
     c.namespace("serving")
     c.namespace("ml")
@@ -163,7 +164,8 @@ def test_spot_warning_on_a_node_real_karpenter_launched(
     assert result["node"] == node_name
     actions = [a["type"] for a in result["actions"]]
     assert actions[0] == "cordon", actions
-    assert actions[-1] == "drain-complete", actions
+    # the drain's last round, then the replacement's hold taken back once the pods run there
+    assert set(actions[actions.index("drain-complete") + 1 :]) <= {"hold-released"}, actions
     assert actions.index("checkpoint-requested") < actions.index("evict"), actions
 
     # and the node is cordoned, tainted and annotated on the real API server
