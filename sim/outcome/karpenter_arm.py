@@ -41,8 +41,6 @@ from sim.outcome.payloads import payloads
 from sim.outcome.world import World
 
 Obj = dict[str, Any]
-#: what the stand-in may still be doing on a deleting NodeClaim: look again this often
-_DELETING_POLL = 1.0
 #: how the ledger names Karpenter's expiry of a node (`causes.py` reads it)
 EXPIRED = "expired: creationTimestamp + expireAfter"
 #: a watch event reaches the controllers' work queues this long after the write (controller-runtime
@@ -150,11 +148,11 @@ class KarpenterDriver:
                 if pool not in self.k.closed_pools:
                     launch = self.k.launch_by_pool.get(pool, self.k.launch_seconds)
                     times.append(parse_rfc3339(meta["creationTimestamp"]) + _seconds(launch))
+        if deleting:  # what a drain does at a time of its own, not on a write (which wakes us anyway)
+            times += self.k.drain_times()
         now = engine.now()
         # what is due now was done by the settle just before (the stand-in keeps finished terminations)
         due = [s for s in ((t - engine.start).total_seconds() for t in times) if s > now]
-        if deleting:
-            due.append(engine.now() + _DELETING_POLL)
         return min(due) if due else None
 
     def _action(self, action: KarpenterAction) -> None:
