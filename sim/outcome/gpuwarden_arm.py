@@ -54,7 +54,7 @@ class Gpuwarden:
         from gpuwarden.adapters.ledger import MemoryLedger
 
         self.world = world
-        self.deps = sim_deps(world.sim, caller="simulate", policy=policy, ledger=MemoryLedger())
+        self.deps = sim_deps(world.sim, caller="simulate", policy=policy, ledger=MemoryLedger(), throttle=False)
         self.deps.sleep = world.engine.sleep
         self.deps.scheduler = SimScheduler(self)
         self.results: list[dict[str, Any]] = []
