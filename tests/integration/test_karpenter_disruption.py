@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuwarden.domain.policy import Policy
 from gpuwarden.services.dispatch import handle_scan
 from tests.integration.conftest import World
 from tests.integration.scenarios import NODE, spot_node
@@ -59,3 +60,30 @@ def test_a_node_not_being_disrupted_is_left_alone(world: World) -> None:
     result = handle_scan(None, world.deps()).to_json()
     assert part(result) == []
     assert result["kind"] == "gpu-unhealthy"
+
+
+def node_lists(world: World) -> list[str]:
+    return [r.path for r in world.sim.requests if r.method == "GET" and r.path == "/api/v1/nodes"]
+
+
+def test_the_scan_lists_the_nodes_once_for_every_kinds_part(world: World) -> None:
+    # Given a node Karpenter is disrupting (the karpenter-disruption part) and GPU nodes (gpu-health)
+    spot_node(world.sim, modes=("annotate",))
+    disrupting(world)
+    world.sim.clear_requests()
+    # When the scan runs
+    result = handle_scan(None, world.deps()).to_json()
+    # Then both parts answered from one LIST of the nodes (was 2: each part listed them)
+    assert part(result)
+    assert len(node_lists(world)) == 1
+    # And a quiet scan too
+    world.sim.clear_requests()
+    handle_scan(None, world.deps())
+    assert len(node_lists(world)) == 1
+
+
+def test_the_scan_narrowed_by_node_selector_narrows_the_karpenter_disruption_part_too(world: World) -> None:
+    spot_node(world.sim, modes=("annotate",))
+    disrupting(world)
+    policy = Policy.model_validate({"cluster": "ml-prod", "gpu_health": {"node_selector": "team=elsewhere"}})
+    assert part(handle_scan(None, world.deps(policy)).to_json()) == []

@@ -20,7 +20,8 @@ from gpuwarden.kinds.registry import spec_of
 from gpuwarden.services.dispatch import handle_batch, handle_tick
 from gpuwarden.services.engine.context import Recorder
 from gpuwarden.services.engine.drain import DrainState
-from gpuwarden.services.engine.pipeline import round_of
+from gpuwarden.services.engine.holds import take_back_hold
+from gpuwarden.services.engine.pipeline import drain_to_end, round_of
 from sim.builders import gpu_node, inference_pod, nodeclaim_for, nodepool, training_pod
 from sim.clock import rfc3339
 from tests.integration.conftest import World, load_event
@@ -100,6 +101,18 @@ def test_the_hold_goes_as_soon_as_a_pod_runs_on_the_replacement(world: World) ->
     assert holds(world, claim["metadata"]["name"]) == (None, None)
 
 
+def test_a_hold_taken_back_with_a_reason_goes_at_once(world: World) -> None:
+    claim = launched(world)
+    register(world, claim)
+    name = claim["metadata"]["name"]
+    recorder = Recorder(world.deps(), "release")
+    read = world.sim.get("NodeClaim", name)
+    assert read is not None
+    assert take_back_hold(recorder, read, reason="the disruption was released") == name
+    assert holds(world, name) == (None, None)
+    assert [(a["type"], a["reason"]) for a in recorder.actions] == [("hold-released", "the disruption was released")]
+
+
 def test_an_owners_do_not_disrupt_on_another_nodeclaim_is_never_touched(world: World) -> None:
     # Given a NodeClaim (not gpuwarden's) its owner marked do-not-disrupt, and a long time passing
     world.sim.create(nodepool("gpu-owned"))
@@ -144,61 +157,132 @@ def spot_warned(world: World, policy: Policy | None = None) -> dict[str, Any]:
     return handle_batch(parse_notices(event), world.deps(policy)).to_json()
 
 
-def test_a_replacement_that_did_not_launch_is_launched_again_and_recorded(world: World) -> None:
+def tiers_of(world: World, *pools: tuple[str, int]) -> None:
+    """NodePools beside the samples' own (gpu-training) that admit its pods, each with its weight."""
+    for name, weight in pools:
+        pool = nodepool(name, capacity_types=("on-demand",))
+        pool["spec"]["weight"] = weight
+        world.sim.create(pool)
+
+
+def record_of(world: World) -> dict[str, str]:
+    notes = world.node(NODE_OF_SAMPLES)["metadata"]["annotations"]
+    return {k: v for k, v in notes.items() if k.startswith("gpuwarden.io/replacement")}
+
+
+def still_there(world: World) -> None:
+    """A trainer not yet drained: what the next replacement is sized for."""
+    world.sim.create(training_pod("late-0", world.node(NODE_OF_SAMPLES), gpus=2, checkpoint="annotate"))
+
+
+def test_a_replacement_that_did_not_launch_is_replaced_in_the_next_pool_by_weight(world: World) -> None:
+    # Given two other pools that admit the pods (weights 10 and 50) and a trainer still on the node
+    tiers_of(world, ("gpu-od-low", 10), ("gpu-od-high", 50))
     result = spot_warned(world)
-    first = world.node(NODE_OF_SAMPLES)["metadata"]["annotations"]["gpuwarden.io/replacement"].removeprefix(
-        "nodeclaim/"
-    )
+    first = record_of(world)["gpuwarden.io/replacement"].removeprefix("nodeclaim/")
+    still_there(world)
+    # When Karpenter marks the node's own pool's replacement Launched=False
     not_launched(world, first)
     actions = next_round(world, result)
-    again = [a for a in actions if a["type"] == "replacement"]
-    assert len(again) == 1
-    assert again[0]["reason"].startswith(f"attempt 2 of 3: NodeClaim {first} did not launch (InsufficientCapacity")
-    second = again[0]["target"].removeprefix("nodeclaim/")
+    # Then the failed claim is deleted and the next NodeClaim comes from the heavier other pool
+    (again,) = [a for a in actions if a["type"] == "replacement"]
+    assert again["reason"].startswith(f"attempt 2 of 3: NodeClaim {first} did not launch (InsufficientCapacity")
+    assert f"NodePool gpu-training: NodeClaim {first} did not launch there" in again["reason"]
+    assert world.sim.get("NodeClaim", first) is None
+    second = again["target"].removeprefix("nodeclaim/")
     claim = world.sim.get("NodeClaim", second)
     assert claim is not None
-    original = world.sim.get("NodeClaim", first)
-    assert original is not None
-    assert claim["spec"]["requirements"] == original["spec"]["requirements"]
+    assert claim["metadata"]["labels"]["karpenter.sh/nodepool"] == "gpu-od-high"
     assert claim["metadata"]["annotations"][HOLD] == "true"
-    notes = world.node(NODE_OF_SAMPLES)["metadata"]["annotations"]
-    assert notes["gpuwarden.io/replacement"] == f"nodeclaim/{second}"
-    assert notes["gpuwarden.io/replacement-failed"] == first
+    assert record_of(world) == {
+        "gpuwarden.io/replacement": f"nodeclaim/{second}",
+        "gpuwarden.io/replacement-pool": "gpu-od-high",
+        "gpuwarden.io/replacement-failed": f"gpu-training/{first}",
+    }
     # a round that finds the new claim well launches nothing more
     assert [a for a in next_round(world, result) if a["type"].startswith("replacement")] == []
 
 
-def test_attempts_are_bounded_by_the_policy_and_the_last_failure_is_recorded(world: World) -> None:
-    two = Policy.model_validate({"cluster": "ml-prod", "replacement": {"attempts": 2}})
-    result = spot_warned(world, two)
-    first = world.node(NODE_OF_SAMPLES)["metadata"]["annotations"]["gpuwarden.io/replacement"].removeprefix(
-        "nodeclaim/"
+def test_when_every_pool_fails_the_attempts_run_out_recorded_and_the_drain_still_finishes(world: World) -> None:
+    tiers_of(world, ("gpu-od-low", 10), ("gpu-od-high", 50))
+    result = spot_warned(world)
+    first = record_of(world)["gpuwarden.io/replacement"].removeprefix("nodeclaim/")
+    still_there(world)
+    # own pool: Launched=False; the next (gpu-od-high): deleted by Karpenter, as its launch
+    # controller does on InsufficientCapacityError; the last (gpu-od-low): Launched=False
+    not_launched(world, first)
+    (second,) = [
+        a["target"].removeprefix("nodeclaim/") for a in next_round(world, result) if a["type"] == "replacement"
+    ]
+    world.sim.delete_direct("NodeClaim", second)
+    (third,) = [a for a in next_round(world, result) if a["type"] == "replacement"]
+    assert third["reason"].startswith(f"attempt 3 of 3: NodeClaim {second} was deleted by Karpenter")
+    assert f"NodePool gpu-od-high: NodeClaim {second} did not launch there" in third["reason"]
+    last = third["target"].removeprefix("nodeclaim/")
+    assert world.sim.get("NodeClaim", last)["metadata"]["labels"]["karpenter.sh/nodepool"] == "gpu-od-low"  # type: ignore[index]
+    not_launched(world, last)
+    # When the next round reads it: the attempts are used up, the failure recorded with every claim
+    state = DrainState.model_validate({**result["drain"], "done": False})
+    recorder = Recorder(world.deps(), result["event_id"])
+    later = drain_to_end(recorder, state, spec_of(Kind.SPOT_INTERRUPTION).hooks)
+    (failed,) = [a for a in recorder.actions if a["type"] == "replacement-failed"]
+    assert failed["reason"] == (
+        f"NodeClaim {last} did not launch (InsufficientCapacity: all requested instance types were unavailable "
+        "during launch); 3 of replacement.attempts 3 used"
     )
+    assert world.sim.get("NodeClaim", last) is None
+    assert record_of(world) == {
+        "gpuwarden.io/replacement-failed": f"gpu-training/{first},gpu-od-high/{second},gpu-od-low/{last}"
+    }
+    # Then the drain does not wait on its replacement: it finishes
+    assert later.state.done
+    assert "drain-complete" in [a["type"] for a in recorder.actions]
+    assert [a for a in next_round(world, result) if a["type"].startswith("replacement")] == []
+
+
+def test_with_no_other_pool_left_the_failure_names_each_pools_reason(world: World) -> None:
+    result = spot_warned(world)
+    first = record_of(world)["gpuwarden.io/replacement"].removeprefix("nodeclaim/")
+    still_there(world)
+    not_launched(world, first)
+    (failed,) = [a for a in next_round(world, result) if a["type"] == "replacement-failed"]
+    assert failed["reason"].endswith(
+        f"no NodePool can take the replacement: NodePool gpu-training: NodeClaim {first} did not launch there"
+    )
+    assert record_of(world) == {"gpuwarden.io/replacement-failed": f"gpu-training/{first}"}
+
+
+def test_attempts_are_bounded_by_the_policy(world: World) -> None:
+    two = Policy.model_validate({"cluster": "ml-prod", "replacement": {"attempts": 2}})
+    tiers_of(world, ("gpu-od-low", 10), ("gpu-od-high", 50))
+    result = spot_warned(world, two)
+    first = record_of(world)["gpuwarden.io/replacement"].removeprefix("nodeclaim/")
+    still_there(world)
     not_launched(world, first)
     (again,) = [a for a in next_round(world, result, two) if a["type"] == "replacement"]
     not_launched(world, again["target"].removeprefix("nodeclaim/"))
-    actions = next_round(world, result, two)
-    (failed,) = [a for a in actions if a["type"] == "replacement-failed"]
+    (failed,) = [a for a in next_round(world, result, two) if a["type"] == "replacement-failed"]
     assert "2 of replacement.attempts 2 used" in failed["reason"]
-    assert "gpuwarden.io/replacement" not in world.node(NODE_OF_SAMPLES)["metadata"]["annotations"]
+    assert "gpuwarden.io/replacement" not in record_of(world)
     assert [a for a in next_round(world, result, two) if a["type"].startswith("replacement")] == []
 
 
-def test_a_replacement_karpenter_deleted_is_chosen_again_for_the_pods_still_on_the_node(world: World) -> None:
+def test_a_replacement_karpenter_deleted_is_chosen_again_in_the_next_pool_for_the_pods_still_on_the_node(
+    world: World,
+) -> None:
+    tiers_of(world, ("gpu-od-high", 50))
     result = spot_warned(world)
-    first = world.node(NODE_OF_SAMPLES)["metadata"]["annotations"]["gpuwarden.io/replacement"].removeprefix(
-        "nodeclaim/"
-    )
+    first = record_of(world)["gpuwarden.io/replacement"].removeprefix("nodeclaim/")
     # Given a trainer still on the node (not yet drained), and Karpenter deleting the replacement
-    world.sim.create(training_pod("late-0", world.node(NODE_OF_SAMPLES), gpus=2, checkpoint="annotate"))
+    still_there(world)
     world.sim.delete_direct("NodeClaim", first)
     # When the next round reads the replacement
     (again,) = [a for a in next_round(world, result) if a["type"] == "replacement"]
-    # Then a new claim is chosen for the pods still there, held, and the loss is recorded
+    # Then a new claim is chosen for the pods still there, in the next pool, held, and the loss recorded
     assert again["reason"].startswith(f"attempt 2 of 3: NodeClaim {first} was deleted by Karpenter")
     claim = world.sim.get("NodeClaim", again["target"].removeprefix("nodeclaim/"))
     assert claim is not None
-    assert claim["metadata"]["labels"]["karpenter.sh/nodepool"] == "gpu-training"
+    assert claim["metadata"]["labels"]["karpenter.sh/nodepool"] == "gpu-od-high"
     assert claim["metadata"]["annotations"][HOLD] == "true"
 
 
@@ -211,3 +295,30 @@ def test_a_deleted_replacement_with_nothing_left_to_move_is_recorded_not_relaunc
     (failed,) = [a for a in next_round(world, result) if a["type"] == "replacement-failed"]
     assert "was deleted by Karpenter; no pod is left on the node" in failed["reason"]
     assert [c for c in world.sim.list("NodeClaim") if c["metadata"]["name"].startswith("gpuwarden-")] == []
+
+
+# --------------------------------------------------------------------------- requests per round
+
+
+def node_gets(world: World, since: int) -> int:
+    path = f"/api/v1/nodes/{NODE_OF_SAMPLES}"
+    return sum(1 for r in world.sim.requests[since:] if r.method == "GET" and r.path == path)
+
+
+def test_a_drain_round_reads_the_node_once_beside_its_replacement(world: World) -> None:
+    # Given a drain handed to the workflow with a trainer still on the node (a middle round)
+    result = spot_warned(world)
+    still_there(world)
+    since = len(world.sim.requests)
+    state = DrainState.model_validate({**result["drain"], "done": False})
+    hooks = spec_of(Kind.SPOT_INTERRUPTION).hooks
+    middle = round_of(Recorder(world.deps(), result["event_id"]), state, hooks)
+    # Then following the replacement and draining share one GET of the node (was 2)
+    assert not middle.state.done
+    assert node_gets(world, since) == 1
+    # And the last round (the replacement's hold looked at too) reads it once as well (was 3)
+    world.sim.delete_direct("Pod", "late-0", "ml", grace_seconds=0)
+    since = len(world.sim.requests)
+    last = round_of(Recorder(world.deps(), result["event_id"]), middle.state, hooks)
+    assert last.state.done
+    assert node_gets(world, since) == 1

@@ -26,8 +26,12 @@ CLAIMED_AT = PREFIX + "claimed-at"
 HOLD_UNTIL = PREFIX + "hold-until"
 #: On an interrupted node: the replacement NodeClaim the API server accepted (written after the
 #: create: a round that finds the claim gone knows it was deleted, not yet to be created).
-#: On an interrupted node: the replacement NodeClaims that failed to launch so far (comma-separated).
+#: On an interrupted node: the replacement NodeClaims that failed to launch so far, each
+#: ``<NodePool>/<NodeClaim>`` (comma-separated): the next attempt leaves those NodePools out.
 REPLACEMENT_FAILED = PREFIX + "replacement-failed"
+#: On an interrupted node: the NodePool of its replacement NodeClaim where that is not the node's own
+#: (a later tier's), so a round that finds the claim deleted knows which pool failed.
+REPLACEMENT_POOL = PREFIX + "replacement-pool"
 #: On a replacement NodeClaim: the node it replaces.
 REPLACES = PREFIX + "replaces"
 #: What a disruption writes on its node, and what giving the node back removes.

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from gpuwarden.domain.notice import Kind, Notice
-from gpuwarden.domain.views import PodView
+from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.pipeline import KindHooks
 from gpuwarden.services.engine.result import Result
@@ -38,8 +38,9 @@ WhyIgnored = Callable[[Mapping[str, Any], Sequence[Rule]], str | None]
 #: append to the tick's reason. Each answer of its own (a plan) goes into ``planned``.
 Reconcile = Callable[[Recorder, KindHooks, bool, list[Result]], str]
 #: The kind's part of the GPU-health scan (every minute, `gpuwarden scan`): one answer, its nodes'
-#: answers under ``results``.
-Scan = Callable[[Deps, KindHooks, bool], Result]
+#: answers under ``results``. Every part reads the scan's one LIST of the nodes (the last argument,
+#: `gpu_health.scanned_nodes`): the scan reads the cluster once.
+Scan = Callable[[Deps, KindHooks, bool, Sequence[NodeView]], Result]
 #: The Karpenter disruption reason a voluntary action of the kind counts as, given the node's pods.
 KarpenterReason = Callable[[Sequence[PodView]], str]
 

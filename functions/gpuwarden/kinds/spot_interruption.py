@@ -7,7 +7,7 @@ from gpuwarden.domain.notice import Kind
 from gpuwarden.kinds.spec import KindSpec
 from gpuwarden.services.engine import karpenter
 from gpuwarden.services.engine.disrupt import disrupt
-from gpuwarden.services.engine.replace import reconcile_holds
+from gpuwarden.services.engine.holds import reconcile_holds
 from gpuwarden.sources.ec2 import SpotInterruptionWarning
 from gpuwarden.sources.rules import rule_of
 

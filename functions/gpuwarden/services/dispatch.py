@@ -27,6 +27,7 @@ from gpuwarden.services.engine.drain import DrainState
 from gpuwarden.services.engine.failures import failed_notice, failed_result
 from gpuwarden.services.engine.pipeline import round_of
 from gpuwarden.services.engine.result import Result, alerts_answer, answered, failed, summed
+from gpuwarden.services.notices.gpu_health import scanned_nodes
 from gpuwarden.services.release import release
 from gpuwarden.services.runbook import actions as runbook
 from gpuwarden.services.runbook.run import Progress
@@ -79,7 +80,8 @@ def handle_scan(tick: ScanTick | None, deps: Deps, *, drain_locally: bool = True
     A scan that cannot list the nodes (cluster, credentials, retries) is the failed answer."""
     scanners = [spec for spec in SPECS if spec.scan is not None]
     try:
-        scanned = [spec.scan(deps, spec.hooks, drain_locally) for spec in scanners if spec.scan is not None]
+        nodes = scanned_nodes(deps)  # the scan reads the cluster's nodes once, for every kind's part
+        scanned = [spec.scan(deps, spec.hooks, drain_locally, nodes) for spec in scanners if spec.scan is not None]
         # a later kind's part that found nothing adds nothing to the answer
         scanned = [r for i, r in enumerate(scanned) if i == 0 or r.results]
     except GpuwardenError as err:

@@ -146,10 +146,20 @@ def drain_step(
     prepare: PreparePod | None = None,
 ) -> Round:
     """One round: the next state (`done` when only skipped pods remain, or the node is gone), and
-    the round's look at the node's gangs."""
+    the round's look at the node's gangs. Reads the node first (one GET)."""
+    return drain_node(recorder, state, recorder.deps.kube.get_node(state.node), pool, prepare)
+
+
+def drain_node(
+    recorder: Recorder,
+    state: DrainState,
+    node: NodeView | None,
+    pool: ThreadPoolExecutor | None = None,
+    prepare: PreparePod | None = None,
+) -> Round:
+    """`drain_step` on the node as this round already read it (None: it is gone)."""
     deps = recorder.deps
     state = state.model_copy(update={"round": state.round + 1})
-    node = deps.kube.get_node(state.node)
     if node is None:
         return Round(_gone_early(recorder, state, deps.clock()))
     pods = [p for p in deps.kube.list_pods_on_node(state.node) if p.node_name == state.node]

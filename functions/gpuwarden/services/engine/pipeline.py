@@ -33,8 +33,9 @@ from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.engine.checkpoint import Asking, PreparePod
 from gpuwarden.services.engine.context import Deps, FanOut, Recorder, worker_pool
-from gpuwarden.services.engine.drain import DrainState, Round, drain_step, round_facts
+from gpuwarden.services.engine.drain import DrainState, Round, drain_node, round_facts
 from gpuwarden.services.engine.gangs import ask_gangs, find_gangs
+from gpuwarden.services.engine.holds import release_hold_of
 from gpuwarden.services.engine.node_ops import give_back, mark_node
 from gpuwarden.services.engine.plan import Plan as DrainPlan
 from gpuwarden.services.engine.plan import notice_plan, record_would_drain
@@ -43,7 +44,6 @@ from gpuwarden.services.engine.replace import (
     ensure_replacement,
     follow_replacement,
     gang_peers,
-    release_hold_of,
 )
 from gpuwarden.services.engine.result import KARPENTER, Result
 
@@ -316,12 +316,13 @@ def round_of(
 ) -> Round:
     """One drain round and the kind's `settle` after it (here, and in the drain workflow). Not
     ``follow``: the first invocation's rounds, beside its own launch, do not read the replacement."""
-    if follow and not state.done:  # a replacement that failed to launch is launched again (replacement.attempts)
-        follow_replacement(recorder, state.node, state.event_id, lost=not recorder.deps.is_voluntary(state.kind))
-    drained = drain_step(recorder, state, pool, hooks.prepare_pod)
+    node = recorder.deps.kube.get_node(state.node)  # the round's one read of the node
+    if follow and not state.done and node is not None:  # a replacement that failed to launch: the next option
+        node = follow_replacement(recorder, node, state.event_id, lost=not recorder.deps.is_voluntary(state.kind))
+    drained = drain_node(recorder, state, node, pool, hooks.prepare_pod)
     settled = hooks.settle(recorder, drained.state)
-    if settled.done:  # the last round: the replacement's hold goes once its pods run there
-        release_hold_of(recorder, settled.node)
+    if settled.done and node is not None:  # the last round: the replacement's hold goes once its pods run there
+        release_hold_of(recorder, node)
     return Round(settled, drained.looks)
 
 

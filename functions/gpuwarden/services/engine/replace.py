@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
-
-from dateutil.parser import isoparse
 
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.accelerators import ResourceClaimView, replacement_demand, resource_claim_from_json
@@ -28,7 +25,6 @@ from gpuwarden.domain.replacement import (
 )
 from gpuwarden.domain.tiers import tiers
 from gpuwarden.domain.views import (
-    DO_NOT_DISRUPT,
     KARPENTER_DISRUPTED_TAINT,
     NODEPOOL_LABEL,
     ZONE_LABEL,
@@ -38,11 +34,11 @@ from gpuwarden.domain.views import (
 from gpuwarden.domain.volumes import ClaimView, VolumePin, VolumeView, pv_from_json, pvc_from_json, volume_pin
 from gpuwarden.services.engine.context import Recorder
 from gpuwarden.services.engine.gangs import find_gangs
+from gpuwarden.services.engine.holds import NODECLAIM, held
 from gpuwarden.services.engine.result import KARPENTER, LEFT_TO_KARPENTER
 from gpuwarden.services.engine.writes import Patch, annotate, update_node
 
 PENDING = "pending:"
-NODECLAIM = "nodeclaim/"
 
 
 def gang_peers(gangs: Sequence[Gang], pods: Sequence[PodView]) -> list[PodView]:
@@ -84,13 +80,20 @@ def volumes_of(kube: KubePort, pods: Sequence[PodView]) -> tuple[list[ClaimView]
 
 
 def _tiered_manifest(
-    recorder: Recorder, own: str, node: NodeView, pods: list[PodView], peers: Sequence[PodView], lost: bool
+    recorder: Recorder,
+    own: str,
+    node: NodeView,
+    pods: list[PodView],
+    peers: Sequence[PodView],
+    lost: bool,
+    failed: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, Any], str]:
     """The NodeClaim for the first NodePool that can take the replacement (docs/cluster.md, "Limits
     and tiers"): ``own`` first, then the others whose template admits the pods, by weight, each
-    only where its ``spec.limits`` leave room. ``lost``: the node is being taken (an involuntary
-    notice), so its capacity leaves its own pool's count. Raises `NoFittingReplacement` naming each
-    pool's reason when none can."""
+    only where its ``spec.limits`` leave room and not in ``failed`` (pool → why: a replacement
+    there already failed to launch for this node). ``lost``: the node is being taken (an
+    involuntary notice), so its capacity leaves its own pool's count. Raises
+    `NoFittingReplacement` naming each pool's reason when none can."""
     kube = recorder.deps.kube
     listed = kube.list_nodepools()
     by_name = {str((p.get("metadata") or {}).get("name", "")): p for p in listed}
@@ -101,6 +104,9 @@ def _tiered_manifest(
     zones = peer_zones(kube, node, peers)
     refused = [c.refused for c in order.choices if c.refused]
     for name in order.usable:
+        if failed and name in failed:
+            refused.append(f"NodePool {name}: {failed[name]}")
+            continue
         try:
             manifest, why = nodeclaim_manifest(
                 by_name[name], node, pods, recorder.event_id, zones, claims=claims, volumes=pin
@@ -110,69 +116,8 @@ def _tiered_manifest(
             continue
         if name != own:
             why = f"NodePool {name}, the next tier ({'; '.join(refused)}); {why}"
-        return _held(manifest, recorder), why
+        return held(manifest, recorder), why
     raise NoFittingReplacement("no NodePool can take the replacement: " + "; ".join(refused))
-
-
-def _held(manifest: dict[str, Any], recorder: Recorder) -> dict[str, Any]:
-    """The NodeClaim with gpuwarden's hold (docs/cluster.md, "Replacement capacity"):
-    ``karpenter.sh/do-not-disrupt: "true"`` (Karpenter's registration copies it to the node) until
-    ``replacement.hold_minutes`` from now, so its emptiness consolidation does not take the node
-    before the pods it was launched for arrive. `release_holds` takes it back."""
-    minutes = recorder.deps.policy.replacement.hold_minutes
-    until = ann.rfc3339(recorder.deps.clock() + timedelta(minutes=minutes))
-    notes = manifest["metadata"].setdefault("annotations", {})
-    notes |= {DO_NOT_DISRUPT: "true", ann.HOLD_UNTIL: until}
-    return manifest
-
-
-def _in_use(kube: KubePort, node: str) -> bool:
-    """A workload pod (not a DaemonSet's, not a mirror) runs on ``node``."""
-    return any(
-        p.phase == "Running" and not p.is_daemonset and not p.is_mirror and not p.terminating
-        for p in kube.list_pods_on_node(node)
-    )
-
-
-def _release(recorder: Recorder, claim: dict[str, Any]) -> str | None:
-    """Take back gpuwarden's hold on ``claim`` when its pods run on its node or its time has passed
-    (None: it stays, or there is none)."""
-    kube, now = recorder.deps.kube, recorder.deps.clock()
-    meta = claim.get("metadata") or {}
-    until = (meta.get("annotations") or {}).get(ann.HOLD_UNTIL)
-    if until is None:
-        return None
-    name, node = str(meta.get("name")), (claim.get("status") or {}).get("nodeName")
-    used = bool(node) and _in_use(kube, str(node))
-    if not used and isoparse(str(until)) > now:
-        return None
-    with contextlib.suppress(NotFound):
-        kube.patch_nodeclaim(name, annotate({DO_NOT_DISRUPT: None, ann.HOLD_UNTIL: None}), None)
-    if node:
-        with contextlib.suppress(NotFound):
-            kube.patch_node(str(node), annotate({DO_NOT_DISRUPT: None}), None)
-    why = f"its pods run on {node}" if used else f"replacement.hold_minutes passed at {until}"
-    recorder.add(ActionType.HOLD_RELEASED, target=NODECLAIM + name, reason=why)
-    return name
-
-
-def release_holds(recorder: Recorder) -> list[str]:
-    """The reconcile: take back the hold of every replacement gpuwarden launched whose pods run on
-    it now, or whose ``replacement.hold_minutes`` have passed, from the NodeClaim and from its node,
-    only where gpuwarden's hold is (docs/cluster.md). Answers the claims released."""
-    released = [_release(recorder, claim) for claim in recorder.deps.kube.list_nodeclaims()]
-    return [name for name in released if name is not None]
-
-
-def release_hold_of(recorder: Recorder, node_name: str) -> None:
-    """The drain's last round: the hold of the replacement ``node_name``'s record names (one read of
-    the node, one of its claim by name), taken back when its pods already run there."""
-    kube = recorder.deps.kube
-    node = kube.get_node(node_name)
-    record = (node.annotations.get(ann.REPLACEMENT) or "") if node is not None else ""
-    claim = kube.get_nodeclaim(record.removeprefix(NODECLAIM)) if record.startswith(NODECLAIM) else None
-    if claim is not None:
-        _release(recorder, claim)
 
 
 def _launch(
@@ -182,17 +127,22 @@ def _launch(
     pods: list[PodView],
     peers: Sequence[PodView],
     lost: bool,
-) -> tuple[str, str]:
+) -> tuple[str, str, str | None]:
+    """Launch it: the record's value, why, and a NodeClaim's NodePool (None: not a NodeClaim)."""
     deps = recorder.deps
     assert choice.target is not None
     if choice.strategy == "nodeclaim":
         manifest, why = _tiered_manifest(recorder, choice.target, node, pods, peers, lost)
-        return NODECLAIM + deps.kube.create_nodeclaim(manifest), why
+        return NODECLAIM + deps.kube.create_nodeclaim(manifest), why, _pool_of(manifest)
     if choice.strategy == "asg":
-        return deps.cloud.raise_asg_desired(choice.target, recorder.event_id), "desired capacity +1"
+        return deps.cloud.raise_asg_desired(choice.target, recorder.event_id), "desired capacity +1", None
     fleet = deps.policy.replacement
     value = deps.cloud.launch_fleet(recorder.event_id, choice.target, fleet.fleet_instance_types, fleet.fleet_subnets)
-    return value, "EC2 Fleet instant, spot first"
+    return value, "EC2 Fleet instant, spot first", None
+
+
+def _pool_of(claim: Mapping[str, Any]) -> str:
+    return str(((claim.get("metadata") or {}).get("labels") or {}).get(NODEPOOL_LABEL, ""))
 
 
 @dataclass(frozen=True)
@@ -221,13 +171,13 @@ def mark_claim(node: NodeView, notice: Notice, policy: ReplacementPolicy) -> str
 def drop_claim(kube: KubePort, node: str) -> None:
     """Take back a claim whose replacement is not launched (Karpenter replaces the node, nothing
     fits, or the launch failed)."""
-    _record(kube, node, None)
+    _record(kube, node, {ann.REPLACEMENT: None})
 
 
-def _record(kube: KubePort, node: str, value: str | None) -> None:
+def _record(kube: KubePort, node: str, notes: Mapping[str, str | None]) -> None:
     """The node's replacement record; a node already gone (Karpenter finished it) has nothing to record."""
     with contextlib.suppress(NotFound):
-        kube.patch_node(node, annotate({ann.REPLACEMENT: value}), None)
+        kube.patch_node(node, annotate(notes), None)
 
 
 def _planned(strategy: str, claim_name: str, event_id: str) -> str:
@@ -307,7 +257,7 @@ def _launched(
         if peers is None and choice.strategy == "nodeclaim":  # no checkpoint step looked: one LIST per gang
             peers = gang_peers(find_gangs(recorder, pods), pods)
         gang = peers or []
-        value, why = _launch(recorder, choice, node, pods, gang, lost)
+        value, why, pool = _launch(recorder, choice, node, pods, gang, lost)
     except NoFittingReplacement as err:
         drop_claim(kube, node.name)
         return _skip(recorder, str(err), strategy=choice.strategy)
@@ -316,17 +266,15 @@ def _launched(
         recorder.add(ActionType.REPLACEMENT_FAILED, node, strategy=choice.strategy, reason=str(err))
         drop_claim(kube, node.name)
         return Replaced(ActionType.REPLACEMENT_FAILED, str(err))
+    notes = {}
     if value != node.annotations.get(ann.REPLACEMENT):  # the claim was `pending:`: the launch's answer is the record
-        _record(kube, node.name, value)
+        notes[ann.REPLACEMENT] = value
+    if pool and pool != node.nodepool:  # another tier's: a later round names it if the claim is deleted
+        notes[ann.REPLACEMENT_POOL] = pool
+    if notes:
+        _record(kube, node.name, notes)
     recorder.add(ActionType.REPLACEMENT, node, target=value, strategy=choice.strategy, reason=why)
     return Replaced(ActionType.REPLACEMENT, why, value)
-
-
-def reconcile_holds(recorder: Recorder, hooks: object, drain_locally: bool, planned: list[Any]) -> str:
-    """The periodic reconcile's part (`KindSpec.reconcile`): a hold the drain's last round left
-    behind (its pods were not there yet) is taken back once they are, or its time has passed."""
-    released = release_holds(recorder)
-    return f"; {len(released)} replacement hold(s) released" if released else ""
 
 
 def _launch_failed(claim: dict[str, Any] | None) -> str | None:
@@ -341,58 +289,75 @@ def _launch_failed(claim: dict[str, Any] | None) -> str | None:
     return None
 
 
-def _next_attempt(recorder: Recorder, claim: dict[str, Any] | None, node: NodeView, lost: bool) -> dict[str, Any]:
-    """The next launch's NodeClaim (named by the caller): the failed claim's pool and spec, or, for
-    one already gone, the tiers chosen again for the pods still on the node."""
-    if claim is None:
-        own = node.nodepool or ""
-        pods = [p for p in recorder.deps.kube.list_pods_on_node(node.name) if p.node_name == node.name]
-        if not any(not p.is_daemonset and not p.is_mirror and not p.finished for p in pods):
-            raise NoFittingReplacement("no pod is left on the node to size the next one for")
-        manifest, _ = _tiered_manifest(recorder, own, node, pods, [], lost)
-        return manifest
-    meta = claim.get("metadata") or {}
-    manifest = {
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodeClaim",
-        "metadata": {"labels": dict(meta.get("labels") or {}), "annotations": dict(meta.get("annotations") or {})},
-        "spec": claim.get("spec") or {},
-    }
-    return _held(manifest, recorder)
+def _failed_pools(entries: Sequence[str]) -> dict[str, str]:
+    """The NodePools of the failed claims ``<pool>/<claim>`` (an entry without a pool names none)."""
+    pools: dict[str, str] = {}
+    for entry in entries:
+        pool, _, claim = entry.rpartition("/")
+        if pool:
+            pools.setdefault(pool, f"NodeClaim {claim} did not launch there")
+    return pools
 
 
-def follow_replacement(recorder: Recorder, node_name: str, event_id: str, *, lost: bool) -> None:
-    """A drain round reads the replacement (docs/cluster.md, "Replacement capacity"): one that
-    Karpenter marked ``Launched=False`` or deleted before the drain is over is launched again, at
-    most ``replacement.attempts`` launches in all, each recorded: a new NodeClaim of the same pool
-    and spec (Karpenter's provisioner then leaves out the offering it just found unavailable), or,
-    for a claim already gone, one chosen again (limits and tiers) for the pods still on the node.
-    The node's record names the live claim; a node that is gone, or a claim that is up, is left."""
+def _next_attempt(
+    recorder: Recorder, node: NodeView, failed: Mapping[str, str], lost: bool
+) -> tuple[dict[str, Any], str]:
+    """The next launch's NodeClaim (named by the caller) and why there: the limits and tiers chosen
+    again for the pods still on the node, the NodePools whose replacement failed left out (within a
+    pool, Karpenter's launch already asked for every instance type and zone the claim allows)."""
+    pods = [p for p in recorder.deps.kube.list_pods_on_node(node.name) if p.node_name == node.name]
+    if not any(not p.is_daemonset and not p.is_mirror and not p.finished for p in pods):
+        raise NoFittingReplacement("no pod is left on the node to size the next one for")
+    return _tiered_manifest(recorder, node.nodepool or "", node, pods, [], lost, failed)
+
+
+def follow_replacement(recorder: Recorder, node: NodeView, event_id: str, *, lost: bool) -> NodeView:
+    """A drain round reads the replacement ``node``'s record names (``node``: as the round read it;
+    one GET of the claim, docs/cluster.md, "Replacement capacity"). One that Karpenter deleted or
+    marked ``Launched=False`` before the drain is over is replaced by the next option, at most
+    ``replacement.attempts`` launches in all, each recorded: the limits and tiers chosen again for
+    the pods still on the node, every NodePool where one already failed left out. A claim marked
+    ``Launched=False`` is deleted first: Karpenter deletes one that failed for insufficient
+    capacity itself (kubernetes-sigs/karpenter, pkg/controllers/nodeclaim/lifecycle/launch.go,
+    ``IsInsufficientCapacityError`` → ``Delete``), any other only after its registration TTL of
+    15 minutes (lifecycle/liveness.go, ``registrationTTL``). Answers the node as written; a claim
+    that is up, or a record that is not a NodeClaim, is left."""
     deps = recorder.deps
     kube = deps.kube
-    node = kube.get_node(node_name)
-    record = node.annotations.get(ann.REPLACEMENT) if node is not None else None
-    if node is None or not record or not record.startswith(NODECLAIM):
-        return
+    record = node.annotations.get(ann.REPLACEMENT)
+    if not record or not record.startswith(NODECLAIM):
+        return node
     name = record.removeprefix(NODECLAIM)
     claim = kube.get_nodeclaim(name)
     why = _launch_failed(claim)
     if why is None:
-        return
-    failed = [c for c in (node.annotations.get(ann.REPLACEMENT_FAILED) or "").split(",") if c] + [name]
+        return node
+    pool = _pool_of(claim) if claim is not None else node.annotations.get(ann.REPLACEMENT_POOL) or node.nodepool or ""
+    if claim is not None and not (claim.get("metadata") or {}).get("deletionTimestamp"):
+        with contextlib.suppress(NotFound):  # it will not launch: it does not linger as a pending claim
+            kube.delete_nodeclaim(name)
+    before = [c for c in (node.annotations.get(ann.REPLACEMENT_FAILED) or "").split(",") if c]
+    failed = [*before, f"{pool}/{name}" if pool else name]
     limit = deps.policy.replacement.attempts
     again = nodeclaim_name(f"{event_id}/attempt-{len(failed) + 1}", node.name)
     try:
         if len(failed) >= limit:
             raise NoFittingReplacement(f"{len(failed)} of replacement.attempts {limit} used")
-        manifest = _next_attempt(recorder, claim, node, lost)
+        manifest, chosen = _next_attempt(recorder, node, _failed_pools(failed), lost)
     except NoFittingReplacement as err:
-        update_node(kube, node, lambda _: annotate({ann.REPLACEMENT: None, ann.REPLACEMENT_FAILED: ",".join(failed)}))
+        gone = {ann.REPLACEMENT: None, ann.REPLACEMENT_POOL: None, ann.REPLACEMENT_FAILED: ",".join(failed)}
+        written = update_node(kube, node, lambda _: annotate(gone)).obj
         recorder.add(ActionType.REPLACEMENT_FAILED, node, target=record, reason=f"NodeClaim {name} {why}; {err}")
-        return
+        return written or node
     manifest["metadata"]["name"] = again
     value = NODECLAIM + kube.create_nodeclaim(manifest)
-    tried = {ann.REPLACEMENT: value, ann.REPLACEMENT_FAILED: ",".join(failed)}
-    update_node(kube, node, lambda _: annotate(tried))
-    reason = f"attempt {len(failed) + 1} of {limit}: NodeClaim {name} {why}"
+    new_pool = _pool_of(manifest)
+    tried = {
+        ann.REPLACEMENT: value,
+        ann.REPLACEMENT_POOL: new_pool if new_pool != node.nodepool else None,
+        ann.REPLACEMENT_FAILED: ",".join(failed),
+    }
+    written = update_node(kube, node, lambda _: annotate(tried)).obj
+    reason = f"attempt {len(failed) + 1} of {limit}: NodeClaim {name} {why}; {chosen}"
     recorder.add(ActionType.REPLACEMENT, node, target=value, strategy="nodeclaim", reason=reason)
+    return written or node

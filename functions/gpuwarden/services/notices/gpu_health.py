@@ -91,15 +91,23 @@ def held_back(stop: Stop) -> Result:
 # --------------------------------------------------------------------------- the scan
 
 
-def scan(deps: Deps, hooks: KindHooks, drain_locally: bool = True) -> Result:
-    """One GPU-health scan: one LIST of the GPU nodes, each failing condition a notice."""
+def scanned_nodes(deps: Deps) -> list[NodeView]:
+    """The scan's one LIST of the cluster's nodes, narrowed only where the policy says
+    (``gpu_health.node_selector``); every kind's part of the scan reads it. None listed when the
+    scan is off (``gpu_health.enabled: false``)."""
+    policy = deps.policy.gpu_health
+    return deps.kube.list_nodes(policy.node_selector or None) if policy.enabled else []
+
+
+def scan(deps: Deps, hooks: KindHooks, drain_locally: bool, listed: Sequence[NodeView]) -> Result:
+    """One GPU-health scan: of the scan's nodes (``listed``: `scanned_nodes`), each failing
+    condition a notice."""
     policy = deps.policy.gpu_health
     kind = Kind.GPU_UNHEALTHY.value
     if not policy.enabled:
         return Result(outcome="ignored", kind=kind, reason="gpu_health.enabled is false in the policy", results=[])
-    # one LIST of the cluster's nodes (narrowed only where the policy says), then every node that
-    # has an accelerator, whatever its labels: GPU Feature Discovery's are optional
-    nodes = [n for n in deps.kube.list_nodes(policy.node_selector or None) if is_accelerator_node(n)]
+    # every listed node that has an accelerator, whatever its labels: GPU Feature Discovery's are optional
+    nodes = [n for n in listed if is_accelerator_node(n)]
     now = deps.clock()
     failing = [(n, c) for n in nodes if (c := failing_condition(n)) is not None]
     if not deps.dry_run:

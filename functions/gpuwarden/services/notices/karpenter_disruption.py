@@ -8,6 +8,8 @@ no cordon, no eviction, no replacement; Karpenter drains and replaces its own no
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from gpuwarden.domain.notice import Kind
 from gpuwarden.domain.views import NodeView
 from gpuwarden.services.engine.checkpoint import Asking
@@ -49,14 +51,15 @@ def _ask(deps: Deps, node: NodeView) -> Result | None:
     )
 
 
-def scan(deps: Deps, hooks: KindHooks, drain_locally: bool = True) -> Result:
-    """The kind's part of the scan: one LIST of the nodes, then each node Karpenter is disrupting.
-    Off with the scan itself (``gpu_health.enabled: false``)."""
+def scan(deps: Deps, hooks: KindHooks, drain_locally: bool, listed: Sequence[NodeView]) -> Result:
+    """The kind's part of the scan: of the scan's one LIST of the nodes (``listed``, narrowed by
+    ``gpu_health.node_selector`` where set), each node Karpenter is disrupting. Off with the scan
+    itself (``gpu_health.enabled: false``)."""
     if not deps.policy.gpu_health.enabled:
         return Result(
             outcome="ignored", kind=KIND.value, reason="gpu_health.enabled is false in the policy", results=[]
         )
-    disrupted = [n for n in deps.kube.list_nodes() if n.karpenter_disrupted]
+    disrupted = [n for n in listed if n.karpenter_disrupted]
     results = [r for r in (_ask(deps, n) for n in disrupted) if r is not None]
     reason = f"{len(disrupted)} node(s) Karpenter is disrupting; {len(results)} with pods asked to checkpoint now"
     return Result(outcome=summed_outcome(results), kind=KIND.value, reason=reason, results=results)
