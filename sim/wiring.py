@@ -26,16 +26,19 @@ def sim_deps(
     ledger: Any = None,
     dry_run: bool = False,
     reservations: CapacityReservations | None = None,
+    throttle: bool = True,
 ) -> Deps:
     """``reservations`` answers EC2 DescribeCapacityReservations, which moto lacks (an empty account
-    when not given); every other AWS call goes wherever the environment points (moto)."""
+    when not given); every other AWS call goes wherever the environment points (moto).
+    ``throttle=False``: no client-side QPS limit, for a run on a discrete-event clock (`simulate`),
+    where the limiter's real seconds mean nothing: it would only slow the run, never move a figure."""
     from gpuwarden.adapters.ledger import MemoryLedger
     from gpuwarden.config import Settings
     from gpuwarden.domain.policy import Policy
     from gpuwarden.wiring import build_deps
 
     deps = build_deps(
-        Settings(region="us-west-2", cluster="ml-prod"),
+        Settings(region="us-west-2", cluster="ml-prod").model_copy(update={} if throttle else {"kube_qps": 0.0}),
         dry_run=dry_run,
         caller=caller,
         api_client=sim.api_client(),

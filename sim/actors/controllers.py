@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Any
 
+from sim.apiserver.errors import ApiError
 from sim.builders import running_status
 
 if TYPE_CHECKING:
@@ -78,3 +79,60 @@ class ReplicaSetReplacer:
 
     def _load(self, node: Obj) -> int:
         return len(self.sim.list("Pod", field_selector=f"spec.nodeName={node['metadata']['name']}"))
+
+
+JOB_TRACKING = "batch.kubernetes.io/job-tracking"
+
+
+class JobTracking:
+    """The Job controller's part in a Job pod's deletion: it puts the ``batch.kubernetes.io/job-tracking``
+    finalizer on every pod it creates and takes it off once it has counted the pod, which for a
+    terminating pod is at once (Kubernetes' default ``podReplacementPolicy``, TerminatingOrFailed).
+    Without it a Job pod copied from a real cluster would stay terminating for ever, waiting for a
+    finalizer no one removes (docs/realplane.md, finding 12). The kubelet's grace period still
+    applies: the pod goes when it ends."""
+
+    def __init__(self, sim: KubeSim) -> None:
+        self.sim = sim
+        sim.on_change(self._on_change)
+
+    def _on_change(self, kind: str, event: str, obj: Obj) -> None:
+        meta = obj["metadata"]
+        finalizers = meta.get("finalizers") or []
+        if kind != "Pod" or event == "DELETED" or not meta.get("deletionTimestamp") or JOB_TRACKING not in finalizers:
+            return
+        left = [f for f in finalizers if f != JOB_TRACKING]
+        body = {"metadata": {"finalizers": left, "resourceVersion": meta["resourceVersion"]}}
+        try:
+            self.sim.patch_direct("Pod", meta["name"], body, meta.get("namespace"))
+        except ApiError:  # a newer version (409) or gone (404): that change's own event comes next
+            return
+
+
+UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+
+
+class UnschedulableTaint:
+    """kube-controller-manager's node lifecycle controller (TaintNodesByCondition): a cordoned node
+    (``spec.unschedulable``) carries ``node.kubernetes.io/unschedulable:NoSchedule``, and loses it
+    when it is uncordoned. Seen on the real plane (docs/realplane.md, finding 12)."""
+
+    def __init__(self, sim: KubeSim) -> None:
+        self.sim = sim
+        sim.on_change(self._on_change)
+
+    def _on_change(self, kind: str, event: str, obj: Obj) -> None:
+        if kind != "Node" or event == "DELETED":
+            return
+        taints = (obj.get("spec") or {}).get("taints") or []
+        has = any(t.get("key") == UNSCHEDULABLE_TAINT["key"] for t in taints)
+        cordoned = bool((obj.get("spec") or {}).get("unschedulable"))
+        if has == cordoned:
+            return
+        kept = [t for t in taints if t.get("key") != UNSCHEDULABLE_TAINT["key"]]
+        wanted = [*kept, dict(UNSCHEDULABLE_TAINT)] if cordoned else kept
+        body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "spec": {"taints": wanted}}
+        try:
+            self.sim.patch_direct("Node", obj["metadata"]["name"], body)
+        except ApiError:  # a newer version (409) or gone (404): that change's own event comes next
+            return

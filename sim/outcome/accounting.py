@@ -118,6 +118,7 @@ class Ledger:
             "replacements_launched": sum(1 for b in self.nodes.values() if b.replacement),
             "replacements_unused": sum(1 for b in self.nodes.values() if b.replacement and not b.used),
             "interruptions": c.get("interruptions", 0),
+            "nodes_expired_by_karpenter": c.get("expired_by_karpenter", 0),
             "incidents_missed": c.get("incidents_missed", 0),
             "gpuwarden_invocations": c.get("gpuwarden_invocations", 0),
         }

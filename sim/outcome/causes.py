@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Any
 
 from sim.outcome.accounting import Loss
+from sim.outcome.karpenter_arm import EXPIRED
 
 # An ArmResult of sim.outcome.runner (which imports this module): typed loosely here.
 ArmResult = Any
@@ -24,6 +25,8 @@ ArmResult = Any
 #: gpuwarden's drain reasons this reads (functions/gpuwarden/domain/drain.py)
 _TIMED_OUT = "checkpoint timed out"
 _ACKNOWLEDGED = "checkpoint acknowledged"
+#: gpuwarden's kind for a drain planned before Karpenter's expiry
+_EXPIRY_KIND = "karpenter-expiry"
 #: a gang's pod leaves by its own deadline - grace, asked checkpoint or not (docs/training-jobs.md)
 _DEADLINE_LESS_GRACE = "deadline - grace"
 
@@ -37,6 +40,7 @@ class Cause(StrEnum):
     TIMED_OUT = "checkpoint-timed-out"
     CUT_BY_KARPENTER = "checkpoint-cut-by-karpenter"
     STALE_ACKNOWLEDGEMENT = "evicted-on-an-earlier-checkpoint"
+    EXPIRED_BY_KARPENTER = "karpenter-expiry"
 
 
 #: What each cause means, and whether gpuwarden could have saved what it lost (docs/simulate.md).
@@ -64,6 +68,11 @@ MEANING: dict[Cause, tuple[str, bool]] = {
     Cause.CUT_BY_KARPENTER: (
         "Karpenter evicted the pod while a checkpoint was being written (no karpenter.sh/do-not-disrupt)",
         False,
+    ),
+    Cause.EXPIRED_BY_KARPENTER: (
+        "Karpenter expired the node (creationTimestamp + expireAfter) and drained it: forceful, no checkpoint "
+        "asked, though the time was known from the node's first day",
+        True,
     ),
     Cause.STALE_ACKNOWLEDGEMENT: (
         "evicted on the acknowledgement of a checkpoint asked for by an earlier notice: the work since it was lost",
@@ -97,6 +106,8 @@ class _Record:
     stopped_by: dict[str, tuple[str, str]]  # pod -> (who, why): the first SIGTERM it got
     notices: dict[str, list[float]]  # node -> times a notice named it
     gone: dict[str, float]  # node -> when EC2 takes its instance
+    expired: set[str]  # nodes whose NodeClaim Karpenter expired
+    expiry_drained: set[str]  # nodes gpuwarden drained for their expiry (kind karpenter-expiry)
 
     @classmethod
     def of(cls, result: ArmResult) -> _Record:
@@ -107,13 +118,17 @@ class _Record:
                     str(action["pod"]), ("gpuwarden", f"{action['type']}: {action.get('reason', '')}")
                 )
         notices: dict[str, list[float]] = {}
+        expired: set[str] = set()
         for t, node, what in result.ledger.trace:
+            if what.startswith("Karpenter deletes NodeClaim (") and EXPIRED in what:
+                expired.add(node)
             if what.startswith("Karpenter evicted ") or what.startswith("Karpenter force-deleted "):
                 verb, pod = what.split(" ", 2)[1:]
                 stopped_by.setdefault(pod, ("Karpenter", verb))
             elif what.endswith(" notice"):
                 notices.setdefault(node, []).append(t)
-        return cls(stopped_by, notices, dict(result.ledger.instance_ends))
+        drained = {str(r.get("node")) for r in result.gpuwarden_results if r.get("kind") == _EXPIRY_KIND}
+        return cls(stopped_by, notices, dict(result.ledger.instance_ends), expired, drained)
 
     def notice_before(self, node: str, t: float) -> float | None:
         return max((n for n in self.notices.get(node, []) if n <= t + 0.5), default=None)
@@ -155,6 +170,8 @@ def _attribute(loss: Loss, record: _Record) -> Attributed:
         if who == "Karpenter":
             return Attributed(loss, Cause.CUT_BY_KARPENTER, detail)
         return Attributed(loss, Cause.WRITE_LONGER_THAN_NOTICE, detail)
+    if node in record.expired and who != "gpuwarden":
+        return Attributed(loss, Cause.EXPIRED_BY_KARPENTER, f"stopped at {at(stop)} by {by}{whose}: the node expired")
     if notice is None:
         return Attributed(loss, Cause.STOPPED_WITHOUT_NOTICE, f"stopped at {at(stop)} by {by}{whose}")
     saved = loss.saved_at is not None and loss.saved_at <= stop
@@ -176,6 +193,15 @@ def _clock(notice: float | None) -> Any:
         return f"{t - notice:+.0f} s after the notice" if notice is not None else f"{t:.0f} s into the run"
 
     return show
+
+
+def lost_to_expiry(result: ArmResult) -> float:
+    """GPU-minutes lost on nodes that expired: Karpenter's own expiry, or gpuwarden's drain planned
+    for it (kind karpenter-expiry), whatever the cause of each loss."""
+    record = _Record.of(result)
+    nodes = record.expired | record.expiry_drained
+    lost = (loss.gpu_minutes for loss in result.ledger.losses if (loss.trigger_node or loss.node) in nodes)
+    return round(float(sum(lost)), 1)
 
 
 def by_cause(attributed: Iterable[Attributed]) -> dict[str, float]:

@@ -59,6 +59,23 @@ def generate(scenario: Scenario, seed: int, days: float) -> list[Incident]:
     return sorted(draw.out, key=lambda i: (i.at, i.id))
 
 
+def node_ages(scenario: Scenario, seed: int) -> dict[str, list[float]]:
+    """Seconds each of a pool's nodes has run when the run starts, for pools whose nodes expire
+    (`expire_after_hours`): uniform over [0, expireAfter), as in a pool that has run longer than
+    its expireAfter and replaced each node when it expired. Each node its own stream, like the
+    incidents: the same seed gives the same ages, so the same expiries inside the run."""
+    ages: dict[str, list[float]] = {}
+    for pool in scenario.pools:
+        if pool.expire_after_hours is None:
+            continue
+        span = pool.expire_after_hours * 3600.0
+        ages[pool.name] = [
+            random.Random(f"{seed}:{pool.name}:{slot}:age").uniform(0.0, span)  # noqa: S311 - a simulation
+            for slot in range(pool.nodes)
+        ]
+    return ages
+
+
 class _Draw:
     def __init__(self, rng: random.Random, horizon: float) -> None:
         self.rng = rng

@@ -21,6 +21,10 @@ from sim.outcome.world import World
 from sim.wiring import sim_deps
 
 _CHECKPOINT_TIMED_OUT = "checkpoint timed out"
+#: the periodic reconcile's tick (deployed: `rate(5 minutes)`, infra/components/schedules.py); here
+#: hourly, which is enough for what it plans in a run (a Karpenter expiry is known days ahead) and
+#: keeps a week's run short
+RECONCILE_SECONDS = 3600.0
 
 
 class SimScheduler:
@@ -50,7 +54,7 @@ class Gpuwarden:
         from gpuwarden.adapters.ledger import MemoryLedger
 
         self.world = world
-        self.deps = sim_deps(world.sim, caller="simulate", policy=policy, ledger=MemoryLedger())
+        self.deps = sim_deps(world.sim, caller="simulate", policy=policy, ledger=MemoryLedger(), throttle=False)
         self.deps.sleep = world.engine.sleep
         self.deps.scheduler = SimScheduler(self)
         self.results: list[dict[str, Any]] = []
@@ -60,10 +64,15 @@ class Gpuwarden:
 
     # ------------------------------------------------------------ events
 
-    def start(self) -> None:
+    def start(self, days: float) -> None:
         """EC2's `Capacity Block Delivered` for each block the cluster runs in (at the run's start), so
-        gpuwarden can plan the block's drain `capacity_blocks.lead_minutes` before EC2 reclaims it."""
+        gpuwarden can plan the block's drain `capacity_blocks.lead_minutes` before EC2 reclaims it;
+        and the periodic reconcile (every `RECONCILE_SECONDS` from the start), which plans each
+        Karpenter node's expiry (kind karpenter-expiry, docs/cluster.md#expiry)."""
         scenario = self.world.scenario
+        ticks = int(days * 86400.0 // RECONCILE_SECONDS)
+        for n in range(ticks + 1):
+            self.world.engine.at(n * RECONCILE_SECONDS, partial(self._reconcile, n * RECONCILE_SECONDS))
         for pool in scenario.pools:
             if pool.capacity_block_end_hours is None or pool.capacity_reservation_id is None:
                 continue
@@ -81,6 +90,11 @@ class Gpuwarden:
                 "detail": {"capacity-reservation-id": pool.capacity_reservation_id, "end-date": rfc3339(end)},
             }
             self.world.engine.at(0, partial(self.invoke, event, f"{pool.name} delivered"))
+
+    def _reconcile(self, t: float) -> None:
+        at = rfc3339(self.world.engine.when(t))
+        tick = {"gpuwarden": "budget-window", "action": "reconcile", "scheduled_time": at}
+        self.invoke(tick | {"execution_id": f"reconcile-{int(t)}", "attempt": "1"}, f"reconcile {at}")
 
     def on_incident(self, incident: Incident, nodes: list[str]) -> None:
         delay = self.world.scenario.reactions.gpuwarden_seconds

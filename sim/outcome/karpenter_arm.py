@@ -11,10 +11,15 @@ their source behaves), stepped on the engine's clock, grown here with what the r
 - Capacity Blocks: Karpenter drains a block's nodes 40 minutes before the block's end (from the
   end date it reads with `ec2:DescribeCapacityReservations`, no message: aws/karpenter-provider-aws
   designs/capacity-blocks.md) and launches nothing more into the block;
-- per-instance-type launch times (the stand-in has one `launch_seconds`).
+- per-instance-type launch times (the stand-in has one `launch_seconds`);
+- expiry: a NodeClaim is deleted at its `creationTimestamp + spec.expireAfter`, forcefully, as
+  Karpenter v1's expiration controller does (kubernetes-sigs/karpenter,
+  pkg/controllers/nodeclaim/expiration/controller.go): no budget and no `do-not-disrupt` holds it,
+  and the termination controller drains it with the claim's `terminationGracePeriod`. In every arm
+  (expiration is not part of the interruption handling).
 
-Without the interruption queue (arm "nothing") Karpenter still provisions and terminates what
-others delete; it takes no interruption message and does not consolidate.
+Without the interruption queue (arm "nothing") Karpenter still provisions, expires, and terminates
+what others delete; it takes no interruption message and does not consolidate.
 """
 
 from __future__ import annotations
@@ -36,8 +41,8 @@ from sim.outcome.payloads import payloads
 from sim.outcome.world import World
 
 Obj = dict[str, Any]
-#: what the stand-in may still be doing on a deleting NodeClaim: look again this often
-_DELETING_POLL = 1.0
+#: how the ledger names Karpenter's expiry of a node (`causes.py` reads it)
+EXPIRED = "expired: creationTimestamp + expireAfter"
 #: a watch event reaches the controllers' work queues this long after the write (controller-runtime
 #: batches them; ASSUMPTION): every write of one drain round is one reconcile, not one each
 _WATCH_DELAY = 1.0
@@ -102,13 +107,16 @@ class KarpenterDriver:
         self.consolidation = consolidation
         self._wake_at: float | None = None
         self._empty_since: dict[str, float] = {}
+        self._expiring: set[str] = set()
         world.sim.on_change(self._changed)
         if consolidation:
             world.on_empty.append(self._node_empty)
 
     # ------------------------------------------------------------ stepping
 
-    def _changed(self, kind: str, _event: str, _obj: Obj) -> None:
+    def _changed(self, kind: str, event: str, obj: Obj) -> None:
+        if kind == "NodeClaim" and event == "ADDED":
+            self._plan_expiry(obj)
         if kind in ("Pod", "Node", "NodeClaim", "NodePool"):
             self.wake(self.world.engine.now() + _WATCH_DELAY)
 
@@ -140,11 +148,11 @@ class KarpenterDriver:
                 if pool not in self.k.closed_pools:
                     launch = self.k.launch_by_pool.get(pool, self.k.launch_seconds)
                     times.append(parse_rfc3339(meta["creationTimestamp"]) + _seconds(launch))
+        if deleting:  # what a drain does at a time of its own, not on a write (which wakes us anyway)
+            times += self.k.drain_times()
         now = engine.now()
         # what is due now was done by the settle just before (the stand-in keeps finished terminations)
         due = [s for s in ((t - engine.start).total_seconds() for t in times) if s > now]
-        if deleting:
-            due.append(engine.now() + _DELETING_POLL)
         return min(due) if due else None
 
     def _action(self, action: KarpenterAction) -> None:
@@ -186,6 +194,31 @@ class KarpenterDriver:
         self.world.sim.delete_direct("NodeClaim", claim["metadata"]["name"])
         self.wake(self.world.engine.now())
 
+    # ------------------------------------------------------------ expiry
+
+    def _plan_expiry(self, claim: Obj) -> None:
+        from gpuwarden.domain.nodepools import NEVER, parse_go_duration  # Go's ParseDuration, as Karpenter reads it
+
+        meta = claim["metadata"]
+        after = (claim.get("spec") or {}).get("expireAfter")
+        if not after or after == NEVER or meta["uid"] in self._expiring:
+            return
+        self._expiring.add(meta["uid"])
+        engine = self.world.engine
+        at = parse_rfc3339(meta["creationTimestamp"]) + parse_go_duration(str(after))
+        when = max(engine.now(), (at - engine.start).total_seconds())
+        engine.at(when, partial(self._expire, meta["name"], meta["uid"]))
+
+    def _expire(self, name: str, uid: str) -> None:
+        claim = self.world.sim.get("NodeClaim", name)
+        if claim is None or claim["metadata"]["uid"] != uid or claim["metadata"].get("deletionTimestamp"):
+            return  # gone before it expired (consolidated, replaced, deleted by gpuwarden)
+        node = (claim.get("status") or {}).get("nodeName") or name
+        self.world.ledger.count("expired_by_karpenter")
+        self.world.ledger.note(self.world.engine.now(), node, f"Karpenter deletes NodeClaim ({EXPIRED})")
+        self.world.sim.delete_direct("NodeClaim", name)
+        self.wake(self.world.engine.now())
+
     # ------------------------------------------------------------ consolidation (emptiness)
 
     def _node_empty(self, node: str) -> None:
@@ -210,7 +243,8 @@ class KarpenterDriver:
         nodepool = world.sim.get("NodePool", pool_name) or {}
         budgets = ((nodepool.get("spec") or {}).get("disruption") or {}).get("budgets") or [{"nodes": "10%"}]
         total = len(world.live_nodes(pool_name))
-        active = [b for b in budgets if _active(b, world.sim.clock.now())]
+        # emptiness consolidation's reason is Empty: a budget naming other reasons does not apply
+        active = [b for b in budgets if _active(b, world.sim.clock.now()) and "Empty" in b.get("reasons", ["Empty"])]
         allowed = min((_allowed(b.get("nodes", "10%"), total) for b in active), default=_allowed("10%", total))
         claims = world.sim.list("NodeClaim", label_selector=f"{stand_in.NODEPOOL_LABEL}={pool_name}")
         disrupting = sum(1 for c in claims if c["metadata"].get("deletionTimestamp"))

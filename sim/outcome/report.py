@@ -23,6 +23,8 @@ ROWS = (
     ("replacements_launched", "nodes launched during the run"),
     ("replacements_unused", "  of which never ran a pod"),
     ("interruptions", "Spot interruptions"),
+    ("nodes_expired_by_karpenter", "nodes Karpenter expired"),
+    ("training_lost_to_expiry", "  lost on expiring nodes (GPU-min)"),
     ("gpuwarden_invocations", "gpuwarden invocations"),
 )
 

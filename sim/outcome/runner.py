@@ -18,10 +18,10 @@ from functools import partial
 from typing import Any
 
 from sim.outcome.accounting import Ledger
-from sim.outcome.causes import attribute, by_cause
+from sim.outcome.causes import attribute, by_cause, lost_to_expiry
 from sim.outcome.costs import arm_costs, net_per_week, verdict
 from sim.outcome.engine import Engine
-from sim.outcome.events import Incident, IncidentKind, generate
+from sim.outcome.events import Incident, IncidentKind, generate, node_ages
 from sim.outcome.gangs import GangWorld
 from sim.outcome.multinode import multinode_json
 from sim.outcome.prices import PriceTable
@@ -83,6 +83,7 @@ class Outcome:
                 r.arm.value: {
                     **r.figures,
                     "training_lost_by_cause": by_cause(attribute(r)),
+                    "training_lost_to_expiry": lost_to_expiry(r),
                     **({"cost_usd": costs[r.arm.value]} if costs else {}),
                     "losses": [a.to_json() for a in attribute(r)],
                     "gpuwarden_failures": r.failures,
@@ -134,7 +135,10 @@ def run_arm(
     policy: Any = None,
     progress: Progress | None = None,
     label: str = "",
+    ages: dict[str, list[float]] | None = None,
 ) -> ArmResult:
+    """One arm through ``incidents``; ``ages``: how long each pool's nodes have run at the start
+    (`events.node_ages`; None: the scenario's seed's)."""
     from sim.outcome.gpuwarden_arm import Gpuwarden
     from sim.outcome.karpenter_arm import KarpenterDriver
 
@@ -143,12 +147,13 @@ def run_arm(
     ledger = Ledger()
     with _aws(arm), _quiet_gpuwarden(), engine.sim:
         world = GangWorld(scenario, engine, ledger)
+        world.ages = ages if ages is not None else node_ages(scenario, scenario.seed)
         on = arm is not Arm.NOTHING
         karpenter = KarpenterDriver(world, interruption_queue=on, consolidation=on)
         gpuwarden = Gpuwarden(world, policy or scenario.gpu_policy()) if arm is Arm.GPUWARDEN else None
         world.build()
         if gpuwarden is not None:
-            gpuwarden.start()
+            gpuwarden.start(days)
         hits: dict[str, list[str]] = {}
         chains: dict[str, list[str]] = {}
         seen = [0]
@@ -233,5 +238,6 @@ def run(
     seed = scenario.seed if seed is None else seed
     days = scenario.days if days is None else days
     incidents = generate(scenario, seed, days)
-    results = [run_arm(scenario, arm, incidents, days, policy, progress, label) for arm in arms]
+    ages = node_ages(scenario, seed)
+    results = [run_arm(scenario, arm, incidents, days, policy, progress, label, ages) for arm in arms]
     return Outcome(scenario, seed, days, incidents, results, prices)

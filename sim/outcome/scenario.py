@@ -62,6 +62,12 @@ class Pool(_Model):
     consolidate_after_seconds: float = Field(default=0.0, ge=0)
     #: Karpenter `disruption.budgets[].nodes` (no schedule): a count or a percentage
     budget_nodes: str = "10%"
+    #: the NodePool's `disruption.budgets` as written (`nodes`, `reasons`, `schedule`, `duration`);
+    #: None: one budget of `budget_nodes`
+    budgets: list[dict[str, Any]] | None = None
+    #: NodePool `spec.template.spec.expireAfter` in hours; None: `Never`. The pool's nodes at the
+    #: start are of ages drawn from the seed (`sim/outcome/events.py`, `node_ages`)
+    expire_after_hours: float | None = Field(default=None, gt=0)
     #: NodePool `spec.template.spec.terminationGracePeriod` in seconds; None: not set
     termination_grace_seconds: float | None = None
     #: AWS Health scheduled maintenance notices per node per 30 days (on-demand and reserved pools)

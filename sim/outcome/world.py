@@ -50,6 +50,8 @@ class World(WorkloadSide):
     node_pool: dict[str, str] = field(default_factory=dict)
     instance_node: dict[str, str] = field(default_factory=dict)
     restarts: dict[tuple[str, int], int] = field(default_factory=dict)
+    #: seconds each pool's nodes have run at the start (`events.node_ages`); a pool not here: new nodes
+    ages: dict[str, list[float]] = field(default_factory=dict)
     _seq: int = 0
     _lock: threading.RLock = field(default_factory=threading.RLock)
 
@@ -70,15 +72,17 @@ class World(WorkloadSide):
             obj["spec"]["disruption"] = {
                 "consolidationPolicy": pool.consolidation_policy,
                 "consolidateAfter": f"{int(pool.consolidate_after_seconds)}s",
-                "budgets": [{"nodes": pool.budget_nodes}],
+                "budgets": pool.budgets if pool.budgets is not None else [{"nodes": pool.budget_nodes}],
             }
+            expire = pool.expire_after_hours
+            obj["spec"]["template"]["spec"]["expireAfter"] = "Never" if expire is None else f"{expire:g}h"
             obj["spec"]["template"]["spec"]["taints"] = pool_taints(pool.name)
             if pool.termination_grace_seconds is not None:
                 obj["spec"]["template"]["spec"]["terminationGracePeriod"] = f"{int(pool.termination_grace_seconds)}s"
             sim.create(obj)
             self.pending[pool.name] = []
-            for _ in range(pool.nodes):
-                self._node(pool)
+            for slot in range(pool.nodes):
+                self._node(pool, slot)
         sim.api.ensure_namespace("ml")
         for spec in self.scenario.training:
             for job in range(spec.jobs):
@@ -100,8 +104,11 @@ class World(WorkloadSide):
         n = self._seq
         return f"ip-10-{n // 250}-{n % 250}-7.{self.scenario.region}.compute.internal", f"i-0{n:016x}"
 
-    def _node(self, pool: Pool) -> None:
-        """One of the pool's nodes at the start, with its NodeClaim, as Karpenter leaves them."""
+    def _node(self, pool: Pool, slot: int) -> None:
+        """One of the pool's nodes at the start, with its NodeClaim, as Karpenter leaves them. A node
+        that has run ``age`` seconds already: the simulator stamps every object's creationTimestamp
+        with the run's start, so its NodeClaim's ``expireAfter`` is the pool's less its age (when
+        Karpenter expires it, creationTimestamp + expireAfter, is the same)."""
         itype = self.scenario.instance_type(pool.instance_type)
         name, instance = self._next_name()
         zone = f"{self.scenario.region}{'abc'[self._seq % 3]}"
@@ -121,7 +128,14 @@ class World(WorkloadSide):
                 "karpenter.k8s.aws/capacity-reservation-type": "capacity-block",
             }
         node = self.sim.create(node)
-        self.sim.create(b.nodeclaim_for(node))
+        claim = b.nodeclaim_for(node)
+        if pool.expire_after_hours is not None:
+            ages = self.ages.get(pool.name) or []
+            age = ages[slot] if slot < len(ages) else 0.0
+            claim["spec"]["expireAfter"] = f"{max(1, int(pool.expire_after_hours * 3600 - age))}s"
+        if pool.termination_grace_seconds is not None:
+            claim["spec"]["terminationGracePeriod"] = f"{int(pool.termination_grace_seconds)}s"
+        self.sim.create(claim)
 
     def _node_added(self, node: Obj) -> None:
         """A node joined (at the start, or launched by Karpenter): its device plugin, then what waits."""

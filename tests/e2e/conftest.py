@@ -33,6 +33,28 @@ def plane() -> Iterator[Plane]:
         yield running
 
 
+def _mark_audit(request: pytest.FixtureRequest) -> None:
+    """Each scene reads only its own requests (`Plane.mark_audit`): names repeat across scenes on
+    one plane. Marked by the two autouse fixtures below, before any of the scene's fixtures, so no
+    scene can forget it; a test that does not use the session's plane does not start it."""
+    if "plane" in request.fixturenames:
+        plane: Plane = request.getfixturevalue("plane")
+        plane.mark_audit()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _module_audit(request: pytest.FixtureRequest) -> None:
+    """A scene built once for its module (a module-scoped fixture) starts here: autouse fixtures
+    come first within their scope, so this one runs before it."""
+    _mark_audit(request)
+
+
+@pytest.fixture(autouse=True)
+def _scene_audit(request: pytest.FixtureRequest) -> None:
+    """A scene built by its test (scene_cluster, a function-scoped fixture) starts here."""
+    _mark_audit(request)
+
+
 @pytest.fixture(scope="session")
 def aws() -> Iterator[AwsWorld]:
     with start_moto() as world:

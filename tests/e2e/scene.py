@@ -108,7 +108,6 @@ def scene_cluster(
     go first (else Karpenter launches nodes for their pending pods), then every NodeClaim (Karpenter
     drains and deletes its node), the scene's NodePools, and every other NodePool gets back the spec
     it had (a scene's windows or gpuwarden may have written it)."""
-    plane.mark_audit()
     c = Cluster(plane)
     before = {p["metadata"]["name"]: p["spec"] for p in c.custom.list_cluster_custom_object(*NODEPOOLS)["items"]}
     for ns in namespaces:

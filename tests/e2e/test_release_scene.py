@@ -1,7 +1,9 @@
 """`gpuwarden release --all`, the way back, on the real plane: after a freeze wrote the NodePool's
 budgets and a Spot drain was cut off mid-way (the process killed while it waited for a checkpoint,
 as a Lambda that timed out), every mark gpuwarden left comes off and the pool's spec is as it was;
-a second release changes nothing (docs/rollback.md, docs/realplane.md)."""
+the replacement NodeClaim the drain launched keeps no hold and brings nothing of gpuwarden's onto
+its node when Karpenter registers it; a second release changes nothing (docs/rollback.md,
+docs/realplane.md)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import pytest
 from gpuwarden.domain import annotations as ann
 from realplane.aws import AwsWorld
 from realplane.harness import Plane, dump
-from tests.e2e.scene import NODEPOOLS, job, requests_of, running, scene_cluster
+from tests.e2e.scene import NODEPOOLS, claim_ready, job, requests_of, running, scene_cluster
 from tests.e2e.world import CLUSTER, GPUWARDEN, NODEPOOL, answer, gpuwarden_cli, gpuwarden_env, invoke, spot_warning
 
 pytestmark = pytest.mark.timeout(600)
@@ -45,7 +47,6 @@ def ours(notes: dict[str, str] | None) -> dict[str, str]:
     return {k: v for k, v in (notes or {}).items() if k.startswith(ann.PREFIX)}
 
 
-@pytest.mark.xfail(strict=False, reason="open finding after the merges: docs/realplane.md finding 13 (release)")
 def test_release_all_takes_back_every_mark_and_the_nodepool_exactly(
     plane: Plane, aws: AwsWorld, tmp_path: Path
 ) -> None:
@@ -78,7 +79,14 @@ def test_release_all_takes_back_every_mark_and_the_nodepool_exactly(
                 notes = found["metadata"].get("annotations") or {}
                 return found if notes.get(ann.CHECKPOINT_REQUESTED) and notes.get(DO_NOT_DISRUPT) else None
 
+            def replaced() -> str | None:
+                record = (c.node(node)["metadata"].get("annotations") or {}).get(ann.REPLACEMENT, "")
+                named = record.removeprefix("nodeclaim/") if record.startswith("nodeclaim/") else None
+                return named if named in {n["metadata"]["name"] for n in c.nodeclaims()} else None
+
             plane.wait_for("the trainer asked and marked do-not-disrupt", asked, timeout=60)
+            # and its replacement created, held (the mark names the claim before the create)
+            claim_name = plane.wait_for("the replacement NodeClaim created", replaced, timeout=60)
         finally:
             drain.send_signal(signal.SIGKILL)
             drain.wait(timeout=10)
@@ -104,6 +112,14 @@ def test_release_all_takes_back_every_mark_and_the_nodepool_exactly(
         pool_after = c.custom.get_cluster_custom_object(*NODEPOOLS, NODEPOOL)
         assert pool_after["spec"] == pool_before["spec"], dump([pool_before["spec"], pool_after["spec"]])
         assert not ours(pool_after["metadata"].get("annotations")), dump(pool_after["metadata"])
+
+        # and the replacement's hold is taken back: once Karpenter has registered it (before or after the
+        # release), neither its NodeClaim nor its node carries anything of gpuwarden's
+        claim, replacement = claim_ready(c, claim_name)
+        for obj in (claim, replacement):
+            notes = obj["metadata"].get("annotations") or {}
+            assert not ours(notes), dump(obj["metadata"])
+            assert DO_NOT_DISRUPT not in notes, dump(obj["metadata"])
 
         # When it is released again, Then nothing is written
         writes_before = len([e for e in requests_of(plane) if e["verb"] in ("patch", "update", "create", "delete")])

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.conftest import ARTIFACTS
 from tests.e2e.world import EVENTS, GPUWARDEN
 
 pytestmark = [pytest.mark.timeout(420), pytest.mark.skipif(shutil.which("kubectl") is None, reason="needs kubectl")]
@@ -69,7 +70,6 @@ def _lines_until(out: Path, proc: subprocess.Popen[str], done: object, timeout: 
     raise AssertionError(f"sandbox: not reached in {timeout} s:\n{out.read_text()[-3000:]}")
 
 
-@pytest.mark.xfail(strict=False, reason="open finding after the merges: docs/realplane.md finding 13 (sandbox)")
 def test_a_users_indexed_job_runs_on_karpenters_nodes_and_gpuwarden_handles_a_spot_warning(tmp_path: Path) -> None:
     out = tmp_path / "sandbox.out"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GPUWARDEN_", "KUBECONFIG"))}
@@ -100,10 +100,18 @@ def test_a_users_indexed_job_runs_on_karpenters_nodes_and_gpuwarden_handles_a_sp
         instances = {m[1]: m[3] for ln in lines if (m := INSTANCE_LINE.match(ln))}
 
         def ranks_running() -> dict[str, str] | None:
+            """Every rank Running and Ready, and no other pod of the Job (a rank replaced meanwhile
+            would leave one that is not): what gpuwarden asks is the Job's Running pods."""
             pods = json.loads(kubectl("get", "pods", "-l", "batch.kubernetes.io/job-name=llama-ddp", "-o", "json"))
             found = {p["metadata"]["name"]: p["spec"].get("nodeName", "") for p in pods["items"]}
-            running = [p for p in pods["items"] if p["status"].get("phase") == "Running"]
-            return found if len(running) == 4 else None
+            ready = [
+                p
+                for p in pods["items"]
+                if p["status"].get("phase") == "Running"
+                and not p["metadata"].get("deletionTimestamp")
+                and any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions") or [])
+            ]
+            return found if len(ready) == len(found) == 4 else None
 
         deadline = time.monotonic() + 120
         while (ranks := ranks_running()) is None:
@@ -115,13 +123,18 @@ def test_a_users_indexed_job_runs_on_karpenters_nodes_and_gpuwarden_handles_a_sp
         sample = (EVENTS / "spot-interruption-empty-time.json").read_text()
         event = sample.replace("i-0abc1234def567890", instances[node])
         invoke = [str(GPUWARDEN), "invoke", "-"]
+        before = kubectl("get", "pods", "-o", "wide")
         done = subprocess.run(invoke, input=event, capture_output=True, text=True, env=shell, timeout=200, check=False)
+        saved = ARTIFACTS / "sandbox.invoke"
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        saved.with_suffix(".stdout").write_text(done.stdout)
+        saved.with_suffix(".stderr").write_text(before + "\n" + done.stderr)
         # Then gpuwarden handled it: every rank asked, the rank on that node evicted, its node replaced
         assert done.returncode == 0, done.stderr[-3000:]
         result = json.loads(done.stdout)
         assert (result["outcome"], result["node"]) == ("handled", node), result
         types = [a["type"] for a in result["actions"]]
-        assert types.count("checkpoint-requested") == 4, types
+        assert types.count("checkpoint-requested") == 4, (types, before)
         assert types.count("evict") == 1, types
         assert "replacement" in types, types
     finally:

@@ -87,7 +87,6 @@ def trainer(name: str, checkpoint: str, gpus: int) -> dict[str, Any]:
 
 @pytest.fixture
 def cluster(plane: Plane) -> Iterator[Cluster]:
-    plane.mark_audit()  # this scene's requests only: names repeat across scenes on one plane
     c = Cluster(plane)
     c.namespace("serving")
     c.namespace("ml")

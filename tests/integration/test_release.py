@@ -14,6 +14,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from gpuwarden.cli import main
@@ -22,6 +23,7 @@ from gpuwarden.domain.policy import Policy
 from gpuwarden.kinds.inputs import parse_notices, parse_scheduler_tick
 from gpuwarden.services.dispatch import handle_batch, handle_release, handle_tick
 from gpuwarden.services.engine.context import Deps
+from sim.actors.karpenter import Karpenter
 from tests.integration.conftest import World, load_event
 from tests.integration.scenarios import Scenario, spot_node
 
@@ -160,3 +162,43 @@ def test_release_asks_for_exactly_one_of_all_and_node() -> None:
         outcome = runner.invoke(main, args)
         assert outcome.exit_code == 2, outcome.output
         assert "--all" in outcome.output
+
+
+def _claim_marks(world: World) -> list[str]:
+    """gpuwarden's marks on the NodeClaims: its hold (do-not-disrupt with hold-until) and annotations."""
+    marks: list[str] = []
+    for claim in world.sim.list("NodeClaim"):
+        notes = claim["metadata"].get("annotations") or {}
+        marks += [f"{claim['metadata']['name']}: {k}" for k in notes if k.startswith(ann.PREFIX) or k == DND]
+    return marks
+
+
+@pytest.mark.parametrize("registered", [False, True], ids=["before-registration", "after-registration"])
+def test_release_takes_back_the_replacements_hold_and_a_second_release_writes_nothing(
+    world: World, registered: bool
+) -> None:
+    # Given a Spot drain that launched a replacement NodeClaim with gpuwarden's hold
+    _marked_cluster(world)
+    assert any(m.endswith(f": {ann.HOLD_UNTIL}") for m in _claim_marks(world)), _claim_marks(world)
+    karpenter = Karpenter(world.sim, interruption_queue=False, launch_seconds=0)
+    if registered:  # Karpenter's registration copied the claim's annotations onto its node
+        karpenter.step()
+        (claim,) = [c for c in world.sim.list("NodeClaim") if c["metadata"]["name"].startswith("gpuwarden-")]
+        node = world.node(claim["status"]["nodeName"])
+        assert ann.HOLD_UNTIL in node["metadata"]["annotations"], node["metadata"]
+        # (the claim names its event launched-for: an event-id would read as the node held by gpuwarden)
+        assert ann.EVENT_ID not in node["metadata"]["annotations"], node["metadata"]
+    # When everything is released
+    result = handle_release(_deps(world), None).to_json()
+    # Then the claim's hold and marks are taken back, as every other mark
+    assert result["outcome"] == "handled", result["reason"]
+    assert "hold-released" in {a["type"] for a in result["actions"]}
+    assert _claim_marks(world) == []
+    # And once Karpenter registers the claim (when it had not), its node carries nothing of gpuwarden's
+    karpenter.step()
+    assert _gpuwarden_marks(world) == []
+    # And a second release writes nothing
+    world.sim.clear_requests()
+    again = handle_release(_deps(world), None).to_json()
+    assert (again["outcome"], again["actions"]) == ("ignored", []), again
+    assert [r for r in world.sim.requests if r.method in ("POST", "PUT", "PATCH", "DELETE")] == []

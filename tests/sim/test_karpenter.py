@@ -6,6 +6,7 @@ import itertools
 import json
 import shutil
 import subprocess
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from sim.actors.karpenter import (
     go_duration,
     parse_message,
 )
+from sim.clock import parse_rfc3339
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 NODE, INSTANCE = "ip-10-0-1-23.us-west-2.compute.internal", "i-0abc1234def567890"
@@ -274,3 +276,36 @@ def test_a_pending_pod_bound_before_the_batch_closes_gets_no_nodeclaim(sim: Kube
     # Then the provisioner launches nothing: it schedules only pods that still need a place
     assert karpenter.created_nodeclaims() == []
     assert not karpenter.batching
+
+
+def test_a_driver_that_steps_only_at_the_stand_ins_own_times_finishes_a_drain(sim: KubeSim) -> None:
+    """`simulate` steps Karpenter on writes and at `due_times` + `drain_times`, not every second:
+    those times must hold every moment a drain changes with time alone."""
+    # Given a NodeClaim with terminationGracePeriod 60s, a do-not-disrupt trainer (grace 10 s), interrupted
+    claim = cluster(sim, tgp="60s")
+    sim.patch_direct("Pod", "train-0-worker", {"metadata": {"annotations": {DO_NOT_DISRUPT: "true"}}}, "ml")
+    karpenter = Karpenter(sim)
+    karpenter.step()
+    karpenter.deliver_interruption(INSTANCE, MessageKind.SCHEDULED_CHANGE)
+    karpenter.settle()
+    annotations = sim.get("NodeClaim", claim["metadata"]["name"])["metadata"]["annotations"]  # type: ignore[index]
+    deadline = parse_rfc3339(annotations[TERMINATION_TIMESTAMP])
+    # Then the drain names the moment the trainer's own grace would outlast the termination time
+    assert deadline - timedelta(seconds=10, milliseconds=-1) in karpenter.drain_times()
+    # When a driver steps only at the stand-in's own times and the store's deletion deadlines
+    steps = 0
+    while sim.get("Node", NODE) is not None and steps < 100:
+        now = sim.clock.now()
+        reap = sim.store.next_deadline()
+        due = [t for t in [*karpenter.due_times(), *karpenter.drain_times(), *([reap] if reap else [])] if t > now]
+        assert due, "the drain waits on nothing the driver would wake for"
+        sim.clock.advance((min(due) - now).total_seconds())
+        sim.store.reap()
+        karpenter.settle()
+        steps += 1
+    # Then the node is finished, the trainer deleted (not evicted) after deadline - its grace
+    assert sim.get("Node", NODE) is None
+    forced = [a for a in karpenter.actions if a.type == "force-deleted"]
+    assert [a.target for a in forced] == ["ml/train-0-worker"]
+    assert forced[0].at > deadline - timedelta(seconds=10)
+    assert steps < 40  # a one-second poll takes 60+

@@ -134,7 +134,7 @@ def test_nodeclaim_copies_the_template_steers_and_sizes_for_the_gpu_pods() -> No
     assert manifest["metadata"]["labels"] == {"team": "ml", "karpenter.sh/nodepool": "gpu-training"}
     assert manifest["metadata"]["annotations"] == {
         "owner": "ml-infra",
-        "gpuwarden.io/event-id": "evt-1",
+        "gpuwarden.io/launched-for": "evt-1",
         "gpuwarden.io/replaces": "n1",
     }
     spec = manifest["spec"]

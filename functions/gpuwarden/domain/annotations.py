@@ -34,6 +34,10 @@ REPLACEMENT_FAILED = PREFIX + "replacement-failed"
 REPLACEMENT_POOL = PREFIX + "replacement-pool"
 #: On a replacement NodeClaim: the node it replaces.
 REPLACES = PREFIX + "replaces"
+#: On a replacement NodeClaim: the event it was launched for. Not `EVENT_ID`, which on a node means
+#: gpuwarden holds the node: Karpenter's registration copies a claim's annotations onto its node
+#: (docs/cluster.md, "Replacement capacity").
+LAUNCHED_FOR = PREFIX + "launched-for"
 #: What a disruption writes on its node, and what giving the node back removes.
 DISRUPTION_MARKS = (EVENT_ID, KIND, DEADLINE, CORDONED_BY_US, DRAIN_STARTED, DRAIN_COMPLETED, CLAIMED_AT)
 

@@ -260,8 +260,8 @@ def nodeclaim_manifest(
             "labels": {**dict(tmeta.get("labels") or {}), NODEPOOL_LABEL: pool_name},
             "annotations": {
                 **dict(tmeta.get("annotations") or {}),
-                ann.EVENT_ID: event_id,
-                ann.PREFIX + "replaces": node.name,
+                ann.LAUNCHED_FOR: event_id,
+                ann.REPLACES: node.name,
             },
         },
         "spec": spec,

@@ -190,8 +190,6 @@ class Karpenter:
 
     def _idle_wait(self) -> float:
         due = self.due_times()
-        if self.provisioner.need_since is not None:
-            due.append(self.provisioner.need_since + timedelta(seconds=self.batch_idle_seconds))
         real = [self.sim.clock.real_seconds_until(t) for t in due]
         return min([0.25, *(r for r in real if r is not None)]) or 0.001
 
@@ -199,9 +197,19 @@ class Karpenter:
 
     def due_times(self) -> list[datetime]:
         """When the stand-in has work of its own coming (sim time): each queued eviction's next
-        try and the end of each instance termination it started."""
+        try, the end of each instance termination it started, and the close of an open
+        provisioning batch."""
         with self._lock:
-            return self.termination.queue_due() + self.cluster.terminations_due()
+            due = self.termination.queue_due() + self.cluster.terminations_due()
+            if self.provisioner.need_since is not None:
+                due.append(self.provisioner.need_since + timedelta(seconds=self.batch_idle_seconds))
+            return due
+
+    def drain_times(self) -> list[datetime]:
+        """When a deleting Node's drain changes with time alone (`TerminationController.wake_times`):
+        for a driver that steps the stand-in on its own clock instead of polling it."""
+        with self._lock:
+            return self.termination.wake_times(self.cluster.items(NODES), self.cluster.items(NODECLAIMS))
 
     def step(self, now: datetime | None = None) -> list[KarpenterAction]:
         """One reconcile of every controller at ``now`` (default: the sim clock); what it did."""

@@ -124,7 +124,13 @@ class LifecycleController:
             gpus=GPUS.get(itype, 8),
             gpu_taint=any(t.get("key") == GPU for t in spec.get("taints") or []),
         )
+        # registration's syncNode: the claim's labels and annotations onto its node (lo.Assign), so a
+        # hold or any other annotation written on the claim before it registers travels with it
         node["metadata"]["labels"].update(meta_of(claim).get("labels") or {})
+        node["metadata"]["annotations"] = {
+            **(node["metadata"].get("annotations") or {}),
+            **(meta_of(claim).get("annotations") or {}),
+        }
         node["metadata"]["finalizers"] = [FINALIZER]
         uid = claim["metadata"]["uid"]
         node["metadata"]["ownerReferences"] = [
@@ -132,8 +138,14 @@ class LifecycleController:
         ]
         self.cluster.sim.create(node)  # the kubelet registers its Node
         self.registered.add(node_name)
-        labels = {"node.kubernetes.io/instance-type": itype, "topology.kubernetes.io/zone": zone}
-        labels["karpenter.sh/capacity-type"] = capacity
+        # launch's PopulateNodeClaimDetails: the provider's labels under the claim's own. Every provider
+        # gives each single-valued `In` requirement of the claim, the instance type and its
+        # single-valued requirements (arch, os) and the offering's (zone, capacity type); what a
+        # provider adds of its own (karpenter.k8s.aws/*, karpenter.kwok.sh/*) is not modelled
+        single = {key: values[0] for key, values in req.items() if len(values) == 1}
+        labels = single | {"node.kubernetes.io/instance-type": itype, "topology.kubernetes.io/zone": zone}
+        labels |= {"karpenter.sh/capacity-type": capacity, "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux"}
+        labels |= meta_of(claim).get("labels") or {}
         self.cluster.patch(f"{NODECLAIMS}/{name}", {"metadata": {"labels": labels}})
         conditions = [
             {"type": t, "status": "True", "reason": t, "message": "", "lastTransitionTime": rfc3339(now)}

@@ -99,6 +99,20 @@ def tolerates_disrupted(pod: Obj) -> bool:
     return tolerates(pod, DISRUPTED_TAINT)
 
 
+def do_not_disrupt_ends(pod: Obj) -> datetime | None:
+    """When a duration-valued ``karpenter.sh/do-not-disrupt`` stops holding the pod (None: it does
+    not end by time: absent, "true", invalid, or the pod has not started)."""
+    value = (meta_of(pod).get("annotations") or {}).get(DO_NOT_DISRUPT)
+    started = (pod.get("status") or {}).get("startTime")
+    if value is None or value == "true" or started is None:
+        return None
+    try:
+        span = go_duration(value)
+    except ValueError:
+        return None
+    return parse_rfc3339(started) + span if span > timedelta(0) else None
+
+
 def do_not_disrupt_active(pod: Obj, now: datetime) -> bool:
     """``IsDoNotDisruptActive``: "true", or a positive duration not yet outlived by the pod."""
     value = (meta_of(pod).get("annotations") or {}).get(DO_NOT_DISRUPT)

@@ -31,6 +31,7 @@ from sim.actors.karpenter.objects import (
     Obj,
     active,
     daemon,
+    do_not_disrupt_ends,
     drainable,
     evictable,
     instance_id,
@@ -59,6 +60,36 @@ class TerminationController:
     def queue_due(self) -> list[datetime]:
         return [item.next_try for item in self.queue.values()]
 
+    def wake_times(self, nodes: list[Obj], claims: list[Obj]) -> list[datetime]:
+        """When a deleting Node's drain changes with time alone, no write to wait for: a terminating
+        pod becomes stuck (a minute past its deletionTimestamp) and stops holding the drain, a pod's
+        own grace would outlast the termination timestamp (it is deleted, not evicted), a
+        do-not-disrupt duration ends, Drained has held for MIN_DRAIN_SECONDS. A driver that steps
+        the stand-in at these times (and on every write) sees what a one-second requeue sees."""
+        tick = timedelta(milliseconds=1)  # the predicates compare strictly: just past the threshold
+        times: list[datetime] = []
+        for node in nodes:
+            meta = meta_of(node)
+            if not meta.get("deletionTimestamp") or FINALIZER not in (meta.get("finalizers") or []):
+                continue
+            claim = claim_for(node, claims)
+            deadline = _termination_time(claim)
+            for cond in ((claim or {}).get("status") or {}).get("conditions") or []:
+                if cond.get("type") == "Drained" and cond.get("status") != "True":
+                    times.append(parse_rfc3339(cond["lastTransitionTime"]) + timedelta(seconds=MIN_DRAIN_SECONDS))
+            for pod in self.cluster.items("/api/v1/pods", f"spec.nodeName={meta['name']}"):
+                pod_meta = meta_of(pod)
+                if pod_meta.get("deletionTimestamp"):
+                    times.append(parse_rfc3339(pod_meta["deletionTimestamp"]) + timedelta(minutes=1) + tick)
+                    continue
+                grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+                if deadline is not None and grace is not None:
+                    times.append(deadline - timedelta(seconds=int(grace)) + tick)
+                ends = do_not_disrupt_ends(pod)
+                if ends is not None:
+                    times.append(ends)
+        return times
+
     def finalize(self, node: Obj, claims: list[Obj], now: datetime) -> None:
         name = node["metadata"]["name"]
         if NODEPOOL_LABEL not in (meta_of(node).get("labels") or {}):
@@ -68,8 +99,7 @@ class TerminationController:
         deleting = claim is None or meta_of(claim).get("deletionTimestamp")
         if not deleting and self.cluster.delete(f"{NODECLAIMS}/{claim_name}"):
             self.cluster.record(now, "nodeclaim-deleted", claim_name, f"node {name} is deleting")
-        annotations = meta_of(claim).get("annotations") or {} if claim else {}
-        deadline = parse_rfc3339(annotations[TERMINATION_TIMESTAMP]) if TERMINATION_TIMESTAMP in annotations else None
+        deadline = _termination_time(claim)
         if not self._taint(node, now):
             return
         if not self._drain(node, deadline, now):
@@ -226,3 +256,9 @@ class TerminationController:
             return False
         self.cluster.record(now, "evicted", f"{ns}/{name}", decided_on=decided_on)
         return True
+
+
+def _termination_time(claim: Obj | None) -> datetime | None:
+    """The NodeClaim's termination timestamp (its deletion + terminationGracePeriod), if it has one."""
+    annotations = (meta_of(claim).get("annotations") or {}) if claim else {}
+    return parse_rfc3339(annotations[TERMINATION_TIMESTAMP]) if TERMINATION_TIMESTAMP in annotations else None

@@ -42,7 +42,9 @@ def _in_use(kube: KubePort, node: str) -> bool:
     )
 
 
-def take_back_hold(recorder: Recorder, claim: dict[str, Any], *, reason: str | None = None) -> str | None:
+def take_back_hold(
+    recorder: Recorder, claim: dict[str, Any], *, reason: str | None = None, every_mark: bool = False
+) -> str | None:
     """Take back gpuwarden's hold on the NodeClaim ``claim`` (as read from the API) when a workload
     pod runs on its node or its ``gpuwarden.io/hold-until`` has passed, or at once when the caller
     gives its ``reason`` (the replacement is no longer wanted): from the claim and from its node,
@@ -50,16 +52,21 @@ def take_back_hold(recorder: Recorder, claim: dict[str, Any], *, reason: str | N
     stays, or the claim carries none of gpuwarden's."""
     kube, now = recorder.deps.kube, recorder.deps.clock()
     meta = claim.get("metadata") or {}
-    until = (meta.get("annotations") or {}).get(ann.HOLD_UNTIL)
-    if until is None:
+    notes = meta.get("annotations") or {}
+    until = notes.get(ann.HOLD_UNTIL)
+    # every_mark (`gpuwarden release`): every gpuwarden.io/ annotation of the claim goes too, since
+    # Karpenter's registration copies a claim's annotations onto its node (docs/rollback.md)
+    ours = [k for k in notes if k.startswith(ann.PREFIX)] if every_mark else [ann.HOLD_UNTIL]
+    if until is None and not (every_mark and ours):
         return None
     name, node = str(meta.get("name")), (claim.get("status") or {}).get("nodeName")
     used = reason is None and bool(node) and _in_use(kube, str(node))
     if reason is None and not used and isoparse(str(until)) > now:
         return None
+    hold = [DO_NOT_DISRUPT] if until is not None else []  # an owner's own do-not-disrupt stays
     with contextlib.suppress(NotFound):
-        kube.patch_nodeclaim(name, annotate({DO_NOT_DISRUPT: None, ann.HOLD_UNTIL: None}), None)
-    if node:
+        kube.patch_nodeclaim(name, annotate(dict.fromkeys([*hold, *ours])), None)
+    if node and hold:
         with contextlib.suppress(NotFound):
             kube.patch_node(str(node), annotate({DO_NOT_DISRUPT: None}), None)
     why = reason or (f"its pods run on {node}" if used else f"replacement.hold_minutes passed at {until}")
@@ -67,11 +74,14 @@ def take_back_hold(recorder: Recorder, claim: dict[str, Any], *, reason: str | N
     return name
 
 
-def release_holds(recorder: Recorder) -> list[str]:
+def release_holds(recorder: Recorder, *, reason: str | None = None, node: str | None = None) -> list[str]:
     """The reconcile: take back the hold of every replacement gpuwarden launched whose pods run on
-    it now, or whose ``replacement.hold_minutes`` have passed (one LIST of the NodeClaims).
-    Answers the claims released."""
-    released = [take_back_hold(recorder, claim) for claim in recorder.deps.kube.list_nodeclaims()]
+    it now, or whose ``replacement.hold_minutes`` have passed (one LIST of the NodeClaims). With a
+    ``reason`` (`gpuwarden release`): every hold at once, with every mark of the claim; with
+    ``node``, only the claim of that node. Answers the claims released."""
+    claims = recorder.deps.kube.list_nodeclaims()
+    claims = [c for c in claims if node is None or (c.get("status") or {}).get("nodeName") == node]
+    released = [take_back_hold(recorder, c, reason=reason, every_mark=reason is not None) for c in claims]
     return [name for name in released if name is not None]
 
 

@@ -4,7 +4,9 @@ On each node (one, or every node of the cluster): gpuwarden's taint, its cordon 
 gpuwarden made) and every `gpuwarden.io/` annotation it wrote, the replacement record and a held
 maintenance plan included; on the node's pods, the `karpenter.sh/do-not-disrupt` marks gpuwarden
 added (an owner's own is never touched) and the checkpoint request annotations gpuwarden wrote.
-With every node, the NodePools too: their budgets and limits restored exactly from what the
+On the replacement NodeClaims gpuwarden launched (with one node: that node's claim), their
+`karpenter.sh/do-not-disrupt` hold and every `gpuwarden.io/` annotation, through the reconcile's
+`release_holds`. With every node, the NodePools too: their budgets and limits restored exactly from what the
 windows saved (the routing table hands that part in, from the windows use case).
 
 Each write goes through the one write primitive (read → decide → RV-checked write), so a release
@@ -22,11 +24,13 @@ from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.errors import NotFound
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.engine.context import Deps, Recorder
+from gpuwarden.services.engine.holds import NODECLAIM, release_holds
 from gpuwarden.services.engine.karpenter import release_pod_patch
 from gpuwarden.services.engine.result import Result
 from gpuwarden.services.engine.writes import Patch, annotate, release_node, update_pod
 
 KIND = "manual"
+RELEASED = "taken back by gpuwarden release: do-not-disrupt and every gpuwarden.io/ annotation of the claim"
 #: The checkpoint handshake's marks on a pod, which a release takes back (the request gpuwarden
 #: wrote and the workload's acknowledgement of it); the owner's opt-in annotations stay.
 POD_MARKS = (ann.CHECKPOINT_REQUESTED, ann.CHECKPOINT_EVENT, ann.CHECKPOINT_FAILED, ann.CHECKPOINT_DONE)
@@ -75,6 +79,8 @@ def release(
     else:
         nodes = deps.kube.list_nodes()
     touched = [n.name for n in nodes if _release_node(recorder, n)]
+    # the replacements' own holds (NodeClaim and node), taken back at once: the reconcile's function
+    touched += [NODECLAIM + name for name in release_holds(recorder, reason=RELEASED, node=node_name)]
     recorder.flush()
     where = node_name or f"{len(nodes)} node(s)"
     if not touched:
