@@ -69,7 +69,7 @@ test-e2e: setup-real
 test-long: $(STAMP) $(CHECKOV_STAMP)
 	@seed=$${GPUWARDEN_TEST_SEED:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}; \
 	echo "test-long seed: $$seed (replay: GPUWARDEN_TEST_SEED=$$seed make test-long)"; \
-	GPUWARDEN_TEST_SEED=$$seed $(VENV)/bin/pytest -q -n 2 -m "long" --hypothesis-profile=default
+	GPUWARDEN_TEST_SEED=$$seed $(VENV)/bin/pytest -q -n 2 -m "long" --hypothesis-profile=default --durations=10
 
 # Known vulnerabilities in the installed dependencies (PyPI advisory DB, needs the network).
 # Findings with a fix fail; findings with no fix are reported only; an unreachable DB is a warning.

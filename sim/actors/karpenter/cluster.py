@@ -101,8 +101,8 @@ class Cluster:
                 return None
             raise
 
-    def record(self, now: datetime, type_: str, target: str, detail: str = "") -> None:
-        action = KarpenterAction(now, type_, target, detail)
+    def record(self, now: datetime, type_: str, target: str, detail: str = "", decided_on: str = "") -> None:
+        action = KarpenterAction(now, type_, target, detail, decided_on)
         self.actions.append(action)
         if self.on_action is not None:
             self.on_action(action)

@@ -47,6 +47,9 @@ class KarpenterAction:
     # instance-terminating, node-finalized, nodeclaim-finalized, nodeclaim-created, launched, pod-gc
     target: str  # "ns/pod", node or NodeClaim name
     detail: str = ""
+    #: evicted: the pod's resourceVersion the eviction was decided on (what a test's witness compares
+    #: with another writer's, e.g. gpuwarden's do-not-disrupt mark); "" otherwise
+    decided_on: str = ""
 
 
 def go_duration(text: str) -> timedelta:

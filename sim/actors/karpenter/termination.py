@@ -237,9 +237,9 @@ class TerminationController:
             return True
         if not evictable(pod, now):
             return False  # do-not-disrupt: stays queued, backing off
-        return self._evict(ns, name, uid, now)
+        return self._evict(ns, name, uid, now, str(pod["metadata"].get("resourceVersion", "")))
 
-    def _evict(self, ns: str, name: str, uid: str, now: datetime) -> bool:
+    def _evict(self, ns: str, name: str, uid: str, now: datetime, decided_on: str) -> bool:
         body = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
@@ -254,7 +254,7 @@ class TerminationController:
             if err.code == 429 or err.message.endswith(MULTIPLE_PDBS):
                 self.cluster.record(now, "eviction-blocked", f"{ns}/{name}", err.message)
             return False
-        self.cluster.record(now, "evicted", f"{ns}/{name}")
+        self.cluster.record(now, "evicted", f"{ns}/{name}", decided_on=decided_on)
         return True
 
 
