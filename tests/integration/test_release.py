@@ -173,21 +173,40 @@ def _claim_marks(world: World) -> list[str]:
     return marks
 
 
-@pytest.mark.parametrize("registered", [False, True], ids=["before-registration", "after-registration"])
+@pytest.mark.parametrize(
+    "registered",
+    ["no", "yes", "node-name-not-written", "node-made-by-the-provider"],
+    ids=[
+        "before-registration",
+        "after-registration",
+        "registered-before-its-claim-names-the-node",
+        "made-from-the-claim-before-registration",
+    ],
+)
 def test_release_takes_back_the_replacements_hold_and_a_second_release_writes_nothing(
-    world: World, registered: bool
+    world: World, registered: str
 ) -> None:
     # Given a Spot drain that launched a replacement NodeClaim with gpuwarden's hold
     _marked_cluster(world)
     assert any(m.endswith(f": {ann.HOLD_UNTIL}") for m in _claim_marks(world)), _claim_marks(world)
     karpenter = Karpenter(world.sim, interruption_queue=False, launch_seconds=0)
-    if registered:  # Karpenter's registration copied the claim's annotations onto its node
+    if registered != "no":  # Karpenter's registration copied the claim's annotations onto its node
         karpenter.step()
         (claim,) = [c for c in world.sim.list("NodeClaim") if c["metadata"]["name"].startswith("gpuwarden-")]
         node = world.node(claim["status"]["nodeName"])
         assert ann.HOLD_UNTIL in node["metadata"]["annotations"], node["metadata"]
+        assert node["metadata"]["annotations"].get("karpenter.sh/do-not-disrupt") == "true", node["metadata"]
         # (the claim names its event launched-for: an event-id would read as the node held by gpuwarden)
         assert ann.EVENT_ID not in node["metadata"]["annotations"], node["metadata"]
+        if registered in ("node-name-not-written", "node-made-by-the-provider"):
+            # real Karpenter registers the node before it writes the claim's status.nodeName (seen on
+            # the real plane: docs/realplane.md, finding 13): only the node's owner reference names it
+            world.sim.patch_direct("NodeClaim", claim["metadata"]["name"], {"status": {"nodeName": None}})
+            assert "nodeName" not in (world.sim.get("NodeClaim", claim["metadata"]["name"]) or {})["status"]
+        if registered == "node-made-by-the-provider":
+            # the KWOK provider creates the node from the claim, its annotations too, before Karpenter
+            # registers it (no owner reference yet): only the providerID names the claim's node
+            world.sim.patch_direct("Node", node["metadata"]["name"], {"metadata": {"ownerReferences": None}})
     # When everything is released
     result = handle_release(_deps(world), None).to_json()
     # Then the claim's hold and marks are taken back, as every other mark
@@ -197,6 +216,10 @@ def test_release_takes_back_the_replacements_hold_and_a_second_release_writes_no
     # And once Karpenter registers the claim (when it had not), its node carries nothing of gpuwarden's
     karpenter.step()
     assert _gpuwarden_marks(world) == []
+    held = [
+        n for n in world.sim.list("Node") if (n["metadata"].get("annotations") or {}).get("karpenter.sh/do-not-disrupt")
+    ]
+    assert held == [], [n["metadata"] for n in held]
     # And a second release writes nothing
     world.sim.clear_requests()
     again = handle_release(_deps(world), None).to_json()

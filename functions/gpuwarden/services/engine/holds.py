@@ -7,6 +7,7 @@ ever touched: an owner's own do-not-disrupt stays."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -43,13 +44,19 @@ def _in_use(kube: KubePort, node: str) -> bool:
 
 
 def take_back_hold(
-    recorder: Recorder, claim: dict[str, Any], *, reason: str | None = None, every_mark: bool = False
+    recorder: Recorder,
+    claim: dict[str, Any],
+    *,
+    reason: str | None = None,
+    every_mark: bool = False,
+    node_name: str | None = None,
 ) -> str | None:
     """Take back gpuwarden's hold on the NodeClaim ``claim`` (as read from the API) when a workload
     pod runs on its node or its ``gpuwarden.io/hold-until`` has passed, or at once when the caller
     gives its ``reason`` (the replacement is no longer wanted): from the claim and from its node,
-    recorded as `hold-released` with the reason. Answers the claim's name, or None: the hold
-    stays, or the claim carries none of gpuwarden's."""
+    recorded as `hold-released` with the reason. ``node_name``: the claim's node when its
+    ``status.nodeName`` is not written yet. Answers the claim's name, or None: the hold stays, or
+    the claim carries none of gpuwarden's."""
     kube, now = recorder.deps.kube, recorder.deps.clock()
     meta = claim.get("metadata") or {}
     notes = meta.get("annotations") or {}
@@ -59,7 +66,7 @@ def take_back_hold(
     ours = [k for k in notes if k.startswith(ann.PREFIX)] if every_mark else [ann.HOLD_UNTIL]
     if until is None and not (every_mark and ours):
         return None
-    name, node = str(meta.get("name")), (claim.get("status") or {}).get("nodeName")
+    name, node = str(meta.get("name")), (claim.get("status") or {}).get("nodeName") or node_name
     used = reason is None and bool(node) and _in_use(kube, str(node))
     if reason is None and not used and isoparse(str(until)) > now:
         return None
@@ -74,14 +81,30 @@ def take_back_hold(
     return name
 
 
-def release_holds(recorder: Recorder, *, reason: str | None = None, node: str | None = None) -> list[str]:
+def release_holds(
+    recorder: Recorder, *, reason: str | None = None, node: str | None = None, nodes: Sequence[NodeView] = ()
+) -> list[str]:
     """The reconcile: take back the hold of every replacement gpuwarden launched whose pods run on
     it now, or whose ``replacement.hold_minutes`` have passed (one LIST of the NodeClaims). With a
     ``reason`` (`gpuwarden release`): every hold at once, with every mark of the claim; with
-    ``node``, only the claim of that node. Answers the claims released."""
-    claims = recorder.deps.kube.list_nodeclaims()
-    claims = [c for c in claims if node is None or (c.get("status") or {}).get("nodeName") == node]
-    released = [take_back_hold(recorder, c, reason=reason, every_mark=reason is not None) for c in claims]
+    ``node``, only the claim of that node. ``nodes``, as the caller read them, name a claim's node
+    before its ``status.nodeName`` does: the node carries the claim's annotations, do-not-disrupt
+    too, from the moment it exists (a provider that creates it from the claim, as the KWOK
+    provider does) or Karpenter registers it, and Karpenter writes ``status.nodeName`` after that;
+    its owner reference or, before that, its providerID (the claim's since launch) names it.
+    Answers the claims released."""
+    owned = {n.nodeclaim: n.name for n in nodes if n.nodeclaim}
+    by_provider = {n.provider_id: n.name for n in nodes if n.provider_id}
+
+    def node_of(claim: dict[str, Any]) -> str | None:
+        status = claim.get("status") or {}
+        owner = owned.get(str((claim.get("metadata") or {}).get("name")))
+        return status.get("nodeName") or owner or by_provider.get(str(status.get("providerID") or ""))
+
+    claims = [c for c in recorder.deps.kube.list_nodeclaims() if node is None or node_of(c) == node]
+    released = [
+        take_back_hold(recorder, c, reason=reason, every_mark=reason is not None, node_name=node_of(c)) for c in claims
+    ]
     return [name for name in released if name is not None]
 
 

@@ -80,7 +80,7 @@ def release(
         nodes = deps.kube.list_nodes()
     touched = [n.name for n in nodes if _release_node(recorder, n)]
     # the replacements' own holds (NodeClaim and node), taken back at once: the reconcile's function
-    touched += [NODECLAIM + name for name in release_holds(recorder, reason=RELEASED, node=node_name)]
+    touched += [NODECLAIM + name for name in release_holds(recorder, reason=RELEASED, node=node_name, nodes=nodes)]
     recorder.flush()
     where = node_name or f"{len(nodes)} node(s)"
     if not touched:
