@@ -216,7 +216,7 @@ def test_when_every_pool_fails_the_attempts_run_out_recorded_and_the_drain_still
     ]
     world.sim.delete_direct("NodeClaim", second)
     (third,) = [a for a in next_round(world, result) if a["type"] == "replacement"]
-    assert third["reason"].startswith(f"attempt 3 of 3: NodeClaim {second} was deleted by Karpenter")
+    assert third["reason"].startswith(f"attempt 3 of 3: NodeClaim {second} is gone (deleted by Karpenter")
     assert f"NodePool gpu-od-high: NodeClaim {second} did not launch there" in third["reason"]
     last = third["target"].removeprefix("nodeclaim/")
     assert world.sim.get("NodeClaim", last)["metadata"]["labels"]["karpenter.sh/nodepool"] == "gpu-od-low"  # type: ignore[index]
@@ -279,7 +279,7 @@ def test_a_replacement_karpenter_deleted_is_chosen_again_in_the_next_pool_for_th
     # When the next round reads the replacement
     (again,) = [a for a in next_round(world, result) if a["type"] == "replacement"]
     # Then a new claim is chosen for the pods still there, in the next pool, held, and the loss recorded
-    assert again["reason"].startswith(f"attempt 2 of 3: NodeClaim {first} was deleted by Karpenter")
+    assert again["reason"].startswith(f"attempt 2 of 3: NodeClaim {first} is gone (deleted by Karpenter")
     claim = world.sim.get("NodeClaim", again["target"].removeprefix("nodeclaim/"))
     assert claim is not None
     assert claim["metadata"]["labels"]["karpenter.sh/nodepool"] == "gpu-od-high"
@@ -293,7 +293,7 @@ def test_a_deleted_replacement_with_nothing_left_to_move_is_recorded_not_relaunc
     )
     world.sim.delete_direct("NodeClaim", first)
     (failed,) = [a for a in next_round(world, result) if a["type"] == "replacement-failed"]
-    assert "was deleted by Karpenter; no pod is left on the node" in failed["reason"]
+    assert "is gone (deleted by Karpenter, or never created); no pod is left on the node" in failed["reason"]
     assert [c for c in world.sim.list("NodeClaim") if c["metadata"]["name"].startswith("gpuwarden-")] == []
 
 

@@ -280,7 +280,9 @@ def _launched(
 def _launch_failed(claim: dict[str, Any] | None) -> str | None:
     """Why a replacement NodeClaim will not come up (None: it may): Karpenter deleted it, or its
     ``Launched`` condition is False (insufficient capacity, an unavailable offering)."""
-    if claim is None or (claim.get("metadata") or {}).get("deletionTimestamp"):
+    if claim is None:  # the mark names the first claim before its create: an outage may have cut it
+        return "is gone (deleted by Karpenter, or never created)"
+    if (claim.get("metadata") or {}).get("deletionTimestamp"):
         return "was deleted by Karpenter"
     for cond in (claim.get("status") or {}).get("conditions") or ():
         if isinstance(cond, dict) and cond.get("type") == "Launched" and cond.get("status") == "False":
