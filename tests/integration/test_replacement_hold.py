@@ -273,17 +273,27 @@ def test_a_replacement_karpenter_deleted_is_chosen_again_in_the_next_pool_for_th
     tiers_of(world, ("gpu-od-high", 50))
     result = spot_warned(world)
     first = record_of(world)["gpuwarden.io/replacement"].removeprefix("nodeclaim/")
-    # Given a trainer still on the node (not yet drained), and Karpenter deleting the replacement
+    # Given a trainer still on the node (not yet drained), and the first replacement gone: deleted by
+    # Karpenter, or never created (the mark names it before the create; an outage can cut that)
     still_there(world)
     world.sim.delete_direct("NodeClaim", first)
     # When the next round reads the replacement
     (again,) = [a for a in next_round(world, result) if a["type"] == "replacement"]
-    # Then a new claim is chosen for the pods still there, in the next pool, held, and the loss recorded
+    # Then it is launched again for the pods still there, held, its own pool not left out on a
+    # disappearance alone
     assert again["reason"].startswith(f"attempt 2 of 3: NodeClaim {first} is gone (deleted by Karpenter")
-    claim = world.sim.get("NodeClaim", again["target"].removeprefix("nodeclaim/"))
+    second = again["target"].removeprefix("nodeclaim/")
+    claim = world.sim.get("NodeClaim", second)
+    assert claim is not None
+    assert claim["metadata"]["labels"]["karpenter.sh/nodepool"] == "gpu-training"
+    assert claim["metadata"]["annotations"][HOLD] == "true"
+    # And when Karpenter deletes the claim it launched itself, the next pool is chosen
+    world.sim.delete_direct("NodeClaim", second)
+    (third,) = [a for a in next_round(world, result) if a["type"] == "replacement"]
+    assert third["reason"].startswith(f"attempt 3 of 3: NodeClaim {second} is gone (deleted by Karpenter")
+    claim = world.sim.get("NodeClaim", third["target"].removeprefix("nodeclaim/"))
     assert claim is not None
     assert claim["metadata"]["labels"]["karpenter.sh/nodepool"] == "gpu-od-high"
-    assert claim["metadata"]["annotations"][HOLD] == "true"
 
 
 def test_a_deleted_replacement_with_nothing_left_to_move_is_recorded_not_relaunched(world: World) -> None:

@@ -339,7 +339,12 @@ def follow_replacement(recorder: Recorder, node: NodeView, event_id: str, *, los
         with contextlib.suppress(NotFound):  # it will not launch: it does not linger as a pending claim
             kube.delete_nodeclaim(name)
     before = [c for c in (node.annotations.get(ann.REPLACEMENT_FAILED) or "").split(",") if c]
-    failed = [*before, f"{pool}/{name}" if pool else name]
+    # the mark names the first claim before the first invocation creates it: gone, it may never have
+    # been (an outage cut the first invocation, the drain handed on), so its pool is not left out on
+    # that alone; Karpenter's own unavailable-offerings cache makes a second launch there that meets
+    # the same shortage fail at once, and the attempt after it leaves the pool out
+    unseen = claim is None and name == nodeclaim_name(event_id, node.name)
+    failed = [*before, f"{pool}/{name}" if pool and not unseen else name]
     limit = deps.policy.replacement.attempts
     again = nodeclaim_name(f"{event_id}/attempt-{len(failed) + 1}", node.name)
     try:
