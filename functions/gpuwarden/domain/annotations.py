@@ -11,6 +11,9 @@ TAINT_KEY = PREFIX + "disruption"
 EVENT_ID = PREFIX + "event-id"
 KIND = PREFIX + "kind"
 DEADLINE = PREFIX + "deadline"
+#: On an interrupted node: its replacement (``nodeclaim/<name>``, or what an Auto Scaling group or a
+#: Fleet launched). A NodeClaim's name is written with the mark, before the create: one not in the
+#: cluster may never have been created (docs/cluster.md, "Replacement capacity").
 REPLACEMENT = PREFIX + "replacement"
 #: Set when gpuwarden (not someone else) cordoned the node, so `uncordon` undoes only its own cordon.
 CORDONED_BY_US = PREFIX + "cordoned"
@@ -24,8 +27,6 @@ CLAIMED_AT = PREFIX + "claimed-at"
 #: On a replacement NodeClaim gpuwarden launched: until when (RFC 3339) it holds the claim and its
 #: node with `karpenter.sh/do-not-disrupt` (docs/cluster.md, "Replacement capacity").
 HOLD_UNTIL = PREFIX + "hold-until"
-#: On an interrupted node: the replacement NodeClaim the API server accepted (written after the
-#: create: a round that finds the claim gone knows it was deleted, not yet to be created).
 #: On an interrupted node: the replacement NodeClaims that failed to launch so far, each
 #: ``<NodePool>/<NodeClaim>`` (comma-separated): the next attempt leaves those NodePools out.
 REPLACEMENT_FAILED = PREFIX + "replacement-failed"
