@@ -18,8 +18,9 @@ from sim.outcome.runner import Arm, run_arm
 from sim.outcome.scenario import Scenario, load_scenario
 from tests.bench.common import Figure, figure
 
-#: `GPUWARDEN_SOAK_DAYS` (default 1): `make bench` runs one day; the 30-day soak takes ~12 real
-#: minutes on this 2-core machine (2.47 simulated days per real minute at 186 nodes, measured)
+#: `GPUWARDEN_SOAK_DAYS` (default 1): `make bench` runs one day; the 30-day soak takes ~40 real
+#: minutes on this 2-core machine (0.78 simulated days per real minute at 186 nodes with the
+#: built-in week's expiries, `make bench` of 2026-11-28; 2.47 before them)
 DAYS = float(os.environ.get("GPUWARDEN_SOAK_DAYS", "1"))
 SCALE = 3  # the built-in week's 62 nodes x 3 = 186 nodes
 SMALLEST: dict[str, Any] = {"days": 0.05, "scale": 1}
