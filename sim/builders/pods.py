@@ -139,7 +139,12 @@ def training_pod(
     if checkpoint_timeout is not None:
         annotations["gpuwarden.io/checkpoint-timeout-seconds"] = str(checkpoint_timeout)
     job_name = name.rsplit("-", 1)[0] if "-" in name else name
-    resources = {"requests": {GPU: str(gpus), "cpu": "90", "memory": "1000Gi"}, "limits": {GPU: str(gpus)}}
+    # a p4d.24xlarge's share per GPU (96 CPU, 1152 GiB for 8): a node's trainers fit it, as the scheduler placed them
+    share = max(gpus, 1)
+    resources = {
+        "requests": {GPU: str(gpus), "cpu": str(11 * share), "memory": f"{125 * share}Gi"},
+        "limits": {GPU: str(gpus)},
+    }
     return pod(
         name,
         node,

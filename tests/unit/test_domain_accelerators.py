@@ -192,7 +192,7 @@ def test_a_trainium_replacement_requests_every_neuron_device_and_efa_interface_i
     # When the NodeClaim is built
     manifest, _ = nodeclaim_manifest(NODEPOOL, node, pods, "evt-trn")
     # Then it requests 16 Neuron devices and 8 EFA interfaces, not just GPUs
-    assert manifest["spec"]["resources"] == {"requests": {NEURON: "16", EFA: "8"}}
+    assert manifest["spec"]["resources"] == {"requests": {NEURON: "16", EFA: "8", "pods": "2"}}
 
 
 def test_mig_slices_keep_the_interrupted_nodes_gpu_count_and_model() -> None:
@@ -203,7 +203,8 @@ def test_mig_slices_keep_the_interrupted_nodes_gpu_count_and_model() -> None:
     requirements = manifest["spec"]["requirements"]
     assert {"key": GPU_COUNT_LABEL, "operator": "In", "values": ["8"]} in requirements
     assert {"key": GPU_NAME_LABEL, "operator": "In", "values": ["a100"]} in requirements
-    assert "resources" not in manifest["spec"]  # a MIG slice is nothing Karpenter can request
+    # a MIG slice is nothing Karpenter can request: the claim asks for the pod, not its slices
+    assert manifest["spec"]["resources"] == {"requests": {"pods": "1"}}
     assert "which Karpenter cannot request" in why
 
 

@@ -258,5 +258,5 @@ def test_the_manifest_carries_the_placement_and_the_gpus_of_the_pods_it_is_for()
     }
     manifest, why = nodeclaim_manifest(nodepool, node(), [rank(node_selector={"team": "ml"})], "evt", ["us-west-2b"])
     assert req("team", "In", "ml") in manifest["spec"]["requirements"]
-    assert manifest["spec"]["resources"] == {"requests": {"nvidia.com/gpu": "8"}}
+    assert manifest["spec"]["resources"] == {"requests": {"nvidia.com/gpu": "8", "pods": "1"}}
     assert why.startswith("the gang's zone us-west-2b")

@@ -141,7 +141,7 @@ def test_nodeclaim_copies_the_template_steers_and_sizes_for_the_gpu_pods() -> No
     assert spec["nodeClassRef"]["name"] == "gpu"
     assert spec["taints"] == [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]
     assert spec["expireAfter"] == "720h"
-    assert spec["resources"] == {"requests": {"nvidia.com/gpu": "6"}}
+    assert spec["resources"] == {"requests": {"nvidia.com/gpu": "6", "pods": "2"}}
     # one requirement per key: the pool's instance types less the interrupted one (a provider may
     # read only the first requirement on a key: docs/realplane.md, "Findings")
     assert [r for r in spec["requirements"] if r["key"] == ITYPE] == [

@@ -43,9 +43,6 @@ class ClusterReads(KubeClient):
         """Deployments in every namespace matching ``label_selector``."""
         return self._items("/apis/apps/v1/deployments", label_selector)
 
-    def list_daemonsets(self, label_selector: str) -> list[dict[str, Any]]:
-        return self._items("/apis/apps/v1/daemonsets", label_selector)
-
     def get_configmap(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
             return self._json("GET", f"/api/v1/namespaces/{quote(namespace)}/configmaps/{quote(name)}")

@@ -322,6 +322,10 @@ class KubeClient:
             return []
         return list(items.get("items") or [])
 
+    def list_daemonsets(self, label_selector: str | None = None) -> list[dict[str, Any]]:  # sizing.py, doctor
+        query = [("labelSelector", label_selector)] if label_selector else []
+        return list(self._json("GET", "/apis/apps/v1/daemonsets", query=query).get("items") or [])
+
     def get_nodepool(self, name: str) -> dict[str, Any] | None:
         try:
             return self._json("GET", f"{_KARPENTER}/nodepools/{name}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-__all__ = ["QUANTITY_PATTERN", "parse_quantity"]
+__all__ = ["QUANTITY_PATTERN", "format_quantity", "parse_quantity"]
 
 #: The pattern Karpenter's CRDs (and the API server) require of a quantity string.
 QUANTITY_PATTERN = re.compile(
@@ -43,3 +43,20 @@ def parse_quantity(value: object) -> Fraction | None:
             return None
         exponent = int(exponent_value)
     return number * Fraction(10) ** exponent
+
+
+def format_quantity(amount: Fraction, *, binary: bool = False) -> str:
+    """A quantity the API server reads back as ``amount``: a whole number plain (with the largest
+    exact binary suffix when ``binary``: ``128Gi``), else in thousandths (``1500m``), else rounded up
+    to billionths (``n``), as the API server itself rounds."""
+    if amount.denominator == 1:
+        whole = int(amount)
+        if binary and whole:
+            for suffix, size in sorted(_BINARY.items(), key=lambda item: -item[1]):
+                if whole % size == 0:
+                    return f"{whole // size}{suffix}"
+        return str(whole)
+    milli = amount * 1000
+    if milli.denominator == 1:
+        return f"{int(milli)}m"
+    return f"{-(-amount.numerator * 10**9 // amount.denominator)}n"

@@ -10,6 +10,7 @@ from typing import Any, Literal
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.accelerators import ResourceClaimView, model_requirements, pod_accelerators, replacement_demand
 from gpuwarden.domain.errors import NoFittingReplacement
+from gpuwarden.domain.nodepools import nodepool_from_json
 from gpuwarden.domain.placement import (
     GPU_NAME_LABEL,
     Req,
@@ -21,6 +22,7 @@ from gpuwarden.domain.placement import (
 )
 from gpuwarden.domain.placement import conflict as _conflict
 from gpuwarden.domain.policy import ReplacementPolicy
+from gpuwarden.domain.sizing import daemons_for, movers, size
 from gpuwarden.domain.views import (
     CAPACITY_RESERVATION_LABEL,
     CAPACITY_TYPE_LABEL,
@@ -136,16 +138,16 @@ def _sized_for(
 ) -> list[PodView]:
     """The pods the NodeClaim is for: those that move and tolerate the NodePool's taints (the pods
     that need an accelerator or another device first: the replacement is for them)."""
-    movers = [p for p in pods if not p.is_daemonset and not p.finished and not p.is_mirror]
+    moving = movers(pods)
     fit: list[PodView] = []
-    for pod in movers:
+    for pod in moving:
         blocking = untolerated(pod, taints)
         if blocking:
             shown = ", ".join(f"{t.key}={t.value or ''}:{t.effect}" for t in blocking)
             reasons.append(f"{pod.key} does not tolerate the NodePool's taint {shown}")
         else:
             fit.append(pod)
-    needs = {p.key for p in movers if pod_accelerators(p, claims).needs_device}
+    needs = {p.key for p in moving if pod_accelerators(p, claims).needs_device}
     if needs and not any(p.key in needs for p in fit):
         raise NoFittingReplacement("; ".join(reasons) or "no accelerator pod fits the NodePool")
     return [p for p in fit if p.key in needs] or fit
@@ -232,16 +234,19 @@ def nodeclaim_manifest(
     *,
     claims: Sequence[ResourceClaimView] = (),
     volumes: VolumePin | None = None,
+    daemons: Sequence[PodView] = (),
 ) -> tuple[dict[str, Any], str]:
     """A karpenter.sh/v1 NodeClaim from the NodePool's template, where the moved pods (and their
-    gang) can run, requesting every accelerator and EFA interface they request (`place` keeps the
-    node's accelerator model for the rest). Raises `NoFittingReplacement` when none can hold them."""
+    gang) can run, asking what they and the DaemonSet pods (of ``daemons``) that will run there
+    request (`sizing.size`: cpu, memory, every accelerator and EFA interface; `place` keeps the
+    node's accelerator model for the rest), and one of the NodePool's nodes (`pool_membership`).
+    Raises `NoFittingReplacement` when none can hold them."""
     template = (nodepool.get("spec") or {}).get("template") or {}
     tspec = dict(template.get("spec") or {})
     tmeta = template.get("metadata") or {}
     taints = [Taint(str(t.get("key")), str(t.get("effect")), t.get("value")) for t in tspec.get("taints") or ()]
     placed = place(tspec.get("requirements") or [], taints, node, pods, peer_zones, claims=claims, volumes=volumes)
-    requests = replacement_demand(placed.pods, claims).requests
+    sized = size(placed.pods, daemons_for(nodepool_from_json(nodepool), daemons), claims)
     spec: dict[str, Any] = {
         "nodeClassRef": tspec.get("nodeClassRef"),
         "requirements": one_per_key(placed.requirements),  # as every provider reads them
@@ -249,21 +254,55 @@ def nodeclaim_manifest(
     for key in ("taints", "startupTaints", "expireAfter", "terminationGracePeriod"):
         if key in tspec:
             spec[key] = tspec[key]
-    if requests:
-        spec["resources"] = {"requests": {name: str(n) for name, n in requests.items()}}
+    if sized.requests:
+        spec["resources"] = {"requests": sized.manifest()}
     pool_name = str((nodepool.get("metadata") or {}).get("name", node.nodepool))
-    manifest = {
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodeClaim",
-        "metadata": {
-            "name": nodeclaim_name(event_id, node.name),
-            "labels": {**dict(tmeta.get("labels") or {}), NODEPOOL_LABEL: pool_name},
-            "annotations": {
-                **dict(tmeta.get("annotations") or {}),
-                ann.LAUNCHED_FOR: event_id,
-                ann.REPLACES: node.name,
-            },
+    owners, hashes = pool_membership(nodepool)
+    metadata: dict[str, Any] = {
+        "name": nodeclaim_name(event_id, node.name),
+        "labels": {**dict(tmeta.get("labels") or {}), NODEPOOL_LABEL: pool_name},
+        "annotations": {
+            **dict(tmeta.get("annotations") or {}),
+            **hashes,
+            ann.LAUNCHED_FOR: event_id,
+            ann.REPLACES: node.name,
         },
-        "spec": spec,
     }
-    return manifest, "; ".join(placed.reasons)
+    if owners:
+        metadata["ownerReferences"] = owners
+    manifest = {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": metadata, "spec": spec}
+    return manifest, "; ".join([*placed.reasons, sized.why])
+
+
+#: The NodePool's hash of its template and the hash's version, which Karpenter writes on the
+#: NodePool (pkg/controllers/nodepool/hash, ``Reconcile``) and on each NodeClaim it creates.
+NODEPOOL_HASH = "karpenter.sh/nodepool-hash"
+NODEPOOL_HASH_VERSION = "karpenter.sh/nodepool-hash-version"
+
+
+def pool_membership(nodepool: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """What makes a NodeClaim one of ``nodepool``'s nodes, as Karpenter writes its own
+    (kubernetes-sigs/karpenter v1.14.1 pkg/controllers/provisioning/scheduling/nodeclaimtemplate.go,
+    ``NewNodeClaimTemplate`` and ``ToNodeClaim``): an owner reference to the NodePool with
+    ``blockOwnerDeletion: true`` and no ``controller`` (deleting the NodePool deletes the claim:
+    kube-controller-manager's garbage collector), and the NodePool's ``nodepool-hash`` /
+    ``nodepool-hash-version`` annotations, which its drift controller compares with the NodePool's
+    own (pkg/controllers/nodeclaim/disruption/drift.go, ``areStaticFieldsDrifted``: a claim without
+    them is never found drifted by a template change). A NodePool read without a UID (never from
+    the API server) gets no owner reference; one without the annotations (Karpenter's hash
+    controller has not run on it yet) passes none on."""
+    meta = nodepool.get("metadata") or {}
+    owners = []
+    if meta.get("uid") and meta.get("name"):
+        owners.append(
+            {
+                "apiVersion": "karpenter.sh/v1",
+                "kind": "NodePool",
+                "name": str(meta["name"]),
+                "uid": str(meta["uid"]),
+                "blockOwnerDeletion": True,
+            }
+        )
+    annotations = meta.get("annotations") or {}
+    hashes = {key: str(annotations[key]) for key in (NODEPOOL_HASH, NODEPOOL_HASH_VERSION) if annotations.get(key)}
+    return owners, hashes

@@ -4,6 +4,7 @@ effective requests, its DRA ResourceClaims and its PersistentVolumeClaims."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import Any
 
 from gpuwarden.domain.quantity import parse_quantity
@@ -21,33 +22,65 @@ def extended(resources: object) -> dict[str, int]:
     return found
 
 
-def _container_requests(container: Mapping[str, Any]) -> dict[str, int]:
+def _container_requests(container: Mapping[str, Any]) -> dict[str, Fraction]:
     resources = container.get("resources") or {}
-    # an extended resource's request defaults to its limit (the API server sets it so)
-    return extended(resources.get("limits") or {}) | extended(resources.get("requests") or {})
+    # a request defaults to its limit (the API server sets it so on a pod; Karpenter does the same
+    # for a DaemonSet's template: pkg/utils/daemonset ``mergeResourceLimitsIntoRequests``)
+    return quantities(resources.get("limits")) | quantities(resources.get("requests"))
 
 
-def extended_requests(spec: Mapping[str, Any]) -> dict[str, int]:
-    """Kubernetes' effective requests (resourcehelper.PodRequests) of the extended resources:
-    per resource, the larger of the containers' sum (plus restartable init containers) and each
-    init container with the restartable ones started before it."""
-    total: dict[str, int] = {}
-    sidecars: dict[str, int] = {}
-    peak: dict[str, int] = {}
+def quantities(resources: object) -> dict[str, Fraction]:
+    """Every entry of a resource list that reads as a quantity, exactly."""
+    found: dict[str, Fraction] = {}
+    for name, value in resources.items() if isinstance(resources, Mapping) else ():
+        amount = parse_quantity(value)
+        if amount is not None:
+            found[str(name)] = amount
+    return found
+
+
+def _add(total: dict[str, Fraction], more: Mapping[str, Fraction]) -> None:
+    for name, n in more.items():
+        total[name] = total.get(name, Fraction(0)) + n
+
+
+#: The resources a pod may request at pod level (``spec.resources``, PodLevelResources):
+#: k8s.io/component-helpers resource ``IsSupportedPodLevelResource``.
+_POD_LEVEL = ("cpu", "memory")
+
+
+def pod_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
+    """Kubernetes' effective requests of a pod, every resource, exactly as kube-scheduler counts
+    them (k8s.io/component-helpers v0.35 resource ``PodRequests`` / ``AggregateContainerRequests``,
+    which Karpenter's ``resources.Ceiling`` calls): per resource, the larger of the containers' sum
+    (plus the restartable init containers: sidecars) and each init container with the sidecars
+    started before it; pod-level ``spec.resources.requests`` replace the containers' for cpu and
+    memory (and hugepages); ``spec.overhead`` (RuntimeClass) is added."""
+    total: dict[str, Fraction] = {}
+    sidecars: dict[str, Fraction] = {}
+    peak: dict[str, Fraction] = {}
+    for container in spec.get("containers") or ():
+        _add(total, _container_requests(container))
     for init in spec.get("initContainers") or ():
         asked = _container_requests(init)
-        if init.get("restartPolicy") == "Always":
-            for name, n in asked.items():
-                sidecars[name] = sidecars.get(name, 0) + n
-            continue
+        if init.get("restartPolicy") == "Always":  # a sidecar: runs beside the containers
+            _add(total, asked)
+            _add(sidecars, asked)
+            asked = dict(sidecars)
+        else:  # runs alone, beside the sidecars started before it
+            _add(asked, sidecars)
         for name, n in asked.items():
-            peak[name] = max(peak.get(name, 0), n + sidecars.get(name, 0))
-    for container in spec.get("containers") or ():
-        for name, n in _container_requests(container).items():
-            total[name] = total.get(name, 0) + n
-    for name, n in sidecars.items():
-        total[name] = total.get(name, 0) + n
-    return {name: max(total.get(name, 0), peak.get(name, 0)) for name in total.keys() | peak.keys()}
+            peak[name] = max(peak.get(name, Fraction(0)), n)
+    out = {name: max(total.get(name, Fraction(0)), peak.get(name, Fraction(0))) for name in total.keys() | peak.keys()}
+    level = quantities((spec.get("resources") or {}).get("requests"))
+    out |= {name: n for name, n in level.items() if name in _POD_LEVEL or name.startswith("hugepages-")}
+    _add(out, quantities(spec.get("overhead")))
+    return dict(sorted(out.items()))
+
+
+def extended_of(requests: Mapping[str, Fraction]) -> dict[str, int]:
+    """The extended resources (``vendor/name``) of `pod_requests` that are whole numbers."""
+    return {name: int(n) for name, n in requests.items() if "/" in name and n.denominator == 1}
 
 
 def resource_claims(spec: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[str, ...]:

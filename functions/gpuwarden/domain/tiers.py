@@ -26,6 +26,7 @@ from fractions import Fraction
 
 from gpuwarden.domain.nodepools import NodePoolView
 from gpuwarden.domain.placement import Req, conflict, restricted, untolerated, values_for
+from gpuwarden.domain.sizing import Amount, daemons_for, size
 from gpuwarden.domain.views import NODEPOOL_LABEL, ZONE_LABEL, NodeView, PodView
 
 #: The count of a pool's nodes in ``spec.limits`` / ``status.resources``.
@@ -37,12 +38,14 @@ def _shown(amount: Fraction) -> str:
 
 
 def releasing(node: NodeView) -> dict[str, Fraction]:
-    """What leaves the pool when ``node`` goes: its extended resources, and one node."""
-    return {**{name: Fraction(n) for name, n in node.capacity.items()}, NODES: Fraction(1)}
+    """What leaves the pool when ``node`` goes: its capacity (cpu, memory, extended resources), and
+    one node."""
+    left = {name: Fraction(n) for name, n in node.capacity.items()} | dict(node.capacity_quantities)
+    return {**left, NODES: Fraction(1)}
 
 
 def limits_refusal(
-    pool: NodePoolView, requests: Mapping[str, int], leaving: Mapping[str, Fraction] | None = None
+    pool: NodePoolView, requests: Mapping[str, Amount], leaving: Mapping[str, Fraction] | None = None
 ) -> str | None:
     """Why ``pool``'s limits leave no room for a replacement with ``requests`` (None: they do)."""
     if pool.unreadable_limits:
@@ -142,19 +145,26 @@ def tiers(
     pools: Sequence[NodePoolView],
     pods: Sequence[PodView],
     node: NodeView,
-    requests: Mapping[str, int],
+    requests: Mapping[str, Amount],
     *,
     zones: Sequence[str] = (),
     lost: bool = False,
+    daemons: Sequence[PodView] = (),
 ) -> Tiers:
-    """Where a replacement for ``node``'s displaced ``pods`` (those it is sized for) may be created:
-    ``own`` pool first, then the others by weight. ``zones``: where the pods must stay (their
-    volumes', else their gang's). ``lost``: the node is being taken (its capacity leaves ``own``)."""
+    """Where a replacement for ``node``'s displaced ``pods`` (those it is for: `sizing.displaced`),
+    which ask ``requests`` (`sizing.size`), may be created: ``own`` pool first, then the others by
+    weight, each pool's limits checked with those requests plus its own DaemonSet overhead (of
+    ``daemons``, those that run on its nodes: `sizing.daemons_for`). ``zones``: where the pods must
+    stay (their volumes', else their gang's). ``lost``: the node is being taken (its capacity leaves
+    ``own``)."""
     ordered = [p for p in pools if p.name == own] + by_weight([p for p in pools if p.name != own])
     choices = []
     for pool in ordered:
         leaving = releasing(node) if lost and pool.name == own else None
-        refused = admits(pool, pods, zones) or limits_refusal(pool, requests, leaving)
+        asked = dict(requests)
+        for name, n in size((), daemons_for(pool, daemons)).requests.items():
+            asked[name] = asked.get(name, 0) + n
+        refused = admits(pool, pods, zones) or limits_refusal(pool, asked, leaving)
         choices.append(TierChoice(pool.name, refused))
     if all(p.name != own for p in pools):
         choices.insert(0, TierChoice(own, f"NodePool {own} is not in the cluster"))

@@ -9,12 +9,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from fractions import Fraction
 from typing import Any
 
 from dateutil.parser import isoparse
 
 from gpuwarden.domain import annotations as ann
-from gpuwarden.domain.resources import extended, extended_requests, resource_claims, volume_claims
+from gpuwarden.domain.resources import extended, extended_of, pod_requests, quantities, resource_claims, volume_claims
 
 GPU_RESOURCE = "nvidia.com/gpu"
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
@@ -93,6 +94,9 @@ class NodeView:
     capacity: Mapping[str, int] = field(default_factory=dict)
     #: ``metadata.deletionTimestamp`` is set.
     deleting: bool = False
+    #: Every entry of ``status.capacity`` (cpu, memory, pods, extended resources), exactly: what
+    #: leaves its NodePool's ``status.resources`` when the node goes (docs/cluster.md, "Limits and tiers").
+    capacity_quantities: Mapping[str, Fraction] = field(default_factory=dict)
 
     @property
     def instance_id(self) -> str | None:
@@ -159,6 +163,9 @@ class PodView:
     #: Extended resources (``vendor/name``) the pod requests, as the scheduler counts them: the larger
     #: of its containers' sum (with restartable init containers) and its largest init container.
     requests: Mapping[str, int] = field(default_factory=dict)
+    #: Every resource the pod requests (cpu, memory, extended resources, ...), exactly, as
+    #: kube-scheduler counts them (`resources.pod_requests`): what a replacement is sized with.
+    all_requests: Mapping[str, Fraction] = field(default_factory=dict)
     #: The ResourceClaims (DRA) the pod uses: ``status.resourceClaimStatuses`` names, else
     #: ``spec.resourceClaims[].resourceClaimName``.
     resource_claims: tuple[str, ...] = ()
@@ -239,6 +246,7 @@ def node_from_json(obj: Mapping[str, Any]) -> NodeView:
         allocatable=extended(status.get("allocatable")),
         capacity=extended(capacity),
         deleting=bool(meta.get("deletionTimestamp")),
+        capacity_quantities=quantities(capacity),
         nodeclaim=next(
             (
                 str(o.get("name"))
@@ -295,6 +303,7 @@ def pod_from_json(obj: Mapping[str, Any]) -> PodView:
     )
     deletion = meta.get("deletionTimestamp")
     grace = spec.get("terminationGracePeriodSeconds")
+    asked = pod_requests(spec)
     return PodView(
         namespace=meta.get("namespace", "default"),
         name=meta["name"],
@@ -315,7 +324,8 @@ def pod_from_json(obj: Mapping[str, Any]) -> PodView:
         tolerations=_tolerations(spec),
         node_selector=dict(spec.get("nodeSelector") or {}),
         required_node_affinity=_required_terms(spec),
-        requests=extended_requests(spec),
+        requests=extended_of(asked),
+        all_requests=asked,
         resource_claims=resource_claims(spec, status),
         volume_claims=volume_claims(str(meta["name"]), spec),
     )

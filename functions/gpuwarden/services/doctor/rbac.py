@@ -63,6 +63,7 @@ RULES: tuple[Rule, ...] = (
     Rule("", "persistentvolumeclaims", ("list",), "list_pvcs (a replacement's zonal volume pin)"),
     Rule("", "persistentvolumes", ("get",), "get_pv (the zone a bound volume's node affinity allows)"),
     Rule("resource.k8s.io", "resourceclaims", ("list",), "list_resource_claims (DRA devices a replacement keeps)"),
+    Rule("apps", "daemonsets", ("list",), "list_daemonsets (the DaemonSet pods a replacement's requests count)"),
     Rule(
         "karpenter.sh",
         "nodepools",

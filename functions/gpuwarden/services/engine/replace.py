@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuwarden.domain import annotations as ann
-from gpuwarden.domain.accelerators import ResourceClaimView, replacement_demand, resource_claim_from_json
+from gpuwarden.domain.accelerators import ResourceClaimView, resource_claim_from_json
 from gpuwarden.domain.actions import ActionType
-from gpuwarden.domain.errors import GpuwardenError, NoFittingReplacement, NotFound
+from gpuwarden.domain.errors import GpuwardenError, KubeError, NoFittingReplacement, NotFound
 from gpuwarden.domain.gangs import Gang
 from gpuwarden.domain.nodepools import nodepool_from_json
 from gpuwarden.domain.notice import Notice
@@ -23,6 +23,7 @@ from gpuwarden.domain.replacement import (
     nodeclaim_manifest,
     nodeclaim_name,
 )
+from gpuwarden.domain.sizing import daemon_pods, displaced, movers, size
 from gpuwarden.domain.tiers import tiers
 from gpuwarden.domain.views import (
     KARPENTER_DISRUPTED_TAINT,
@@ -39,6 +40,7 @@ from gpuwarden.services.engine.result import KARPENTER, LEFT_TO_KARPENTER
 from gpuwarden.services.engine.writes import Patch, annotate, update_node
 
 PENDING = "pending:"
+FORBIDDEN = 403
 
 
 def gang_peers(gangs: Sequence[Gang], pods: Sequence[PodView]) -> list[PodView]:
@@ -97,10 +99,13 @@ def _tiered_manifest(
     kube = recorder.deps.kube
     listed = kube.list_nodepools()
     by_name = {str((p.get("metadata") or {}).get("name", "")): p for p in listed}
-    claims, pin = claims_and_pin(kube, pods)
-    requests = replacement_demand(pods, claims).requests
+    moving = movers(pods)  # the one answer to "which pods move" (docs/cluster.md)
+    claims, pin = claims_and_pin(kube, moving)
+    moved = displaced(moving, claims)
+    daemons, unread = _daemons(kube)
     pools = [nodepool_from_json(p) for p in listed]
-    order = tiers(own, pools, pods, node, requests, zones=pin.zones or (), lost=lost)
+    requests = size(moved, (), claims).requests
+    order = tiers(own, pools, moved, node, requests, zones=pin.zones or (), lost=lost, daemons=daemons)
     zones = peer_zones(kube, node, peers)
     refused = [c.refused for c in order.choices if c.refused]
     for name in order.usable:
@@ -109,15 +114,26 @@ def _tiered_manifest(
             continue
         try:
             manifest, why = nodeclaim_manifest(
-                by_name[name], node, pods, recorder.event_id, zones, claims=claims, volumes=pin
+                by_name[name], node, moved, recorder.event_id, zones, claims=claims, volumes=pin, daemons=daemons
             )
         except NoFittingReplacement as err:
             refused.append(f"NodePool {name}: {err}")
             continue
         if name != own:
             why = f"NodePool {name}, the next tier ({'; '.join(refused)}); {why}"
-        return held(manifest, recorder), why
+        return held(manifest, recorder), f"{why}{unread}"
     raise NoFittingReplacement("no NodePool can take the replacement: " + "; ".join(refused))
+
+
+def _daemons(kube: KubePort) -> tuple[list[PodView], str]:
+    """The cluster's DaemonSets' pods (`sizing.daemon_pods`), one LIST; a role that may not list them
+    (a deployment older than the rule) sizes without them, and the reason says so."""
+    try:
+        return daemon_pods(kube.list_daemonsets()), ""
+    except KubeError as err:
+        if err.status != FORBIDDEN:
+            raise
+        return [], "; DaemonSets not readable (403): sized without their pods (gpuwarden doctor names the rule)"
 
 
 def _launch(
@@ -308,7 +324,7 @@ def _next_attempt(
     again for the pods still on the node, the NodePools whose replacement failed left out (within a
     pool, Karpenter's launch already asked for every instance type and zone the claim allows)."""
     pods = [p for p in recorder.deps.kube.list_pods_on_node(node.name) if p.node_name == node.name]
-    if not any(not p.is_daemonset and not p.is_mirror and not p.finished for p in pods):
+    if not movers(pods):
         raise NoFittingReplacement("no pod is left on the node to size the next one for")
     return _tiered_manifest(recorder, node.nodepool or "", node, pods, [], lost, failed)
 
