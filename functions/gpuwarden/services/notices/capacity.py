@@ -29,7 +29,7 @@ from gpuwarden.services.engine.context import Deps, FanOut, Recorder
 from gpuwarden.services.engine.disrupt import disrupt
 from gpuwarden.services.engine.failures import failed_notice
 from gpuwarden.services.engine.pipeline import KindHooks
-from gpuwarden.services.engine.result import Result, merged_checkpoints, summed
+from gpuwarden.services.engine.result import Result, finished, merged_checkpoints, summed
 from gpuwarden.services.notices import plans
 
 DUE_ACTION = "capacity-block-due"
@@ -125,7 +125,7 @@ def handle_block_expiry(notice: Notice, deps: Deps, hooks: KindHooks, drain_loca
 
 
 def due_tick(reservation_id: str) -> dict[str, str]:
-    """The Scheduler input that runs a block's plan (windows function, action ``capacity-block-due``)."""
+    """The Scheduler input that runs a block's plan (the scheduled function, action ``capacity-block-due``)."""
     return plans.due_tick(DUE_ACTION, reservation_id)
 
 
@@ -187,7 +187,7 @@ def plan_block(
         f"{ann.rfc3339(end)})"
     )
     return Result(
-        outcome="dry-run" if deps.dry_run else "handled",
+        outcome=finished(deps.dry_run),
         kind=PLAN.value,
         event_id=event_id,
         deadline=stop,

@@ -24,7 +24,7 @@ from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.disrupt import disrupt
 from gpuwarden.services.engine.node_ops import voluntary_verdict_of
 from gpuwarden.services.engine.pipeline import KindHooks
-from gpuwarden.services.engine.result import Result
+from gpuwarden.services.engine.result import Result, finished
 from gpuwarden.services.notices import plans
 from gpuwarden.services.notices.maintenance import drain_estimate
 
@@ -33,7 +33,7 @@ DUE_ACTION = "karpenter-expiry-due"
 
 
 def due_tick(node: str) -> dict[str, str]:
-    """The Scheduler input that runs a node's expiry plan (windows function, ``karpenter-expiry-due``)."""
+    """The Scheduler input that runs a node's expiry plan (the scheduled function, ``karpenter-expiry-due``)."""
     return plans.due_tick(DUE_ACTION, node)
 
 
@@ -104,7 +104,7 @@ def plan_node(
     if not deps.dry_run:
         deps.ledger.record(key, {"drain_at": ann.rfc3339(at), "expires": ann.rfc3339(plan.expiry)})
     return Result(
-        outcome="dry-run" if deps.dry_run else "handled",
+        outcome=finished(deps.dry_run),
         kind=KIND.value,
         event_id=notice.event_id,
         node=node.name,

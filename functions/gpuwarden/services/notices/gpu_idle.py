@@ -47,7 +47,7 @@ from gpuwarden.services.engine.disrupt import disrupt
 from gpuwarden.services.engine.drain import DrainState
 from gpuwarden.services.engine.node_ops import give_back, voluntary_verdict_of
 from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Marked, Ran, Stop
-from gpuwarden.services.engine.result import Outcome, Result, notice_result
+from gpuwarden.services.engine.result import Outcome, Result, finished, notice_result
 from gpuwarden.services.notices.gpu_idle_reschedule import comes_back_refusal
 
 
@@ -120,7 +120,7 @@ def _over_cap(deps: Deps, held: NodeView) -> str | None:
 
 
 def settle_round(recorder: Recorder, state: DrainState) -> DrainState:
-    """After each `drain_step` of a gpu-idle drain (locally, or in the deployed drain loop):
+    """After each `round_of` of a gpu-idle drain (locally, or in the deployed drain loop):
     retire the node once drained; give it back when the drain cannot finish in time."""
     deps = recorder.deps
     taken = _taken_over(deps, state)
@@ -203,7 +203,7 @@ def reclaimed(d: Disruption, marked: Marked, ran: Ran, why: str) -> Result:
     """The kind's answer once it ran: what the drain (and the retirement) came to."""
     notice, recorder, node, deps, resumed, state = d.notice, d.recorder, d.node, d.deps, marked.resumed, ran.state
     checkpoints = ran.looks.as_result()
-    outcome: Outcome = "dry-run" if deps.dry_run else "duplicate" if resumed else "handled"
+    outcome: Outcome = finished(deps.dry_run, "duplicate" if resumed else "handled")
     if state is None:
         reason = f"gpu idle: would reclaim node {node.name}"
     elif state.outcome is DrainOutcome.SUPERSEDED:

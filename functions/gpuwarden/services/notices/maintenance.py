@@ -30,8 +30,9 @@ from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.disrupt import disrupt, ignored
 from gpuwarden.services.engine.node_ops import find_node, not_ours, voluntary_verdict_of
 from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Marked, Ran, Stop
-from gpuwarden.services.engine.result import Outcome, Result, notice_result
+from gpuwarden.services.engine.result import Outcome, Result, finished, notice_result
 from gpuwarden.services.engine.writes import Patch, annotate, update_node
+from gpuwarden.services.notices import plans
 
 KIND = Kind.SCHEDULED_MAINTENANCE.value
 #: How long a refused, due plan waits before it asks the windows again.
@@ -44,15 +45,8 @@ def plan_id_for(event_id: str) -> str:
 
 
 def due_tick(plan_id: str) -> dict[str, str]:
-    """The Scheduler input that runs the plan (route ``windows``, action ``maintenance-due``)."""
-    return {
-        "gpuwarden": "budget-window",
-        "action": "maintenance-due",
-        "plan_id": plan_id,
-        "scheduled_time": "<aws.scheduler.scheduled-time>",
-        "execution_id": "<aws.scheduler.execution-id>",
-        "attempt": "<aws.scheduler.attempt-number>",
-    }
+    """The Scheduler input that runs the plan (the scheduled function, ``maintenance-due``)."""
+    return plans.due_tick("maintenance-due", plan_id)
 
 
 def drain_estimate(deps: Deps) -> timedelta:
@@ -149,9 +143,7 @@ def _hold(notice: Notice, recorder: Recorder, node: NodeView, found: OpenWindow)
         f"planned: drain {node.name} in window {found.name!r} from {ann.rfc3339(start)} {found.describe()}, "
         f"before the maintenance starts at {ann.rfc3339(notice.deadline or start)}"
     )
-    return notice_result(
-        notice, recorder, node, outcome="dry-run" if recorder.deps.dry_run else "handled", reason=reason
-    )
+    return notice_result(notice, recorder, node, outcome=finished(recorder.deps.dry_run), reason=reason)
 
 
 def _annotate_plan(
@@ -176,17 +168,7 @@ def _annotate_plan(
 
 
 def _schedule(recorder: Recorder, node: NodeView, plan_id: str, at: datetime, name: str | None = None) -> None:
-    deps = recorder.deps
-    tick = due_tick(plan_id)
-    name = name or plan_id
-    if deps.dry_run or deps.scheduler is None:
-        why = "dry run" if deps.dry_run else "no Scheduler here (local run): invoke this tick when the window opens"
-        recorder.add(ActionType.SCHEDULE_SKIPPED, target=name, at=ann.rfc3339(at), tick=tick, reason=why)
-        return
-    arn = deps.scheduler.schedule_once(name, at, tick)
-    recorder.add(
-        ActionType.SCHEDULED, target=arn, at=ann.rfc3339(at), reason=f"maintenance-due tick for plan {plan_id}"
-    )
+    plans.schedule_plan(recorder, name or plan_id, at, due_tick(plan_id), f"maintenance-due tick for plan {plan_id}")
 
 
 # --------------------------------------------------------------------------- the plan is due
@@ -269,7 +251,7 @@ def refused(stop: Stop) -> Result:
 
 def drained(d: Disruption, marked: Marked, ran: Ran, why: str) -> Result:
     """The kind's answer once it ran: the plan's reason, whether the drain began now or resumed."""
-    outcome: Outcome = "dry-run" if d.deps.dry_run else "handled" if marked.changed else "duplicate"
+    outcome: Outcome = finished(d.deps.dry_run, "handled" if marked.changed else "duplicate")
     state = ran.state
     return notice_result(
         d.notice,

@@ -11,7 +11,7 @@ from gpuwarden.services.engine.context import Recorder
 
 
 def due_tick(action: str, plan_id: str) -> dict[str, str]:
-    """The Scheduler input that runs the plan ``plan_id`` (windows function, ``action``: a ``-due`` tick)."""
+    """The Scheduler input that runs the plan ``plan_id`` (the scheduled function, ``action``: a ``-due`` tick)."""
     return {
         "gpuwarden": "budget-window",
         "action": action,
