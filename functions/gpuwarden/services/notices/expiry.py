@@ -26,7 +26,6 @@ from gpuwarden.services.engine.node_ops import voluntary_verdict_of
 from gpuwarden.services.engine.pipeline import KindHooks
 from gpuwarden.services.engine.result import Result, finished
 from gpuwarden.services.notices import plans
-from gpuwarden.services.notices.maintenance import drain_estimate
 
 KIND = Kind.KARPENTER_EXPIRY
 DUE_ACTION = "karpenter-expiry-due"
@@ -54,7 +53,7 @@ def expiries(deps: Deps) -> Iterator[tuple[NodeView, Expiry]]:
 
 def plan_of(deps: Deps, node: NodeView, at: datetime) -> ExpiryPlan:
     lead = timedelta(minutes=deps.policy.karpenter_expiry.lead_minutes)
-    return plan_expiry(at, lead, deps.policy.windows, deps.window_clock(), node.nodepool, drain_estimate(deps))
+    return plan_expiry(at, lead, deps.policy.windows, deps.window_clock(), node.nodepool, plans.drain_estimate(deps))
 
 
 def _notice(node: NodeView, expiry: Expiry, now: datetime, source: str) -> Notice:

@@ -49,11 +49,6 @@ def due_tick(plan_id: str) -> dict[str, str]:
     return plans.due_tick("maintenance-due", plan_id)
 
 
-def drain_estimate(deps: Deps) -> timedelta:
-    """The time a voluntary drain may take (policy ``drain.voluntary_limit_seconds``)."""
-    return timedelta(seconds=deps.policy.drain.voluntary_limit_seconds)
-
-
 # --------------------------------------------------------------------------- the notice
 
 
@@ -77,7 +72,7 @@ def _plan_or_drain(notice: Notice, recorder: Recorder, node: NodeView, hooks: Ki
     deps = recorder.deps
     now = deps.window_clock()
     deadline = notice.deadline or now
-    needed = drain_estimate(deps)
+    needed = plans.drain_estimate(deps)
     found = None
     if deps.policy.windows and deadline - now >= needed:
         found = latest_allowed_window_before(deps.policy.windows, now, deadline, node.nodepool, needed)
@@ -212,7 +207,7 @@ def _when_due(
         allowed = "; ".join(r for r in (verdict.allowance.reason, verdict.budget and verdict.budget.reason) if r)
         return _execute(notice, recorder, node, hooks, drain_locally, f"{why}; {allowed}")
     deadline = notice.deadline or now
-    if deadline - now < drain_estimate(deps) + RETRY_AFTER:
+    if deadline - now < plans.drain_estimate(deps) + RETRY_AFTER:
         late = f"{why}; {verdict.refused}, but the maintenance starts at {ann.rfc3339(deadline)}: draining now"
         return _execute(notice, recorder, node, hooks, drain_locally, late)
     retry = now + RETRY_AFTER
