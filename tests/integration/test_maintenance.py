@@ -18,9 +18,9 @@ import pytest
 from gpuwarden.adapters.scheduler import EventBridgeScheduler
 from gpuwarden.domain.policy import Policy
 from gpuwarden.kinds.inputs import parse_notices, parse_scheduler_tick
+from gpuwarden.kinds.scheduled_maintenance.use_case import plan_id_for
 from gpuwarden.services.dispatch import handle_batch, handle_tick
 from gpuwarden.services.engine.context import Deps
-from gpuwarden.services.notices.maintenance import plan_id_for
 from tests.integration.conftest import EVENTS, World, load_event
 from tests.integration.scenarios import spot_node
 

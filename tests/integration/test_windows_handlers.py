@@ -16,7 +16,7 @@ import pytest
 from gpuwarden.handlers import _runtime
 from gpuwarden.handlers import planning as maintenance_handler
 from gpuwarden.handlers import scheduled as windows_handler
-from gpuwarden.services.notices.maintenance import plan_id_for
+from gpuwarden.kinds.scheduled_maintenance.use_case import plan_id_for
 from sim.builders import nodepool
 from tests.integration.conftest import LambdaContext, World, load_event
 from tests.integration.scenarios import spot_node

@@ -4,9 +4,9 @@ from dataclasses import replace
 
 from gpuwarden.domain.decide import loss_warning
 from gpuwarden.domain.notice import Kind
+from gpuwarden.kinds.capacity_blocks.use_case import handle_block_expiry
 from gpuwarden.kinds.spec import KindSpec
 from gpuwarden.services.engine import karpenter
-from gpuwarden.services.notices.capacity import handle_block_expiry
 from gpuwarden.sources.capacity import CapacityBlockExpirationWarning
 from gpuwarden.sources.rules import rule_of
 

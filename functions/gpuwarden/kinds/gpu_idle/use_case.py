@@ -41,6 +41,7 @@ from gpuwarden.domain.gpu_idle import (
 )
 from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.views import NodeView
+from gpuwarden.kinds.gpu_idle.reschedule import comes_back_refusal
 from gpuwarden.observability import logger
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.disrupt import disrupt
@@ -48,7 +49,6 @@ from gpuwarden.services.engine.drain import DrainState
 from gpuwarden.services.engine.node_ops import give_back, voluntary_verdict_of
 from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Marked, Ran, Stop
 from gpuwarden.services.engine.result import Outcome, Result, finished, notice_result
-from gpuwarden.services.notices.gpu_idle_reschedule import comes_back_refusal
 
 
 def handle_gpu_idle(notice: Notice, deps: Deps, hooks: KindHooks, drain_locally: bool = True) -> Result:

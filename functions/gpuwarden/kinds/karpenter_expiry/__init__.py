@@ -5,9 +5,9 @@ from dataclasses import replace
 
 from gpuwarden.domain.decide import loss_warning
 from gpuwarden.domain.notice import Kind
+from gpuwarden.kinds.karpenter_expiry import use_case as expiry
 from gpuwarden.kinds.spec import KindSpec, plan_due
 from gpuwarden.services.engine import karpenter
-from gpuwarden.services.notices import expiry
 
 SPEC = KindSpec(
     kind=Kind.KARPENTER_EXPIRY,

@@ -2,9 +2,9 @@
 
 from gpuwarden.domain.decide import drain_with
 from gpuwarden.domain.notice import Kind
+from gpuwarden.kinds.scheduled_maintenance import use_case as maintenance
 from gpuwarden.kinds.spec import KindSpec, plan_due
 from gpuwarden.services.engine.pipeline import KindHooks
-from gpuwarden.services.notices import maintenance
 from gpuwarden.sources.health import HealthEvent, why_not_scheduled_change
 from gpuwarden.sources.rules import rule_of
 

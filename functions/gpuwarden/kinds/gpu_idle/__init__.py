@@ -7,9 +7,9 @@ from gpuwarden.domain.budgets import gpu_idle_reason
 from gpuwarden.domain.decide import drain_with
 from gpuwarden.domain.gpu_idle import GPU_METRICS
 from gpuwarden.domain.notice import Kind
+from gpuwarden.kinds.gpu_idle import use_case as gpu_idle
 from gpuwarden.kinds.spec import KindSpec
 from gpuwarden.services.engine.pipeline import KindHooks
-from gpuwarden.services.notices import gpu_idle
 from gpuwarden.sources.cloudwatch import AlarmContributorStateChange, AlarmStateChange, why_not_gpu_idle
 from gpuwarden.sources.rules import Rule, rule_of
 

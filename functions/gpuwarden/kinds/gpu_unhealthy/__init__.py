@@ -4,9 +4,9 @@ from dataclasses import replace
 
 from gpuwarden.domain.decide import drain_with
 from gpuwarden.domain.notice import Kind
+from gpuwarden.kinds.gpu_unhealthy import use_case as gpu_health
 from gpuwarden.kinds.spec import KindSpec
 from gpuwarden.services.engine import karpenter
-from gpuwarden.services.notices import gpu_health
 
 SPEC = KindSpec(
     kind=Kind.GPU_UNHEALTHY,

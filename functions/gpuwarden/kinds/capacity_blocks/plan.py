@@ -4,9 +4,9 @@ from dataclasses import replace
 
 from gpuwarden.domain.decide import loss_warning
 from gpuwarden.domain.notice import Kind
+from gpuwarden.kinds.capacity_blocks import use_case as capacity
 from gpuwarden.kinds.spec import KindSpec, plan_due
 from gpuwarden.services.engine import karpenter
-from gpuwarden.services.notices import capacity
 from gpuwarden.sources.capacity import CapacityBlockDelivered
 from gpuwarden.sources.rules import rule_of
 
