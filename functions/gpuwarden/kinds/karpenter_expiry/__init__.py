@@ -13,7 +13,7 @@ SPEC = KindSpec(
     kind=Kind.KARPENTER_EXPIRY,
     summary="Karpenter expires a node (spec.expireAfter): its drain is planned before it",
     # the drain it runs is involuntary (Karpenter's expiry is forceful); before expiry - lead the
-    # use case asks the windows and the NodePool's budgets itself (services/notices/expiry.py)
+    # use case asks the windows and the NodePool's budgets itself (kinds/karpenter_expiry/use_case.py)
     voluntary=False,
     route="scheduled",
     doc="docs/events.md#the-kinds",
