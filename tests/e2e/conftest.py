@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from realplane.aws import AwsWorld, start_moto
-from realplane.harness import Plane
+from realplane.plane.harness import Plane
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "realplane"

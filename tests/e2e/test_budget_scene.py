@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from realplane.aws import AwsWorld
-from realplane.harness import Plane, dump
+from realplane.plane.harness import Plane, dump
 from tests.e2e.scene import (
     claims_naming_their_nodes,
     consolidating_pool,

@@ -15,7 +15,7 @@ import pytest
 
 from gpuwarden.domain import annotations as ann
 from realplane.aws import AwsWorld
-from realplane.harness import Plane, dump, tour_nodepool
+from realplane.plane.harness import Plane, dump, tour_nodepool
 from tests.e2e.scene import (
     Acknowledger,
     claim_ready,

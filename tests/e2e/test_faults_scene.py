@@ -19,7 +19,7 @@ from dateutil.parser import isoparse
 
 from gpuwarden.domain import annotations as ann
 from realplane.aws import AwsWorld
-from realplane.harness import Plane, dump
+from realplane.plane.harness import Plane, dump
 from tests.e2e.scene import (
     Acknowledger,
     claim_ready,

@@ -12,7 +12,7 @@ import pytest
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.placement import gang_zone
 from realplane.aws import AwsWorld
-from realplane.harness import Plane, dump
+from realplane.plane.harness import Plane, dump
 from tests.e2e.scene import (
     Acknowledger,
     claim_ready,

@@ -13,7 +13,7 @@ import pytest
 
 from gpuwarden.domain import annotations as ann
 from realplane.aws import REGION, AwsWorld
-from realplane.harness import Plane, dump
+from realplane.plane.harness import Plane, dump
 from tests.e2e.scene import (
     Acknowledger,
     claims_naming_their_nodes,

@@ -17,7 +17,7 @@ from kubernetes import client
 
 from gpuwarden.domain import annotations as ann
 from realplane.aws import AwsWorld
-from realplane.harness import Plane, dump
+from realplane.plane.harness import Plane, dump
 from tests.e2e.scene import (
     NODECLAIMS,
     Acknowledger,

@@ -18,7 +18,7 @@ import pytest
 
 from gpuwarden.domain import annotations as ann
 from realplane.aws import AwsWorld
-from realplane.harness import Plane, dump
+from realplane.plane.harness import Plane, dump
 from tests.e2e.scene import NODEPOOLS, claim_ready, job, requests_of, running, scene_cluster
 from tests.e2e.world import CLUSTER, GPUWARDEN, NODEPOOL, answer, gpuwarden_cli, gpuwarden_env, invoke, spot_warning
 

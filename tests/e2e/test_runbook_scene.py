@@ -11,7 +11,7 @@ import pytest
 
 from gpuwarden.domain import annotations as ann
 from realplane.aws import AwsWorld
-from realplane.harness import Plane, dump
+from realplane.plane.harness import Plane, dump
 from tests.e2e.scene import (
     claim_ready,
     claims_naming_their_nodes,

@@ -22,7 +22,7 @@ import pytest
 from kubernetes import client, config
 from kubernetes.stream import stream
 
-from realplane.harness import KWOK_NODE_ANNOTATION, Plane
+from realplane.plane.harness import KWOK_NODE_ANNOTATION, Plane
 from tests.e2e.world import running_and_ready
 
 pytestmark = pytest.mark.timeout(300)

@@ -25,7 +25,7 @@ import pytest
 
 from gpuwarden.domain import annotations as ann
 from realplane.aws import AwsWorld
-from realplane.harness import Plane, dump
+from realplane.plane.harness import Plane, dump
 from tests.e2e.scene import (
     NODEPOOLS,
     claim_ready,

@@ -13,7 +13,7 @@ import pytest
 
 from gpuwarden.domain import annotations as ann
 from realplane.aws import AwsWorld
-from realplane.harness import Plane, dump, dump_full
+from realplane.plane.harness import Plane, dump, dump_full
 from tests.e2e.scene import SignalAcknowledger
 from tests.e2e.world import (
     GPU,

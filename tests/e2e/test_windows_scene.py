@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from realplane.aws import AwsWorld
-from realplane.harness import Plane, dump
+from realplane.plane.harness import Plane, dump
 from tests.e2e.scene import (
     NODEPOOLS,
     claims_naming_their_nodes,

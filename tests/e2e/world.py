@@ -14,7 +14,7 @@ from typing import Any
 from kubernetes import client
 
 from realplane.aws import REGION, AwsWorld
-from realplane.harness import Plane
+from realplane.plane.harness import Plane
 
 GPUWARDEN = Path(sys.executable).with_name("gpuwarden")
 EVENTS = Path(__file__).resolve().parents[2] / "events"

@@ -21,7 +21,7 @@ from types import FrameType
 from typing import Any
 
 from realplane.aws import start_moto
-from realplane.harness import KWOK_NODE_ANNOTATION, Plane
+from realplane.plane.harness import KWOK_NODE_ANNOTATION, Plane
 from sim.serve import exports
 
 CLUSTER = "ml-prod"

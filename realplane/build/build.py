@@ -2,7 +2,7 @@
 
     python -m realplane.build            # build what is missing (nothing, in seconds, if the pins are unchanged)
     python -m realplane.build --force    # rebuild into the same key
-    python -m realplane.build --repin    # rewrite realplane/go/*/go.mod and go.sum from realplane/pins.toml
+    python -m realplane.build --repin    # rewrite realplane/build/go/*/go.mod and go.sum from realplane/build/pins.toml
 
 Everything comes from the Go module proxy through `go` itself, checked against the go.sum files
 committed here; nothing else is downloaded. docs/realplane.md says what is built and why.
@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from realplane import pins
+from realplane.build import pins
 
 # Kubernetes' go.mod replaces each staging module (k8s.io/api, k8s.io/apiserver, ...) with a local
 # directory, which Go ignores in a dependency; our module replaces each with its published twin

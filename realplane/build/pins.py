@@ -1,6 +1,6 @@
 """The real plane's pins, its Go modules and where its binaries are cached (docs/realplane.md).
 
-``realplane/pins.toml`` holds the versions. Each Go module under ``realplane/go/`` builds some of
+``realplane/build/pins.toml`` holds the versions. Each Go module under ``realplane/build/go/`` builds some of
 the binaries. The cache directory is keyed by a hash of the pins and of the modules' files
 (go.mod, go.sum, our own ``.go`` files) and of the build flags, so a binary is rebuilt only when
 one of those changes; the harness finds the binaries by the same key, without needing Go.
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
+ROOT = HERE.parents[1]
 PINS_FILE = HERE / "pins.toml"
 GO_DIR = HERE / "go"
 # Where the binaries go: <cache>/<key>/bin. GPUWARDEN_REALPLANE_CACHE moves it (e.g. to share one
@@ -28,7 +28,7 @@ HOW_TO_BUILD = "make setup-real"
 
 @dataclass(frozen=True)
 class GoModule:
-    """One Go module of ours under realplane/go/<name>: the packages it builds, as binary name -> package."""
+    """One Go module of ours under realplane/build/go/<name>: the packages it builds, as binary name -> package."""
 
     name: str
     binaries: dict[str, str]

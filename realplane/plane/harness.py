@@ -42,8 +42,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 
-from realplane import pins
-from realplane.certs import client_cert, make_pki
+from realplane.build import pins
+from realplane.plane.certs import client_cert, make_pki
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -55,7 +55,7 @@ KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 KWOK_NODE_SELECTOR = f"{KWOK_NODE_ANNOTATION}=fake"
 #: The KWOK node class every NodePool of the plane points at (the real plane's EC2NodeClass).
 NODE_CLASS_REF = {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}
-INSTANCE_TYPES = pins.HERE / "instance_types.json"
+INSTANCE_TYPES = Path(__file__).resolve().parent / "instance_types.json"
 SERVICE_CIDR = "10.0.0.0/24"
 READY_TIMEOUT = 90.0
 _PR_SET_PDEATHSIG = 1

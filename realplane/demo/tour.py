@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from realplane.aws import REGION, AwsWorld, start_moto
-from realplane.harness import Plane
+from realplane.plane.harness import Plane
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "events"
 GPU = "nvidia.com/gpu"
 TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
