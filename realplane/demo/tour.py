@@ -144,7 +144,7 @@ class Tour:
         return result
 
     def timeline(self, result: Obj) -> None:
-        from sim.scenes.base import _LABELS, timeline_line
+        from sim.scenes.base import TIMELINE_LABELS, timeline_line
 
         actions = result["actions"]
         first = min((datetime.fromisoformat(a["at"]) for a in actions), default=datetime.now(UTC))
@@ -152,7 +152,7 @@ class Tour:
         shown: set[tuple[str, str]] = set()
         for action in actions:
             key = (action["type"], str(action.get("pod")))
-            if action["type"] not in _LABELS or (action["type"] == "eviction-blocked" and key in shown):
+            if action["type"] not in TIMELINE_LABELS or (action["type"] == "eviction-blocked" and key in shown):
                 continue
             shown.add(key)
             print(timeline_line(action, start))

@@ -15,9 +15,7 @@ import pytest
 
 from realplane.aws import AwsWorld, start_moto
 from realplane.plane.harness import Plane
-
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts" / "realplane"
+from tests.e2e.world import ARTIFACTS
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -23,8 +23,7 @@ from tests.e2e.scene import (
     running,
     scene_cluster,
 )
-from tests.e2e.test_gpu_idle_scene import contributor_alarm, idle_utilization
-from tests.e2e.world import answer, invoke
+from tests.e2e.world import answer, contributor_alarm, idle_utilization, invoke
 
 pytestmark = pytest.mark.timeout(600)
 

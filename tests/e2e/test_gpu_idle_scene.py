@@ -4,15 +4,13 @@ pods it moved fit on the node that stays (docs/gpu-idle.md, docs/realplane.md)."
 
 from __future__ import annotations
 
-import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from gpuwarden.domain import annotations as ann
-from realplane.aws import REGION, AwsWorld
+from realplane.aws import AwsWorld
 from realplane.plane.harness import Plane, dump
 from tests.e2e.scene import (
     Acknowledger,
@@ -23,42 +21,11 @@ from tests.e2e.scene import (
     running,
     scene_cluster,
 )
-from tests.e2e.world import CLUSTER, EVENTS, answer, invoke, rfc3339
+from tests.e2e.world import answer, contributor_alarm, idle_utilization, invoke, rfc3339
 
 pytestmark = pytest.mark.timeout(600)
 
 NS = "research"
-
-
-def idle_utilization(aws: AwsWorld, instance_id: str, node: str) -> None:
-    """An hour of `node_gpu_utilization` under 10 % for the node, as Container Insights publishes it."""
-    import boto3
-
-    cloudwatch = boto3.client(
-        "cloudwatch",
-        endpoint_url=aws.endpoint,
-        region_name=REGION,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
-    dims = [
-        {"Name": "ClusterName", "Value": CLUSTER},
-        {"Name": "InstanceId", "Value": instance_id},
-        {"Name": "NodeName", "Value": node},
-    ]
-    now = datetime.now(UTC)
-    data = [
-        {"MetricName": "node_gpu_utilization", "Dimensions": dims, "Timestamp": now - timedelta(minutes=m), "Value": v}
-        for m, v in zip(range(56, 0, -5), [2.0, 0.0, 0.0, 1.5, 0.0, 0.0, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0], strict=True)
-    ]
-    cloudwatch.put_metric_data(Namespace="ContainerInsights", MetricData=data)
-
-
-def contributor_alarm(instance_id: str, node: str) -> dict[str, Any]:
-    event: dict[str, Any] = json.loads((EVENTS / "cloudwatch-alarm-contributor-state-change.json").read_text())
-    event["time"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    event["detail"]["alarmContributor"]["attributes"] = {"InstanceId": instance_id, "NodeName": node}
-    return event
 
 
 def test_an_idle_node_is_retired_and_real_karpenter_does_not_bring_it_back(

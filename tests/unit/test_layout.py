@@ -172,3 +172,40 @@ def test_no_file_over_400_lines(tree: str) -> None:
 
 def test_the_command_line_module_stays_small() -> None:
     assert len((ROOT / "functions/gpuwarden/cli.py").read_text().splitlines()) <= 250
+
+
+def test_no_e2e_test_imports_another_test() -> None:
+    """What the scenes share lives in a module that is not a test (tests/e2e/world.py, scene.py),
+    so that no scene runs another's tests by importing it."""
+    importing = [
+        (str(path.relative_to(ROOT)), name)
+        for path in sorted((ROOT / "tests" / "e2e").rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom) and node.module
+        for name in [node.module]
+        if name.startswith("tests.") and name.rsplit(".", 1)[1].startswith("test_")
+    ]
+    assert importing == []
+
+
+@pytest.mark.parametrize("tree", ["realplane", "tests/e2e"])
+def test_no_private_name_of_the_simulator_is_imported(tree: str) -> None:
+    private = [
+        (str(path.relative_to(ROOT)), node.module, alias.name)
+        for path in sorted((ROOT / tree).rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "sim"
+        for alias in node.names
+        if alias.name.startswith("_") or any(part.startswith("_") for part in (node.module or "").split("."))
+    ]
+    assert private == []
+
+
+def test_no_helper_of_the_tests_over_400_lines() -> None:
+    """The modules the tests share (not the tests themselves) stay files a reader can hold."""
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in (ROOT / "tests").rglob("*.py")
+        if not p.name.startswith("test_") and (n := len(p.read_text().splitlines())) > 400
+    }
+    assert long == {}
