@@ -209,3 +209,37 @@ def test_no_helper_of_the_tests_over_400_lines() -> None:
         if not p.name.startswith("test_") and (n := len(p.read_text().splitlines())) > 400
     }
     assert long == {}
+
+
+#: The package's floors, bottom first (docs/architecture.md, "Where each behaviour lives"): a module
+#: is on the floor of the longest prefix that names it; the rest (handlers, local, cli, wiring, …)
+#: is the top.
+FLOORS: tuple[tuple[str, ...], ...] = (
+    ("gpuwarden.domain", "gpuwarden.observability"),
+    ("gpuwarden.sources", "gpuwarden.adapters"),
+    (f"{SERVICES}.engine",),
+    (SERVICES,),  # the use cases
+    (KINDS,),
+    ("gpuwarden.config",),
+    (f"{SERVICES}.dispatch",),
+)
+
+
+def _floor(module: str) -> int:
+    named = [
+        (len(p), i) for i, prefixes in enumerate(FLOORS) for p in prefixes if module == p or module.startswith(p + ".")
+    ]
+    return max(named)[1] if named else len(FLOORS)
+
+
+def _upward(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    return sorted((m, d) for m, deps in graph.items() for d in deps if _floor(d) > _floor(m))
+
+
+def test_no_import_runs_up_a_floor() -> None:
+    assert _upward(_graph("functions/gpuwarden", "functions")) == []
+
+
+def test_the_floor_finder_finds_an_arrow_up() -> None:
+    graph = {f"{SERVICES}.engine.drain": {"gpuwarden.handlers._runtime", "gpuwarden.domain.drain"}}
+    assert _upward(graph) == [(f"{SERVICES}.engine.drain", "gpuwarden.handlers._runtime")]
