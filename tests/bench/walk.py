@@ -56,13 +56,13 @@ def walk_of(run: Callable[[], object]) -> tuple[set[str], set[tuple[str, str]]]:
                 back.add((stack[-1], name))
         stack.append(name)
 
-    threading.setprofile(profiler)  # type: ignore[arg-type]
-    sys.setprofile(profiler)  # type: ignore[arg-type]
+    threading.setprofile(profiler)
+    sys.setprofile(profiler)
     try:
         run()
     finally:
         sys.setprofile(None)
-        threading.setprofile(None)  # type: ignore[arg-type]
+        threading.setprofile(None)
     return files, back
 
 

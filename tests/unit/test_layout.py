@@ -243,3 +243,11 @@ def test_no_import_runs_up_a_floor() -> None:
 def test_the_floor_finder_finds_an_arrow_up() -> None:
     graph = {f"{SERVICES}.engine.drain": {"gpuwarden.handlers._runtime", "gpuwarden.domain.drain"}}
     assert _upward(graph) == [(f"{SERVICES}.engine.drain", "gpuwarden.handlers._runtime")]
+
+
+def test_the_dispatch_reads_the_kinds_only_through_the_registry() -> None:
+    graph = _graph("functions/gpuwarden", "functions")
+    rooms = [
+        d for d in graph[f"{SERVICES}.dispatch"] if d.startswith(f"{KINDS}.") and d.split(".")[2] not in _NOT_KINDS
+    ]
+    assert rooms == []

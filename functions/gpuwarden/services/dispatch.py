@@ -20,12 +20,12 @@ from gpuwarden.domain.alerts import UNMAPPED_KIND, alert_plan
 from gpuwarden.domain.errors import GpuwardenError
 from gpuwarden.domain.notice import Kind, Notice, other_cluster
 from gpuwarden.domain.switches import is_on, off_reason
-from gpuwarden.kinds.gpu_unhealthy.use_case import scanned_nodes
 from gpuwarden.kinds.registry import KIND_OF, SCAN_KIND, SPECS, spec_of, tick_spec, tick_switch
 from gpuwarden.kinds.spec import TickCall
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.drain import DrainState
 from gpuwarden.services.engine.failures import failed_notice, failed_result
+from gpuwarden.services.engine.node_ops import scanned_nodes
 from gpuwarden.services.engine.pipeline import round_of
 from gpuwarden.services.engine.result import Result, alerts_answer, answered, failed, summed
 from gpuwarden.services.release import release

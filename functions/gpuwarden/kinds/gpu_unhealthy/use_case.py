@@ -91,16 +91,8 @@ def held_back(stop: Stop) -> Result:
 # --------------------------------------------------------------------------- the scan
 
 
-def scanned_nodes(deps: Deps) -> list[NodeView]:
-    """The scan's one LIST of the cluster's nodes, narrowed only where the policy says
-    (``gpu_health.node_selector``); every kind's part of the scan reads it. None listed when the
-    scan is off (``gpu_health.enabled: false``)."""
-    policy = deps.policy.gpu_health
-    return deps.kube.list_nodes(policy.node_selector or None) if policy.enabled else []
-
-
 def scan(deps: Deps, hooks: KindHooks, drain_locally: bool, listed: Sequence[NodeView]) -> Result:
-    """One GPU-health scan: of the scan's nodes (``listed``: `scanned_nodes`), each failing
+    """One GPU-health scan: of the scan's nodes (``listed``: `node_ops.scanned_nodes`), each failing
     condition a notice."""
     policy = deps.policy.gpu_health
     kind = Kind.GPU_UNHEALTHY.value
