@@ -34,7 +34,7 @@ prometheus:
 setup: $(STAMP) $(CHECKOV_STAMP) prometheus
 
 # The real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK,
-# Karpenter's KWOK provider), built with `go` from the modules pinned in realplane/pins.toml into
+# Karpenter's KWOK provider), built with `go` from the modules pinned in realplane/build/pins.toml into
 # .cache/realplane/<key of the pins>: a cold build takes tens of minutes, an unchanged one seconds.
 setup-real: $(STAMP)
 	$(PY) -m realplane.build

@@ -42,7 +42,7 @@ WHY: dict[str, str] = {
     "eks:DescribeCluster": "the cluster endpoint and CA for the function's Kubernetes client",
     "iam:PassRole": "pass the fleet launch template's instance role to EC2 (only with fleetRoleArn)",
     "lambda:GetFunction": "the RBAC installer (deploy time) and the SSM runbook documents",
-    "lambda:InvokeFunction": "Scheduler ticks invoke the windows function; SSM runbook documents invoke the runbook function",  # noqa: E501
+    "lambda:InvokeFunction": "Scheduler ticks invoke the scheduled function; SSM runbook documents invoke the runbook function",  # noqa: E501
     "logs:CreateLogDelivery": "the drain workflow's execution logs (Step Functions log delivery)",
     "logs:CreateLogStream": "the functions' logs",
     "logs:DeleteLogDelivery": "the drain workflow's execution logs (Step Functions log delivery)",

@@ -205,9 +205,9 @@ def demo(speed: float | None, serve: bool, real: bool) -> None:
     if real:
         if speed is not None:
             raise click.UsageError("--speed is the simulator's clock: the real plane runs in real time")
-        harness = simulator("realplane.harness")
+        harness = simulator("realplane.plane.harness")
         try:
-            module = simulator("realplane.sandbox" if serve else "realplane.tour")
+            module = simulator("realplane.demo.sandbox" if serve else "realplane.demo.tour")
             sys.exit(module.serve() if serve else module.run_tour())
         except harness.PlaneError as err:
             raise click.ClickException(str(err)) from None

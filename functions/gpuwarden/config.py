@@ -30,7 +30,7 @@ class Settings(BaseModel):
     region: str | None = None
     cluster: str | None = None
     drain_state_machine_arn: str | None = None
-    #: One-time maintenance schedules: the group, the windows function they invoke, the role they use.
+    #: One-time maintenance schedules: the group, the scheduled function they invoke, the role they use.
     schedule_group: str | None = None
     windows_function_arn: str | None = None
     scheduler_role_arn: str | None = None

@@ -3,7 +3,7 @@
 Per window an ``open`` schedule (its 5-field cron turned into Scheduler's 6-field cron, in the
 window's time zone) and, where Scheduler can express it, a ``close`` schedule at open time +
 duration; plus one ``rate(5 minutes)`` reconcile for every window. Every tick is
-level-triggered (the windows function computes what is open *now*), so the reconcile is what
+level-triggered (the scheduled function computes what is open *now*), so the reconcile is what
 guarantees convergence: a window whose schedule has no Scheduler form (a warning at synth
 says which), a missed tick, or a close that lands an hour off on a DST night is caught by it
 within 5 minutes.
@@ -234,7 +234,7 @@ class BudgetWindowSchedules(Construct):
                 "scheduler.amazonaws.com",
                 conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account}},
             ),
-            description="gpuwarden schedules: invoke the windows function only",
+            description="gpuwarden schedules: invoke the scheduled function only",
         )
         self.role.add_to_policy(
             iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[target.function.function_arn])
@@ -287,7 +287,7 @@ class BudgetWindowSchedules(Construct):
         fn.function.add_environment(SCHEDULE_GROUP_ENV, self.group.ref)
         fn.function.add_environment(SCHEDULER_ROLE_ENV, self.role.role_arn)
         fn.function.add_environment(SCHEDULER_DLQ_ENV, self.dead_letters.queue.queue_arn)
-        if fn is not target:  # the windows function's own ARN would be a cycle: its handler reads it from the context
+        if fn is not target:  # the scheduled function's own ARN would be a cycle: its handler reads it from the context
             fn.function.add_environment(WINDOWS_FUNCTION_ENV, target.function.function_arn)
         Validations.of(fn.role).acknowledge(
             Acknowledgment(

@@ -186,7 +186,7 @@ def scene_deps(sim: KubeSim) -> Any:
     return sim_deps(sim, caller="demo")
 
 
-_LABELS = {
+TIMELINE_LABELS = {
     "cordon": "cordoned",
     "checkpoint-requested": "asked",
     "signal": "signalled",
@@ -210,4 +210,4 @@ def timeline_line(action: dict[str, Any], start: datetime) -> str:
     why = action.get("reason") or action.get("result") or ""
     if action["type"] == "drain-complete" and "seconds_left" in action:
         why = f"{action['seconds_left']:.1f} s of the notice left"
-    return f"  +{offset:6.2f}s  {_LABELS.get(action['type'], action['type']):<13} {what:<34} {why}"
+    return f"  +{offset:6.2f}s  {TIMELINE_LABELS.get(action['type'], action['type']):<13} {what:<34} {why}"

@@ -6,7 +6,7 @@ import json
 
 from sim.apiserver.core import KubeSim
 from sim.clock import rfc3339
-from sim.scenes.base import _LABELS, EVENTS, INSTANCE, NODE, SceneSummary, scene_deps, timeline_line
+from sim.scenes.base import EVENTS, INSTANCE, NODE, TIMELINE_LABELS, SceneSummary, scene_deps, timeline_line
 
 
 def spot_scene(sim: KubeSim) -> SceneSummary:
@@ -22,7 +22,7 @@ def spot_scene(sim: KubeSim) -> SceneSummary:
     shown: set[tuple[str, str]] = set()
     for action in result["actions"]:
         key = (action["type"], str(action.get("pod")))
-        if action["type"] not in _LABELS or (action["type"] == "eviction-blocked" and key in shown):
+        if action["type"] not in TIMELINE_LABELS or (action["type"] == "eviction-blocked" and key in shown):
             continue
         shown.add(key)
         print(timeline_line(action, start))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from sim.builders import gpu_node, nodepool
 from sim.clock import rfc3339
-from sim.scenes.base import _LABELS, EVENTS, SceneSummary, scene_deps, timeline_line
+from sim.scenes.base import EVENTS, TIMELINE_LABELS, SceneSummary, scene_deps, timeline_line
 from sim.training_jobs import indexed_job, indexed_job_pod
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def training_job_scene(sim: KubeSim) -> SceneSummary:
     print(f"  +  0.00s  {'notice':<13} {event['detail-type']}")
     result = handle_batch(parse_notices(event), scene_deps(sim)).to_json()
     for action in result["actions"]:
-        if action["type"] in _LABELS:
+        if action["type"] in TIMELINE_LABELS:
             print(timeline_line(action, start))
     actions = result["actions"]
     asked = sorted({str(a.get("pod")) for a in actions if a["type"] == "checkpoint-requested"})

@@ -17,7 +17,7 @@ token from boto3 instead; that AWS round trip is not on this bench), and AWS thr
 server (AWS_ENDPOINT_URL): the policy parameter read at init, the ledger, the workflow's start.
 - interruption: a Spot warning for a fresh, empty Karpenter node: list nodes, cordon+taint,
   NodeClaim replacement, the drain handed to the workflow, Kubernetes Events, the ledger.
-- drain: one `drain_step` round (the workflow's input) for a node that has nothing left to evict.
+- drain: one `round_of` round (the workflow's input) for a node that has nothing left to evict.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""Child of the drain benchmark: gpuwarden drains one node with its `drain_step` loop.
+"""Child of the drain benchmark: gpuwarden drains one node with its `round_of` loop.
 
 `python -m tests.bench.drain_child NODE` with KUBECONFIG pointing at the simulator. The
 notice is a `manual` drain (voluntary: evictions only, never a force-delete, PDBs obeyed —
 what `kubectl drain` does). Cordon + taint first (as kubectl cordons first), then the CLI's
-local driver: `drain_step`, sleep the round's `wait_seconds` (real seconds, as kubectl's own
+local driver: `round_of`, sleep the round's `wait_seconds` (real seconds, as kubectl's own
 waits are), until done. Dependencies are built before the clock starts (a warm function).
 """
 

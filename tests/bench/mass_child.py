@@ -15,7 +15,7 @@ them fit this machine's memory and start in seconds:
   environment its invocation; environments never queue behind each other's reads). It runs
   `handle_batch(..., drain_locally=False)`: cordon, checkpoint requests, replacement, and the drain
   workflow's start (`start_drain`).
-* ``drain`` workers: the drain function's `drain_step` rounds, `max(1, round(wait_seconds))` sim
+* ``drain`` workers: the drain function's `round_of` rounds, `max(1, round(wait_seconds))` sim
   seconds apart (the workflow's Wait state), each round on whichever drain worker is free.
 
 Every worker builds its dependencies and runs the handlers' init phase (`_runtime.warm`: the
@@ -68,9 +68,9 @@ def lambda_process(role: str, index: int, plan: dict[str, Any], tasks: Any, out:
     from gpuwarden.config import Settings
     from gpuwarden.handlers._runtime import warm
     from gpuwarden.kinds.inputs import parse_notices
-    from gpuwarden.services.dispatch import handle_batch
+    from gpuwarden.services.dispatch import drain_round, handle_batch
     from gpuwarden.services.engine.context import Recorder
-    from gpuwarden.services.engine.drain import DrainState, drain_step
+    from gpuwarden.services.engine.drain import DrainState
     from gpuwarden.wiring import build_deps
 
     quiet_handler_logs()
@@ -113,7 +113,7 @@ def lambda_process(role: str, index: int, plan: dict[str, Any], tasks: Any, out:
                     out.put(("finished", {**result.drain, "at": clock().isoformat()}))
                 continue
             recorder = Recorder(deps, task["event_id"])
-            state = drain_step(recorder, DrainState.model_validate(task)).state
+            state = drain_round(recorder, DrainState.model_validate(task))  # the drain function's round
             late = [a["at"] for a in recorder.actions if a["type"] == "signal"]  # a round asked before the invocation
             if late:
                 out.put(("signalled", {"node": state.node, "signal": late}))

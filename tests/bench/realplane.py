@@ -49,7 +49,7 @@ def _load() -> str:
 
 
 def _node(name: str, instance: str, zone: str = "us-west-2a") -> dict[str, Any]:
-    from realplane.harness import KWOK_NODE_ANNOTATION
+    from realplane.plane.harness import KWOK_NODE_ANNOTATION
 
     resources = {"cpu": "96", "memory": "1152Gi", "pods": "110", "nvidia.com/gpu": "8"}
     return {
@@ -120,8 +120,8 @@ def _plane(work: Path) -> Iterator[tuple[Any, dict[str, str]]]:
     """The plane, and the environment of a gpuwarden process talking to it as the bench identity."""
     from kubernetes import client
 
-    from realplane import pins
-    from realplane.harness import Plane, tour_nodepool
+    from realplane.build import pins
+    from realplane.plane.harness import Plane, tour_nodepool
 
     if pins.missing_binaries():
         raise Skipped(f"the real plane is not built ({', '.join(pins.missing_binaries())}): run `make setup-real`")

@@ -14,10 +14,8 @@ from pathlib import Path
 import pytest
 
 from realplane.aws import AwsWorld, start_moto
-from realplane.harness import Plane
-
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts" / "realplane"
+from realplane.plane.harness import Plane
+from tests.e2e.world import ARTIFACTS
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from kubernetes import client
 
-from realplane.harness import Plane, dump, tour_nodepool
+from realplane.plane.harness import Plane, dump, tour_nodepool
 from tests.e2e.world import GPU, GPU_TOLERATION, GPUWARDEN_USER, Cluster, condition, rfc3339, running_and_ready
 
 IMAGE = "registry.local/gpu-workload:1"

@@ -9,7 +9,7 @@ from typing import Any
 
 from kubernetes import client
 
-from realplane.harness import Plane
+from realplane.plane.harness import Plane
 
 
 def test_a_port_taken_before_the_bind_is_picked_again(tmp_path: Path) -> None:

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import ARTIFACTS
-from tests.e2e.world import EVENTS, GPUWARDEN
+from tests.e2e.world import ARTIFACTS, EVENTS, GPUWARDEN
 
 pytestmark = [pytest.mark.timeout(420), pytest.mark.skipif(shutil.which("kubectl") is None, reason="needs kubectl")]
 

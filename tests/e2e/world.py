@@ -7,17 +7,19 @@ import json
 import os
 import subprocess
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client
 
 from realplane.aws import REGION, AwsWorld
-from realplane.harness import Plane
+from realplane.plane.harness import Plane
 
 GPUWARDEN = Path(sys.executable).with_name("gpuwarden")
 EVENTS = Path(__file__).resolve().parents[2] / "events"
+#: Each component's log and the audit log of a run (make test-e2e).
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "realplane"
 CLUSTER = "ml-prod"
 #: The client name gpuwarden's requests carry in the audit log (Plane.kubeconfig_for).
 GPUWARDEN_USER = "gpuwarden"
@@ -32,6 +34,15 @@ def spot_warning(instance_id: str, at: datetime | None = None) -> dict[str, Any]
     when = (at or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
     zone_arn = event["resources"][0].rsplit("/", 1)[0]
     event.update(time=when, resources=[f"{zone_arn}/{instance_id}"])
+    event["detail"]["instance-id"] = instance_id
+    return event
+
+
+def rebalance(instance_id: str) -> dict[str, Any]:
+    """An EC2 rebalance recommendation for ``instance_id``, timed now (events/'s sample)."""
+    event: dict[str, Any] = json.loads((EVENTS / "rebalance-recommendation.json").read_text())
+    zone_arn = event["resources"][0].rsplit("/", 1)[0]
+    event.update(time=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), resources=[f"{zone_arn}/{instance_id}"])
     event["detail"]["instance-id"] = instance_id
     return event
 
@@ -157,3 +168,37 @@ def running_and_ready(pod: dict[str, Any]) -> bool:
 
 def rfc3339(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+# ----------------------------------------------------------------------------- GPU-idle signals
+
+
+def idle_utilization(aws: AwsWorld, instance_id: str, node: str) -> None:
+    """An hour of `node_gpu_utilization` under 10 % for the node, as Container Insights publishes it."""
+    import boto3
+
+    cloudwatch = boto3.client(
+        "cloudwatch",
+        endpoint_url=aws.endpoint,
+        region_name=REGION,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    dims = [
+        {"Name": "ClusterName", "Value": CLUSTER},
+        {"Name": "InstanceId", "Value": instance_id},
+        {"Name": "NodeName", "Value": node},
+    ]
+    now = datetime.now(UTC)
+    data = [
+        {"MetricName": "node_gpu_utilization", "Dimensions": dims, "Timestamp": now - timedelta(minutes=m), "Value": v}
+        for m, v in zip(range(56, 0, -5), [2.0, 0.0, 0.0, 1.5, 0.0, 0.0, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0], strict=True)
+    ]
+    cloudwatch.put_metric_data(Namespace="ContainerInsights", MetricData=data)
+
+
+def contributor_alarm(instance_id: str, node: str) -> dict[str, Any]:
+    event: dict[str, Any] = json.loads((EVENTS / "cloudwatch-alarm-contributor-state-change.json").read_text())
+    event["time"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    event["detail"]["alarmContributor"]["attributes"] = {"InstanceId": instance_id, "NodeName": node}
+    return event

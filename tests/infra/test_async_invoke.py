@@ -85,4 +85,4 @@ def test_each_functions_async_invoke_config_is_the_documented_one_with_an_alarme
         assert alarm["Threshold"] == 0, alarm
         assert alarm["ComparisonOperator"] == "GreaterThanThreshold", alarm
         assert alarm["EvaluationPeriods"] == 1, alarm
-    assert seen >= 3, "the synth should hold the interruption, maintenance and windows functions at least"
+    assert seen >= 3, "the synth should hold the interruption, planning and scheduled functions at least"

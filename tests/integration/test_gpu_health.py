@@ -16,9 +16,9 @@ import pytest
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.notice import Kind
 from gpuwarden.domain.policy import GpuHealthPolicy, Policy
+from gpuwarden.kinds.gpu_unhealthy import use_case as gpu_health
 from gpuwarden.kinds.registry import spec_of
 from gpuwarden.services.dispatch import handle_scan
-from gpuwarden.services.notices import gpu_health
 from sim import KubeSim
 from sim.builders import gpu_node, job, nodepool, training_pod, trainium_node
 from sim.clock import parse_rfc3339, rfc3339

@@ -1,4 +1,4 @@
-"""GPU-idle reclaims only what will not come straight back (services/notices/gpu_idle_reschedule.py)."""
+"""GPU-idle reclaims only what will not come straight back (kinds/gpu_idle/reschedule.py)."""
 
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ from typing import Any
 import boto3
 import pytest
 
+from gpuwarden.adapters.stepfunctions import execution_name
 from gpuwarden.domain.errors import InvalidEvent
 from gpuwarden.handlers import _runtime
 from gpuwarden.handlers import drain as drain_handler
@@ -87,7 +88,7 @@ def test_interruption_handler_cordons_signals_and_starts_one_drain_execution(wor
     assert world.node(scenario.node)["spec"]["unschedulable"] is True
     started = executions(state_machine)
     assert len(started) == 1
-    assert started[0]["name"] == _runtime.execution_name(first["drain"])
+    assert started[0]["name"] == execution_name(first["drain"])
     stepfunctions = boto3.client("stepfunctions", region_name="us-west-2")
     execution_input = json.loads(stepfunctions.describe_execution(executionArn=started[0]["executionArn"])["input"])
     assert execution_input["event_id"] == event["id"]

@@ -23,7 +23,7 @@ from sim.clock import rfc3339
 from tests.integration.conftest import World, load_event
 from tests.integration.scenarios import spot_node
 
-SERVICES = Path(__file__).resolve().parents[2] / "functions" / "gpuwarden" / "services"
+PACKAGE = Path(__file__).resolve().parents[2] / "functions" / "gpuwarden"
 
 
 def spot(world: World, **overrides: Any) -> dict[str, Any]:
@@ -212,9 +212,9 @@ def test_answers_are_written_to_the_ledger_only_by_the_result_module() -> None:
     """`record_result` is called from engine/result.py only; every other ledger write is a state
     record of its own key (a plan, a NodePool's saved fields, a runbook request), never an answer."""
     calls, writes = [], []
-    for path in SERVICES.rglob("*.py"):
+    for path in [*(PACKAGE / "services").rglob("*.py"), *(PACKAGE / "kinds").rglob("*.py")]:
         text = path.read_text()
-        rel = path.relative_to(SERVICES).as_posix()
+        rel = path.relative_to(PACKAGE / "services" if "services" in path.parts else PACKAGE).as_posix()
         if re.search(r"\brecord_result\(", text) and rel != "engine/result.py":
             calls.append(rel)
         for match in re.finditer(r"ledger\.(record|count_duplicate)\(\s*([^,]+),", text):
@@ -223,9 +223,9 @@ def test_answers_are_written_to_the_ledger_only_by_the_result_module() -> None:
     answers = [(rel, key) for rel, key in writes if rel != "engine/result.py"]
     # the state records, each under a key of its own kind
     assert {rel for rel, _ in answers} <= {
-        "notices/maintenance.py",
-        "notices/capacity.py",
-        "notices/expiry.py",
+        "kinds/scheduled_maintenance/use_case.py",
+        "kinds/capacity_blocks/use_case.py",
+        "kinds/karpenter_expiry/use_case.py",
         "windows/windows.py",
         "runbook/actions.py",
     }, answers

@@ -18,9 +18,9 @@ import pytest
 from gpuwarden.adapters.scheduler import EventBridgeScheduler
 from gpuwarden.domain.policy import Policy
 from gpuwarden.kinds.inputs import parse_notices, parse_scheduler_tick
+from gpuwarden.kinds.scheduled_maintenance.use_case import plan_id_for
 from gpuwarden.services.dispatch import handle_batch, handle_tick
 from gpuwarden.services.engine.context import Deps
-from gpuwarden.services.notices.maintenance import plan_id_for
 from tests.integration.conftest import EVENTS, World, load_event
 from tests.integration.scenarios import spot_node
 
@@ -82,7 +82,7 @@ def test_maintenance_is_planned_into_the_latest_window_before_it_even_one_stradd
     assert "gpuwarden.io/event-id" not in annotations
     assert not world.node(scenario.node)["spec"].get("unschedulable")
     assert world.pod(scenario.inference[0]) is not None
-    # And one one-time schedule invokes the windows function with the maintenance-due tick
+    # And one one-time schedule invokes the scheduled function with the maintenance-due tick
     schedule = schedules.get_schedule(Name=plan_id, GroupName=GROUP)
     assert schedule["ScheduleExpression"] == f"at({expected.strftime('%Y-%m-%dT%H:%M:%S')})"
     assert schedule["ScheduleExpressionTimezone"] == "UTC"

@@ -5,7 +5,7 @@ NodeClaim and its node, and only gpuwarden's own.
 
 The simulator's Karpenter does not launch a NodeClaim gpuwarden creates; each test registers its
 node as Karpenter's registration does (the node named in status.nodeName, the claim's annotations
-copied). That Karpenter honours the hold is shown on the real plane (tests/e2e/test_rebalance_scene.py).
+copied). That Karpenter honours the hold is shown on the real plane (tests/e2e/scenes/test_rebalance_scene.py).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import pytest
 from gpuwarden.handlers import _runtime
 from gpuwarden.handlers import planning as maintenance_handler
 from gpuwarden.handlers import scheduled as windows_handler
-from gpuwarden.services.notices.maintenance import plan_id_for
+from gpuwarden.kinds.scheduled_maintenance.use_case import plan_id_for
 from sim.builders import nodepool
 from tests.integration.conftest import LambdaContext, World, load_event
 from tests.integration.scenarios import spot_node
@@ -77,7 +77,7 @@ def test_windows_handler_writes_the_nodepool_at_gpuwarden_now(
 def test_maintenance_handler_schedules_the_plan_on_the_windows_function(
     world: World, deployed: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given the maintenance function's environment (the windows function's ARN is given to it)
+    # Given the planning function's environment (the scheduled function's ARN is given to it)
     scenario = spot_node(world.sim, modes=(), inference=1, pdb_min_available=None)
     monkeypatch.setenv("GPUWARDEN_WINDOWS_FUNCTION_ARN", WINDOWS_ARN)
     starts = (world.sim.clock.now() + timedelta(days=3)).replace(hour=5, minute=0, second=0, microsecond=0)
@@ -86,7 +86,7 @@ def test_maintenance_handler_schedules_the_plan_on_the_windows_function(
     # When AWS Health's event reaches it
     context = LambdaContext("gpuwarden-maintenance", "arn:aws:lambda:us-west-2:123456789012:function:m")
     result = maintenance_handler.handler(event, context)
-    # Then the one-time schedule invokes the windows function with the Scheduler role
+    # Then the one-time schedule invokes the scheduled function with the Scheduler role
     assert result["outcome"] == "handled", result["reason"]
     plan_id = plan_id_for(f"{EVENT_ID}:{scenario.instance_id}")
     target = deployed.get_schedule(Name=plan_id, GroupName=GROUP)["Target"]

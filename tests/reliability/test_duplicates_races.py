@@ -168,7 +168,7 @@ def test_spot_warning_wins_over_a_concurrent_gpu_idle_reclaim(order: str, tmp_pa
     with fresh_sim(speed=1.0, ack_delay=5.0) as (sim, _workloads):
         cluster = build_cluster(sim, grace=1)
         # a spare GPU node, so that the reclaim may take the node at all: its Job and ReplicaSet pods
-        # would otherwise come straight back on new capacity (services/notices/gpu_idle_placement.py)
+        # would otherwise come straight back on new capacity (kinds/gpu_idle/reschedule.py)
         sim.create(gpu_node("ip-10-0-3-50.us-west-2.compute.internal", "i-0a5a5a5a5a5a5a5a5", nodepool="gpu-training"))
         node_obj = sim.get("Node", cluster.node)
         assert node_obj is not None

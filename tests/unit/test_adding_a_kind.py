@@ -92,8 +92,8 @@ from sim.wiring import sim_deps
 import gpuwarden
 from gpuwarden.config import parse_policy
 from gpuwarden.domain.errors import InvalidPolicy
-from gpuwarden.kinds.inputs import parse_event, route_of
-from gpuwarden.kinds.registry import SPECS, SWITCHES
+from gpuwarden.kinds.inputs import parse_event
+from gpuwarden.kinds.registry import SPECS, SWITCHES, route_of_kind
 from gpuwarden.local import run_event
 from infra.components.event_rules import kind_rules
 
@@ -115,7 +115,7 @@ with KubeSim(clock_speed=20.0) as sim:
     print(json.dumps({
         "package": gpuwarden.__file__,
         "kinds": [s.kind.value for s in SPECS],
-        "route": route_of(parse_event(event)),
+        "route": route_of_kind(parse_event(event).kind),
         "rules": [r.name for r in kind_rules("interruption")],
         "switches": list(SWITCHES),
         "section": off.toy_reclaim.model_dump(),

@@ -176,21 +176,21 @@ FROZEN = Allowance(allowed=0, window="freeze", reason="window 'freeze' freezes v
 @pytest.mark.parametrize(
     ("kind", "policy", "allowance", "steps"),
     [
-        (Kind.SPOT_INTERRUPTION, Policy(cluster="c"), FROZEN, (True, True, True, True)),
-        (Kind.INSTANCE_STOPPING, Policy(cluster="c"), ANY, (False, False, False, False)),
-        (Kind.REBALANCE, Policy(cluster="c"), ANY, (True, True, True, False)),
-        (Kind.REBALANCE, Policy(cluster="c", rebalance=RebalancePolicy(action="drain")), ANY, (True, True, True, True)),
+        (Kind.SPOT_INTERRUPTION, Policy(cluster="c"), FROZEN, (True, True, True)),
+        (Kind.INSTANCE_STOPPING, Policy(cluster="c"), ANY, (False, False, False)),
+        (Kind.REBALANCE, Policy(cluster="c"), ANY, (True, True, False)),
+        (Kind.REBALANCE, Policy(cluster="c", rebalance=RebalancePolicy(action="drain")), ANY, (True, True, True)),
         (
             Kind.SPOT_INTERRUPTION,
             Policy(cluster="c", replacement=ReplacementPolicy(enabled=False)),
             ANY,
-            (True, True, False, True),
+            (True, False, True),
         ),
     ],
 )
 def test_plan_per_kind(kind: Kind, policy: Policy, allowance: Allowance, steps: tuple[bool, ...]) -> None:
     plan = plan_interruption(kind, node(), [], policy, allowance)
-    assert (plan.cordon, plan.checkpoint, plan.replace, plan.drain) == steps
+    assert (plan.checkpoint, plan.replace, plan.drain) == steps
     assert plan.reason
     assert plan.refused is None
 
@@ -204,7 +204,7 @@ def test_rebalance_drain_is_refused_by_a_freezing_window_or_do_not_disrupt() -> 
     assert (frozen.drain, frozen.refused) == (False, FROZEN.reason)
     assert (held.drain, held.refused) == (False, "pod ml/w carries karpenter.sh/do-not-disrupt")
     assert (pinned_node.drain, pinned_node.refused) == (False, "node n1 carries karpenter.sh/do-not-disrupt")
-    assert (frozen.cordon, frozen.replace, frozen.checkpoint) == (True, True, True)
+    assert (frozen.replace, frozen.checkpoint) == (True, True)
 
 
 def test_when_a_window_and_do_not_disrupt_both_refuse_the_reason_names_the_window() -> None:
@@ -233,9 +233,9 @@ def test_every_kind_that_disrupts_a_node_plans_it_with_a_reason() -> None:
     for spec in SPECS:
         if spec.handle is None or spec.kind is Kind.INSTANCE_STOPPING:
             continue
-        # When its plan is asked, Then it cordons, checkpoints and says why
+        # When its plan is asked, Then it checkpoints (so cordons) and says why
         plan = spec.hooks.plan(node(), [], Policy(cluster="c"), lambda: voluntary_verdict(ANY, None))
-        assert (plan.cordon, plan.checkpoint) == (True, True), spec.kind
+        assert plan.checkpoint, spec.kind
         assert plan.reason, spec.kind
 
 

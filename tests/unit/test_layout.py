@@ -139,11 +139,21 @@ def test_the_engine_and_the_use_cases_never_read_the_kinds() -> None:
     assert reading == []
 
 
-def test_a_kind_is_one_module_that_imports_no_other_kind() -> None:
+def _room(module: str) -> str:
+    """A kind's room: its module (a thin kind) or its package (a fat kind, a family of kinds)."""
+    return ".".join(module.split(".")[:3])
+
+
+def test_a_kind_is_one_room_that_imports_no_other_kind() -> None:
     graph = _graph("functions/gpuwarden", "functions")
-    specs = [m for m in graph if m.startswith(f"{KINDS}.") and m.rsplit(".", 1)[1] not in _NOT_KINDS]
-    assert len(specs) >= 11  # every contract kind has its module
-    crossing = [(m, d) for m in specs for d in graph[m] if d.startswith(f"{KINDS}.") and d != f"{KINDS}.spec"]
+    specs = [m for m in graph if m.startswith(f"{KINDS}.") and m.split(".")[2] not in _NOT_KINDS]
+    assert len({_room(m) for m in specs}) >= 11  # every contract kind has its room
+    crossing = [
+        (m, d)
+        for m in specs
+        for d in graph[m]
+        if d.startswith(f"{KINDS}.") and d != f"{KINDS}.spec" and _room(d) != _room(m)
+    ]
     assert crossing == []
 
 
@@ -162,3 +172,82 @@ def test_no_file_over_400_lines(tree: str) -> None:
 
 def test_the_command_line_module_stays_small() -> None:
     assert len((ROOT / "functions/gpuwarden/cli.py").read_text().splitlines()) <= 250
+
+
+def test_no_e2e_test_imports_another_test() -> None:
+    """What the scenes share lives in a module that is not a test (tests/e2e/world.py, scene.py),
+    so that no scene runs another's tests by importing it."""
+    importing = [
+        (str(path.relative_to(ROOT)), name)
+        for path in sorted((ROOT / "tests" / "e2e").rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom) and node.module
+        for name in [node.module]
+        if name.startswith("tests.") and name.rsplit(".", 1)[1].startswith("test_")
+    ]
+    assert importing == []
+
+
+@pytest.mark.parametrize("tree", ["realplane", "tests/e2e"])
+def test_no_private_name_of_the_simulator_is_imported(tree: str) -> None:
+    private = [
+        (str(path.relative_to(ROOT)), node.module, alias.name)
+        for path in sorted((ROOT / tree).rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "sim"
+        for alias in node.names
+        if alias.name.startswith("_") or any(part.startswith("_") for part in (node.module or "").split("."))
+    ]
+    assert private == []
+
+
+def test_no_helper_of_the_tests_over_400_lines() -> None:
+    """The modules the tests share (not the tests themselves) stay files a reader can hold."""
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in (ROOT / "tests").rglob("*.py")
+        if not p.name.startswith("test_") and (n := len(p.read_text().splitlines())) > 400
+    }
+    assert long == {}
+
+
+#: The package's floors, bottom first (docs/architecture.md, "Where each behaviour lives"): a module
+#: is on the floor of the longest prefix that names it; the rest (handlers, local, cli, wiring, …)
+#: is the top.
+FLOORS: tuple[tuple[str, ...], ...] = (
+    ("gpuwarden.domain", "gpuwarden.observability"),
+    ("gpuwarden.sources", "gpuwarden.adapters"),
+    (f"{SERVICES}.engine",),
+    (SERVICES,),  # the use cases
+    (KINDS,),
+    ("gpuwarden.config",),
+    (f"{SERVICES}.dispatch",),
+)
+
+
+def _floor(module: str) -> int:
+    named = [
+        (len(p), i) for i, prefixes in enumerate(FLOORS) for p in prefixes if module == p or module.startswith(p + ".")
+    ]
+    return max(named)[1] if named else len(FLOORS)
+
+
+def _upward(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    return sorted((m, d) for m, deps in graph.items() for d in deps if _floor(d) > _floor(m))
+
+
+def test_no_import_runs_up_a_floor() -> None:
+    assert _upward(_graph("functions/gpuwarden", "functions")) == []
+
+
+def test_the_floor_finder_finds_an_arrow_up() -> None:
+    graph = {f"{SERVICES}.engine.drain": {"gpuwarden.handlers._runtime", "gpuwarden.domain.drain"}}
+    assert _upward(graph) == [(f"{SERVICES}.engine.drain", "gpuwarden.handlers._runtime")]
+
+
+def test_the_dispatch_reads_the_kinds_only_through_the_registry() -> None:
+    graph = _graph("functions/gpuwarden", "functions")
+    rooms = [
+        d for d in graph[f"{SERVICES}.dispatch"] if d.startswith(f"{KINDS}.") and d.split(".")[2] not in _NOT_KINDS
+    ]
+    assert rooms == []

@@ -1,7 +1,7 @@
 """The real plane's build is keyed by its pins and refuses a go.mod that disagrees with them; a
 plane whose binaries are missing fails in one line naming them and `make setup-real`.
 
-Given realplane/pins.toml and the Go modules of realplane/go, when the cache key is computed,
+Given realplane/build/pins.toml and the Go modules of realplane/build/go, when the cache key is computed,
 the go.mod files are checked, or a plane is started over an empty cache, then (docs/realplane.md):
 """
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from realplane import build, pins
-from realplane.harness import Plane, PlaneError
+from realplane.build import build, pins
+from realplane.plane.harness import Plane, PlaneError
 
 
 @pytest.fixture

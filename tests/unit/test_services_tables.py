@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from gpuwarden.domain.notice import Kind
+from gpuwarden.kinds.gpu_idle import use_case as gpu_idle
 from gpuwarden.kinds.registry import SPECS, spec_of
 from gpuwarden.services.engine import karpenter
 from gpuwarden.services.engine.pipeline import URGENT
-from gpuwarden.services.notices import gpu_idle
 from gpuwarden.services.runbook import actions as runbook
 from gpuwarden.sources.runbook import RUNBOOK_ACTIONS
 

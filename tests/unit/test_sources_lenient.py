@@ -12,8 +12,8 @@ import pytest
 
 from gpuwarden.domain.errors import InvalidEvent
 from gpuwarden.domain.notice import Kind, Notice
-from gpuwarden.kinds.inputs import parse_event, parse_notices, route_of
-from gpuwarden.kinds.registry import KIND_OF, rules, spec_of
+from gpuwarden.kinds.inputs import parse_event, parse_notices
+from gpuwarden.kinds.registry import KIND_OF, route_of_kind, rules, spec_of
 from gpuwarden.sources import NoticeBatch
 from gpuwarden.sources.lenient import with_aliases
 from gpuwarden.sources.rules import matches, parse_prefixes, rule_for
@@ -146,7 +146,7 @@ def test_capacity_block_warning_as_printed_by_aws_names_the_block_with_a_ten_min
     batch = parse_event(load(sample))
     assert isinstance(batch, NoticeBatch)
     notice = one(batch)
-    assert route_of(batch) == "interruption"
+    assert route_of_kind(batch.kind) == "interruption"
     assert notice.kind is Kind.CAPACITY_BLOCK_EXPIRY
     assert (notice.capacity_reservation_id, notice.instance_id) == (BLOCK, None)
     assert notice.event_id == f"{BLOCK}-approaching-expiry"
@@ -176,7 +176,7 @@ def test_capacity_block_delivery_is_a_plan_whose_deadline_is_when_termination_st
     batch = parse_event(load(sample))
     assert isinstance(batch, NoticeBatch)
     notice = one(batch)
-    assert route_of(batch) == "planning"
+    assert route_of_kind(batch.kind) == "planning"
     assert notice.kind is Kind.CAPACITY_BLOCK_PLAN
     assert notice.capacity_reservation_id == BLOCK
     assert notice.deadline == datetime(2026, 6, 1, 11, 30, tzinfo=UTC)  # end - 30 min

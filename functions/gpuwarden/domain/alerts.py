@@ -62,11 +62,6 @@ def gpu_of(alert: Alert) -> str | None:
     return f"{gpu}/{MIG_INSTANCE_LABEL}={instance}" if gpu and instance else gpu
 
 
-def names_target(alert: Alert) -> bool:
-    node, instance = alert.target()
-    return bool(node or instance)
-
-
 def mapped_kind(alert: Alert, policy: Policy) -> Kind | None:
     kind = policy.alerts.get(alert.name)
     return Kind(kind) if kind is not None else None

@@ -10,14 +10,13 @@ from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.budgets import VoluntaryVerdict
 from gpuwarden.domain.policy import Policy
 from gpuwarden.domain.views import NodeView, PodView
-from gpuwarden.domain.windows import Allowance
 
 
 @dataclass(frozen=True)
 class NodePlan:
-    """The node-level steps for one notice. `refused` explains a voluntary action the rules stop."""
+    """The node-level steps for one notice (the node is cordoned whenever a step runs). `refused`
+    explains a voluntary action the rules stop."""
 
-    cordon: bool
     checkpoint: bool
     replace: bool
     drain: bool
@@ -61,12 +60,6 @@ def _duration(delta: timedelta) -> str:
     return f"{days}d {hours}h {minutes}min" if days else f"{hours}h {minutes}min" if hours else f"{minutes}min"
 
 
-def window_refusal(allowance: Allowance) -> str | None:
-    if allowance.allowed is None or allowance.allowed > 0:
-        return None
-    return allowance.reason
-
-
 #: What the windows, then the node's NodePool's budgets, say of a voluntary disruption of the node
 #: now, asked only when a plan needs it (it lists nodes and reads the NodePool).
 AskWindows = Callable[[], VoluntaryVerdict]
@@ -80,7 +73,7 @@ def loss_warning(reason: str) -> Plan:
     policy allows) and drain before the deadline, whatever the windows or do-not-disrupt say."""
 
     def plan(node: NodeView, pods: Sequence[PodView], policy: Policy, windows: AskWindows) -> NodePlan:
-        return NodePlan(True, True, policy.replacement.enabled, True, reason)
+        return NodePlan(True, policy.replacement.enabled, True, reason)
 
     return plan
 
@@ -90,7 +83,7 @@ def drain_with(reason: str, *, replace: bool = True) -> Plan:
     guards (windows, do-not-disrupt, its own) decide before the mark."""
 
     def plan(node: NodeView, pods: Sequence[PodView], policy: Policy, windows: AskWindows) -> NodePlan:
-        return NodePlan(True, True, replace and policy.replacement.enabled, True, reason)
+        return NodePlan(True, replace and policy.replacement.enabled, True, reason)
 
     return plan
 
@@ -99,6 +92,6 @@ def nothing_to_do(reason: str) -> Plan:
     """No step on the node (an instance already stopping: only its loss is recorded)."""
 
     def plan(node: NodeView, pods: Sequence[PodView], policy: Policy, windows: AskWindows) -> NodePlan:
-        return NodePlan(False, False, False, False, reason)
+        return NodePlan(False, False, False, reason)
 
     return plan

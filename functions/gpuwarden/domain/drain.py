@@ -253,7 +253,3 @@ def on_eviction_blocked(pod: PodView, ctx: DrainContext, why: str, *, because: s
         blocked = f"still blocked at deadline - grace ({why})"
         return PodStep(pod.key, "delete", f"{because}; {blocked}" if because else blocked, grace)
     return PodStep(pod.key, "wait", f"eviction blocked: {why}", blocked=True)
-
-
-def drain_finished(steps: Iterable[PodStep]) -> bool:
-    return all(step.step == "skip" for step in steps)

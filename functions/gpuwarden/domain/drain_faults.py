@@ -55,7 +55,7 @@ RETRY = RetryPolicy(interval_seconds=1, backoff_rate=2.0, max_delay_seconds=10, 
 #: given up: nothing forces its drain, and the next notice or window can take it again.
 VOLUNTARY_RETRIES = 20
 #: An involuntary drain keeps retrying this long past its deadline (the instance may outlive it a
-#: little, as `drain_step` keeps evicting for `_PAST_DEADLINE_GRACE`).
+#: little, as `drain_node` keeps evicting for `_PAST_DEADLINE_GRACE`).
 PAST_DEADLINE_SECONDS = 30.0
 
 #: The error names the workflow retries.

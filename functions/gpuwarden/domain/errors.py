@@ -91,10 +91,6 @@ class NotFound(KubeError):
     """The object is gone (HTTP 404)."""
 
 
-class EvictionBlocked(KubeError):
-    """A PodDisruptionBudget does not allow the eviction now (HTTP 429)."""
-
-
 class CloudError(GpuwardenError):
     """An AWS call failed: the API answered an error, or the SDK's retries ran out (``retried``)."""
 

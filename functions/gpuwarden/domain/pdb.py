@@ -7,7 +7,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpuwarden.domain.views import PodView
+from gpuwarden.domain.predicates import requirement_matches
+from gpuwarden.domain.views import NodeSelectorRequirement, PodView
 
 
 @dataclass(frozen=True)
@@ -43,18 +44,14 @@ def pdb_from_json(obj: Mapping[str, Any]) -> PdbView:
 
 
 def _expression_matches(expression: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    key = str(expression.get("key", ""))
-    operator = expression.get("operator")
-    values = [str(v) for v in expression.get("values") or ()]
-    if operator == "In":
-        return key in labels and labels[key] in values
-    if operator == "NotIn":
-        return key not in labels or labels[key] not in values
-    if operator == "Exists":
-        return key in labels
-    if operator == "DoesNotExist":
-        return key not in labels
-    return False  # an operator the API server would have rejected
+    """A label selector's In / NotIn / Exists / DoesNotExist, as the scheduler's node-selector
+    requirement (`predicates.requirement_matches`); Gt and Lt, which a label selector does not
+    have, the API server would have rejected."""
+    operator = str(expression.get("operator"))
+    if operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
+        return False
+    values = tuple(str(v) for v in expression.get("values") or ())
+    return requirement_matches(NodeSelectorRequirement(str(expression.get("key", "")), operator, values), labels)
 
 
 def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:

@@ -103,7 +103,7 @@ class CloudPort(Protocol):
 
 
 class SchedulerPort(Protocol):
-    """One-time schedules that invoke the windows function (maintenance plans)."""
+    """One-time schedules that invoke the scheduled function (maintenance plans)."""
 
     def schedule_once(self, name: str, at: datetime, payload: Mapping[str, Any]) -> str:
         """Create schedule ``name`` firing once at ``at`` with ``payload``; idempotent by name."""

@@ -4,14 +4,13 @@ phase when the handler runs inside Lambda (docs/architecture.md, "Init and invoc
 from __future__ import annotations
 
 import gc
-import hashlib
 import os
-import re
 from collections.abc import Callable
 from dataclasses import replace
 from functools import cache
 from typing import Any
 
+from gpuwarden.adapters.stepfunctions import drain_starter
 from gpuwarden.config import Settings
 from gpuwarden.domain.errors import GpuwardenError, HandlingFailed
 from gpuwarden.kinds.inputs import parse_notices
@@ -20,13 +19,6 @@ from gpuwarden.services.dispatch import handle_batch
 from gpuwarden.services.engine.context import Deps
 from gpuwarden.services.engine.result import Result
 from gpuwarden.sources.rules import Rule
-
-
-def execution_name(state: dict[str, Any]) -> str:
-    """Deterministic per (event, node): a duplicate start is refused by Step Functions."""
-    digest = hashlib.sha256(f"{state['event_id']}/{state['node']}".encode()).hexdigest()[:20]
-    node = re.sub(r"[^A-Za-z0-9_-]", "-", str(state["node"]))[:50]
-    return f"{node}-{digest}"
 
 
 @cache
@@ -57,25 +49,8 @@ def deps() -> Deps:
 
     current = settings()
     arn = current.drain_state_machine_arn
-
-    def start_drain(state: dict[str, Any]) -> None:
-        import json
-
-        client = stepfunctions(current.region)
-        try:
-            client.start_execution(stateMachineArn=arn, name=execution_name(state), input=json.dumps(state))
-        except client.exceptions.ExecutionAlreadyExists:
-            return
-
-    return build_deps(current, caller="eventbridge", start_drain=start_drain if arn else None)
-
-
-@cache
-def stepfunctions(region: str | None) -> Any:
-    """One Step Functions client per container (a client costs tens of ms of CPU to make)."""
-    from gpuwarden.adapters.sdk import client
-
-    return client("stepfunctions", region)
+    start_drain = drain_starter(current.region, arn) if arn else None
+    return build_deps(current, caller="eventbridge", start_drain=start_drain)
 
 
 def prepare(*also: Callable[[], object]) -> None:

@@ -1,4 +1,4 @@
-"""One `drain_step` round, driven by the Step Functions loop (Wait → drain → done?).
+"""One `round_of` round, driven by the Step Functions loop (Wait → drain → done?).
 
 The workflow passes ``{"state": <DrainState>, "retry_count": $$.State.RetryCount}``; a round that
 fails raises the error name the workflow retries or ends on (`domain.drain_faults`).

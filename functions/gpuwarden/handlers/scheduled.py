@@ -1,4 +1,4 @@
-"""The EventBridge Scheduler's invocations of the windows function: budget-window open / close ticks,
+"""The EventBridge Scheduler's invocations of the scheduled function: budget-window open / close ticks,
 the periodic reconcile, and the one-time schedules of plans falling due (maintenance, Capacity
 Blocks), each run by the kind whose tick it is (gpuwarden/kinds/)."""
 

@@ -15,13 +15,12 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from functools import reduce
 from operator import or_
-from typing import Annotated, Any, assert_never, cast
+from typing import Annotated, Any, cast
 
 from pydantic import Field, TypeAdapter, ValidationError
 
 from gpuwarden.domain.errors import InvalidEvent
-from gpuwarden.kinds.registry import KIND_OF, SPECS, TICK_ACTIONS, route_of_kind, rules, spec_of
-from gpuwarden.kinds.spec import Route
+from gpuwarden.kinds.registry import KIND_OF, SPECS, TICK_ACTIONS, rules, spec_of
 from gpuwarden.sources import (
     SCAN_MARKER,
     AlertBatch,
@@ -108,7 +107,7 @@ def _unknown_detail_type(tag: object, source: object) -> InvalidEvent:
 
 
 def parse_scheduler_tick(raw: object) -> SchedulerTick:
-    """A Scheduler input of the windows function, whose action is one a kind runs."""
+    """A Scheduler input of the scheduled function, whose action is one a kind runs."""
     try:
         tick = SchedulerTick.model_validate(as_mapping(raw, "a Scheduler input"))
     except ValidationError as error:
@@ -138,16 +137,3 @@ def parse_event(raw: object, *, deployed: Sequence[Rule] = DEFAULT_RULES) -> Par
         f"unrecognised input: expected {_ACCEPTED_SHAPES}",
         errors=[{"type": "unknown_shape", "loc": [], "msg": f"expected {_ACCEPTED_SHAPES}"}],
     )
-
-
-def route_of(parsed: Parsed) -> Route:
-    """The deployed function a parsed input goes to."""
-    if isinstance(parsed, NoticeBatch):
-        return route_of_kind(parsed.kind)
-    if isinstance(parsed, SchedulerTick):
-        return "scheduled"
-    if isinstance(parsed, RunbookRequest):
-        return "runbook"
-    if isinstance(parsed, ScanTick | AlertBatch):
-        return "gpu_signals"  # the GPU function takes the scan and the Alertmanager topic too
-    assert_never(parsed)

@@ -1,11 +1,8 @@
-"""`instance-stopping`: an EC2 instance stopping or terminated (docs/events.md)."""
+"""`instance-stopping`: an EC2 instance stopping or terminated (docs/events.md). Its use case records
+the loss and runs no sequence, so it declares no hooks (the default `KindHooks`, which plan no step)."""
 
-from dataclasses import replace
-
-from gpuwarden.domain.decide import nothing_to_do
 from gpuwarden.domain.notice import Kind
 from gpuwarden.kinds.spec import KindSpec
-from gpuwarden.services.engine.pipeline import URGENT
 from gpuwarden.services.notices.instance_stopping import handle_instance_stopping
 from gpuwarden.sources.ec2 import STOPPING_STATES, InstanceStateChange, why_not_lost
 from gpuwarden.sources.rules import rule_of
@@ -16,7 +13,6 @@ SPEC = KindSpec(
     voluntary=False,
     route="interruption",
     doc="docs/events.md#the-kinds",
-    hooks=replace(URGENT, plan=nothing_to_do("instance is stopping: record the loss")),
     handle=handle_instance_stopping,
     models=(InstanceStateChange,),
     rules=lambda _: (

@@ -19,12 +19,12 @@ def plan_rebalance(node: NodeView, pods: Sequence[PodView], policy: Policy, wind
     policy says ``drain`` and neither a window, the NodePool's budgets nor do-not-disrupt refuses."""
     replace = policy.replacement.enabled
     if policy.rebalance.action == "prepare":
-        return NodePlan(True, True, replace, False, "rebalance: prepare (policy rebalance.action=prepare)")
+        return NodePlan(True, replace, False, "rebalance: prepare (policy rebalance.action=prepare)")
     # a window's (then a budget's) refusal is the reason given, whatever else would also refuse
     refused = windows().refused or do_not_disrupt_reason(node, pods)
     if refused is not None:
-        return NodePlan(True, True, replace, False, "rebalance: prepare only", refused=refused)
-    return NodePlan(True, True, replace, True, "rebalance: drain (policy rebalance.action=drain)")
+        return NodePlan(True, replace, False, "rebalance: prepare only", refused=refused)
+    return NodePlan(True, replace, True, "rebalance: drain (policy rebalance.action=drain)")
 
 
 SPEC = KindSpec(

@@ -1,5 +1,6 @@
 """The one registry of kinds: every module of this package that defines ``SPEC`` (a `KindSpec`),
-found by listing the package, one per contract kind. Everything that needs a kind's list reads it
+found by listing the package (and a room's modules: a fat kind's package, or a family's), one per
+contract kind. Everything that needs a kind's list reads it
 here: the dispatch, the handlers and the command line (which rule takes an event, which function
 and use case run it), the drain workflow's rounds (a kind's hooks), the CDK stack (its rules and
 switches), `doctor` (the switches) and the docs tests (every kind documented).
@@ -24,18 +25,30 @@ from gpuwarden.sources.rules import DEFAULT_ALARM_PREFIX, Rule
 _NOT_KINDS = frozenset({"registry", "inputs", "spec"})
 
 
+def _specs_in(info: pkgutil.ModuleInfo) -> list[tuple[str, KindSpec]]:
+    """A thin kind's module, or a fat kind's room (a package whose ``__init__`` holds its SPEC), or
+    the room of a family of kinds (a package whose modules hold one SPEC each)."""
+    module = importlib.import_module(f"{_package.__name__}.{info.name}")
+    spec = getattr(module, "SPEC", None)
+    if isinstance(spec, KindSpec):
+        return [(module.__name__, spec)]
+    if info.ispkg:
+        inner = [importlib.import_module(f"{module.__name__}.{m.name}") for m in pkgutil.iter_modules(module.__path__)]
+        family = [(m.__name__, s) for m in inner if isinstance(s := getattr(m, "SPEC", None), KindSpec)]
+        if family:
+            return family
+    raise TypeError(f"{module.__name__} defines no SPEC (a KindSpec)")
+
+
 def _discover() -> tuple[KindSpec, ...]:
     found: dict[Kind, KindSpec] = {}
     for module_info in pkgutil.iter_modules(_package.__path__):
         if module_info.name in _NOT_KINDS:
             continue
-        module = importlib.import_module(f"{_package.__name__}.{module_info.name}")
-        spec = getattr(module, "SPEC", None)
-        if not isinstance(spec, KindSpec):
-            raise TypeError(f"{module.__name__} defines no SPEC (a KindSpec)")
-        if spec.kind in found:
-            raise TypeError(f"kind {spec.kind.value} has two specs: {module.__name__} and another")
-        found[spec.kind] = spec
+        for name, spec in _specs_in(module_info):
+            if spec.kind in found:
+                raise TypeError(f"kind {spec.kind.value} has two specs: {name} and another")
+            found[spec.kind] = spec
     missing = [k.value for k in Kind if k not in found]
     if missing:
         raise TypeError(f"kinds without a spec in gpuwarden/kinds/: {', '.join(missing)}")

@@ -39,7 +39,7 @@ WhyIgnored = Callable[[Mapping[str, Any], Sequence[Rule]], str | None]
 Reconcile = Callable[[Recorder, KindHooks, bool, list[Result]], str]
 #: The kind's part of the GPU-health scan (every minute, `gpuwarden scan`): one answer, its nodes'
 #: answers under ``results``. Every part reads the scan's one LIST of the nodes (the last argument,
-#: `gpu_health.scanned_nodes`): the scan reads the cluster once.
+#: `node_ops.scanned_nodes`): the scan reads the cluster once.
 Scan = Callable[[Deps, KindHooks, bool, Sequence[NodeView]], Result]
 #: The Karpenter disruption reason a voluntary action of the kind counts as, given the node's pods.
 KarpenterReason = Callable[[Sequence[PodView]], str]

@@ -25,9 +25,9 @@ from gpuwarden.kinds.spec import TickCall
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.drain import DrainState
 from gpuwarden.services.engine.failures import failed_notice, failed_result
+from gpuwarden.services.engine.node_ops import scanned_nodes
 from gpuwarden.services.engine.pipeline import round_of
 from gpuwarden.services.engine.result import Result, alerts_answer, answered, failed, summed
-from gpuwarden.services.notices.gpu_health import scanned_nodes
 from gpuwarden.services.release import release
 from gpuwarden.services.runbook import actions as runbook
 from gpuwarden.services.runbook.run import Progress

@@ -1,9 +1,9 @@
-"""Our EventBridge Scheduler target input: the ticks of the windows function (budget windows opening
+"""Our EventBridge Scheduler target input: the ticks of the scheduled function (budget windows opening
 and closing, the periodic reconcile, plans falling due). Which actions there are is the kinds'
 (their spec's ``ticks``, gpuwarden/kinds/): `gpuwarden.kinds.inputs.parse_scheduler_tick` refuses
 any other.
 
-Every schedule gpuwarden creates invokes the windows function with this JSON as the
+Every schedule gpuwarden creates invokes the scheduled function with this JSON as the
 target ``Input`` (the ``<aws.scheduler.…>`` keywords are EventBridge Scheduler context
 attributes, replaced at each invocation):
 
@@ -57,7 +57,7 @@ def _needed(action: str) -> str | None:
 
 
 class SchedulerTick(BaseModel):
-    """One Scheduler invocation of the windows function: a window's, the reconcile's, or a plan's."""
+    """One Scheduler invocation of the scheduled function: a window's, the reconcile's, or a plan's."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

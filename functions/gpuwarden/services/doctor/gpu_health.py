@@ -10,7 +10,8 @@ from typing import Any
 from gpuwarden.domain.accelerators import is_accelerator_node
 from gpuwarden.domain.gpu_health import CONDITIONS, reports_gpu_health
 from gpuwarden.domain.policy import Policy
-from gpuwarden.domain.views import NodeView
+from gpuwarden.domain.predicates import requirement_matches
+from gpuwarden.domain.views import NodeSelectorRequirement, NodeView
 
 CHECK = "gpu-health"
 #: Karpenter's feature gates: the FEATURE_GATES env var (its chart's settings.featureGates) or the flag.
@@ -35,23 +36,23 @@ def node_repair_on(deployment: Mapping[str, Any]) -> bool:
     return False
 
 
+def _requirement(term: str) -> NodeSelectorRequirement:
+    if "!=" in term:
+        key, value = term.split("!=", 1)
+        return NodeSelectorRequirement(key.strip(), "NotIn", (value.strip(),))
+    if "=" in term:
+        key, value = term.split("=", 1)
+        return NodeSelectorRequirement(key.strip().rstrip("="), "In", (value.strip().lstrip("="),))
+    if term.startswith("!"):
+        return NodeSelectorRequirement(term[1:], "DoesNotExist")
+    return NodeSelectorRequirement(term, "Exists")
+
+
 def selects(selector: str, labels: Mapping[str, str]) -> bool:
-    """The equality-based label selectors `gpu_health.node_selector` takes: `k`, `k=v`, `k!=v`, comma-joined."""
-    for term in (t.strip() for t in selector.split(",") if t.strip()):
-        if "!=" in term:
-            key, value = term.split("!=", 1)
-            if labels.get(key.strip()) == value.strip():
-                return False
-        elif "=" in term:
-            key, value = term.split("=", 1)
-            if labels.get(key.strip().rstrip("=")) != value.strip().lstrip("="):
-                return False
-        elif term.startswith("!"):
-            if term[1:] in labels:
-                return False
-        elif term not in labels:
-            return False
-    return True
+    """The equality-based label selectors `gpu_health.node_selector` takes: `k`, `k=v`, `k!=v`, `!k`,
+    comma-joined, each term read as the requirement it is (`predicates.requirement_matches`)."""
+    terms = (t.strip() for t in selector.split(",") if t.strip())
+    return all(requirement_matches(_requirement(term), labels) for term in terms)
 
 
 def check_gpu_health(nodes: Sequence[NodeView], repairs: Sequence[str], policy: Policy) -> tuple[str, str, str]:

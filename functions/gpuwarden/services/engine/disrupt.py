@@ -35,7 +35,7 @@ from gpuwarden.services.engine.pipeline import (
 )
 from gpuwarden.services.engine.plan import notice_plan
 from gpuwarden.services.engine.replace import mark_claim
-from gpuwarden.services.engine.result import Outcome, Result, notice_result
+from gpuwarden.services.engine.result import Outcome, Result, finished, notice_result
 
 
 def disrupt(
@@ -115,7 +115,7 @@ def result_of(d: Disruption, marked: Marked, ran: Ran, reason: str) -> Result:
     """The default answer once the sequence ran: handled (dry-run), or duplicate when the mark was
     this notice's already (a redelivery that resumed what was left)."""
     deps, notice, state = d.deps, d.notice, ran.state
-    outcome: Outcome = "dry-run" if deps.dry_run else "handled" if marked.changed else "duplicate"
+    outcome: Outcome = finished(deps.dry_run, "handled" if marked.changed else "duplicate")
     if outcome == "duplicate":
         reason = f"event {notice.event_id} was already applied to {d.node.name}; resumed what was left"
     return notice_result(

@@ -1,4 +1,4 @@
-"""`drain_step`: one re-entrant round of a drain (never a sleep loop in Lambda: docs/architecture.md).
+"""`drain_node`: one re-entrant round of a drain (never a sleep loop in Lambda: docs/architecture.md).
 
 The cluster is the state: which pods are still on the node, what they acknowledged. A
 round evicts what may go, retries what a PDB refused, deletes at per-pod deadlines for
@@ -39,6 +39,7 @@ from gpuwarden.observability import Metric, put
 from gpuwarden.services.engine.checkpoint import Asking, PreparePod, request_checkpoints
 from gpuwarden.services.engine.context import Recorder, worker_pool
 from gpuwarden.services.engine.gangs import gang_round
+from gpuwarden.services.engine.node_ops import pods_on
 
 #: After the deadline the instance is gone; keep trying this long for what the API still lists.
 _PAST_DEADLINE_GRACE = 30.0
@@ -139,17 +140,6 @@ def _next_wait(state: DrainState, steps: list[PodStep], max_backoff: float) -> f
     return 0.5
 
 
-def drain_step(
-    recorder: Recorder,
-    state: DrainState,
-    pool: ThreadPoolExecutor | None = None,
-    prepare: PreparePod | None = None,
-) -> Round:
-    """One round: the next state (`done` when only skipped pods remain, or the node is gone), and
-    the round's look at the node's gangs. Reads the node first (one GET)."""
-    return drain_node(recorder, state, recorder.deps.kube.get_node(state.node), pool, prepare)
-
-
 def drain_node(
     recorder: Recorder,
     state: DrainState,
@@ -157,12 +147,14 @@ def drain_node(
     pool: ThreadPoolExecutor | None = None,
     prepare: PreparePod | None = None,
 ) -> Round:
-    """`drain_step` on the node as this round already read it (None: it is gone)."""
+    """One round on the node as the round already read it (None: it is gone): the next state
+    (`done` when only skipped pods remain, or the node is gone), and the round's look at the
+    node's gangs."""
     deps = recorder.deps
     state = state.model_copy(update={"round": state.round + 1})
     if node is None:
         return Round(_gone_early(recorder, state, deps.clock()))
-    pods = [p for p in deps.kube.list_pods_on_node(state.node) if p.node_name == state.node]
+    pods = pods_on(deps.kube, state.node)
     state = _seen(state, pods, deps.clock())
     by_key = {p.key: p for p in pods}
     own_pool = pool is None

@@ -45,6 +45,20 @@ def find_node(kube: KubePort, cloud: CloudPort, instance_id: str | None, node_na
     return kube.get_node(dns) if dns else None
 
 
+def pods_on(kube: KubePort, node: str) -> list[PodView]:
+    """The pods still on ``node``: listed by its name, without one that has left it since (a pod
+    the list answers with another node's name)."""
+    return [p for p in kube.list_pods_on_node(node) if p.node_name == node]
+
+
+def scanned_nodes(deps: Deps) -> list[NodeView]:
+    """The scan's one LIST of the cluster's nodes, narrowed only where the policy says
+    (``gpu_health.node_selector``); every kind's part of the scan reads it. None listed when the
+    scan is off (``gpu_health.enabled: false``)."""
+    policy = deps.policy.gpu_health
+    return deps.kube.list_nodes(policy.node_selector or None) if policy.enabled else []
+
+
 def not_ours(notice: Notice, cluster: str) -> str:
     return f"{notice.target} is not a node of cluster {cluster}"
 

@@ -36,7 +36,7 @@ from gpuwarden.services.engine.context import Deps, FanOut, Recorder, worker_poo
 from gpuwarden.services.engine.drain import DrainState, Round, drain_node, round_facts
 from gpuwarden.services.engine.gangs import ask_gangs, find_gangs
 from gpuwarden.services.engine.holds import release_hold_of
-from gpuwarden.services.engine.node_ops import give_back, mark_node
+from gpuwarden.services.engine.node_ops import give_back, mark_node, pods_on
 from gpuwarden.services.engine.plan import Plan as DrainPlan
 from gpuwarden.services.engine.plan import notice_plan, record_would_drain
 from gpuwarden.services.engine.replace import (
@@ -148,8 +148,7 @@ class Disruption:
     def pods(self) -> list[PodView]:
         """The pods on the node, listed once when first needed (an involuntary kind cordons first)."""
         if self._pods is None:
-            listed = self.deps.kube.list_pods_on_node(self.node.name)
-            self._pods = [p for p in listed if p.node_name == self.node.name]
+            self._pods = pods_on(self.deps.kube, self.node.name)
         return self._pods
 
     @property

@@ -36,6 +36,7 @@ from gpuwarden.domain.volumes import ClaimView, VolumePin, VolumeView, pv_from_j
 from gpuwarden.services.engine.context import Recorder
 from gpuwarden.services.engine.gangs import find_gangs
 from gpuwarden.services.engine.holds import NODECLAIM, held
+from gpuwarden.services.engine.node_ops import pods_on
 from gpuwarden.services.engine.result import KARPENTER, LEFT_TO_KARPENTER
 from gpuwarden.services.engine.writes import Patch, annotate, update_node
 
@@ -323,7 +324,7 @@ def _next_attempt(
     """The next launch's NodeClaim (named by the caller) and why there: the limits and tiers chosen
     again for the pods still on the node, the NodePools whose replacement failed left out (within a
     pool, Karpenter's launch already asked for every instance type and zone the claim allows)."""
-    pods = [p for p in recorder.deps.kube.list_pods_on_node(node.name) if p.node_name == node.name]
+    pods = pods_on(recorder.deps.kube, node.name)
     if not movers(pods):
         raise NoFittingReplacement("no pod is left on the node to size the next one for")
     return _tiered_manifest(recorder, node.nodepool or "", node, pods, [], lost, failed)

@@ -27,6 +27,13 @@ LEFT_TO_KARPENTER = "left to Karpenter"
 KARPENTER = "Karpenter"
 
 
+def finished(dry_run: bool, otherwise: Outcome = "handled") -> Outcome:
+    """The outcome of a run that went to its end: ``dry-run`` when nothing was written (the
+    adapters only recorded the writes), else ``otherwise`` (``handled``, or ``duplicate`` when
+    another run had already done it)."""
+    return "dry-run" if dry_run else otherwise
+
+
 def replacement_of(actions: list[dict[str, Any]]) -> str | None:
     """What the run's actions say about the node's replacement capacity."""
     for action in actions:

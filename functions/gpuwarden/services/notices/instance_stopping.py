@@ -9,9 +9,9 @@ from gpuwarden.domain.drain import DrainContext, decide_round
 from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.engine.context import Deps, Recorder
-from gpuwarden.services.engine.node_ops import find_node, not_ours
+from gpuwarden.services.engine.node_ops import find_node, not_ours, pods_on
 from gpuwarden.services.engine.pipeline import KindHooks
-from gpuwarden.services.engine.result import Result, notice_result
+from gpuwarden.services.engine.result import Result, finished, notice_result
 from gpuwarden.services.engine.writes import Patch, annotate, update_node
 
 _LOST_EVENTS_KEPT = 8
@@ -23,7 +23,7 @@ def handle_instance_stopping(notice: Notice, deps: Deps, hooks: KindHooks, drain
     recorder = Recorder(deps, notice.event_id)
     if node is None:
         return notice_result(notice, recorder, None, outcome="ignored", reason=not_ours(notice, deps.policy.cluster))
-    pods = [p for p in deps.kube.list_pods_on_node(node.name) if p.node_name == node.name]
+    pods = pods_on(deps.kube, node.name)
     return _record_loss(notice, recorder, node, pods)
 
 
@@ -57,5 +57,5 @@ def _record_loss(notice: Notice, recorder: Recorder, node: NodeView, pods: list[
         recorder.add(ActionType.NODE_LOST_UNDRAINED, node, reason=f"instance {state} with pods still on it: {shown}")
         recorder.flush()
         reason = f"instance {state} before node {node.name} was drained ({len(left)} pods lost)"
-    outcome = "dry-run" if recorder.deps.dry_run else "handled"
+    outcome = finished(recorder.deps.dry_run)
     return notice_result(notice, recorder, node, outcome=outcome, reason=reason)

@@ -15,8 +15,9 @@ from gpuwarden.domain.views import NodeView
 from gpuwarden.services.engine.checkpoint import Asking
 from gpuwarden.services.engine.context import Deps, Recorder, worker_pool
 from gpuwarden.services.engine.gangs import ask_gangs
+from gpuwarden.services.engine.node_ops import pods_on
 from gpuwarden.services.engine.pipeline import KindHooks
-from gpuwarden.services.engine.result import Result, summed_outcome
+from gpuwarden.services.engine.result import Result, finished, summed_outcome
 
 KIND = Kind.KARPENTER_DISRUPTION
 
@@ -27,7 +28,7 @@ def disruption_id(node: NodeView) -> str:
 
 
 def _ask(deps: Deps, node: NodeView) -> Result | None:
-    pods = [p for p in deps.kube.list_pods_on_node(node.name) if p.node_name == node.name]
+    pods = pods_on(deps.kube, node.name)
     recorder = Recorder(deps, disruption_id(node))
     with worker_pool() as pool:  # no deadline of its own: the pods' checkpoint timeouts bound the asks
         asked = ask_gangs(Asking(recorder, node, None, pool), pods)
@@ -42,7 +43,7 @@ def _ask(deps: Deps, node: NodeView) -> Result | None:
         "to checkpoint now; Karpenter drains and replaces the node"
     )
     return Result(
-        outcome="dry-run" if deps.dry_run else "handled",
+        outcome=finished(deps.dry_run),
         kind=KIND.value,
         event_id=recorder.event_id,
         node=node.name,

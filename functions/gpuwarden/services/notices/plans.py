@@ -3,15 +3,21 @@ the one-time schedule that fires it (or, where there is no Scheduler, the tick t
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.actions import ActionType
-from gpuwarden.services.engine.context import Recorder
+from gpuwarden.services.engine.context import Deps, Recorder
+
+
+def drain_estimate(deps: Deps) -> timedelta:
+    """The time a voluntary drain may take (policy ``drain.voluntary_limit_seconds``): how far
+    ahead of its deadline a plan starts its drain."""
+    return timedelta(seconds=deps.policy.drain.voluntary_limit_seconds)
 
 
 def due_tick(action: str, plan_id: str) -> dict[str, str]:
-    """The Scheduler input that runs the plan ``plan_id`` (windows function, ``action``: a ``-due`` tick)."""
+    """The Scheduler input that runs the plan ``plan_id`` (the scheduled function, ``action``: a ``-due`` tick)."""
     return {
         "gpuwarden": "budget-window",
         "action": action,

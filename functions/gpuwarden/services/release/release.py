@@ -26,7 +26,7 @@ from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.holds import NODECLAIM, release_holds
 from gpuwarden.services.engine.karpenter import release_pod_patch
-from gpuwarden.services.engine.result import Result
+from gpuwarden.services.engine.result import Result, finished
 from gpuwarden.services.engine.writes import Patch, annotate, release_node, update_pod
 
 KIND = "manual"
@@ -92,7 +92,7 @@ def release(
     if also is not None:
         reason += also(recorder)
     return Result(
-        outcome="dry-run" if deps.dry_run else "handled" if recorder.actions else "ignored",
+        outcome=finished(deps.dry_run, "handled" if recorder.actions else "ignored"),
         kind=KIND,
         node=node_name,
         event_id=event_id,

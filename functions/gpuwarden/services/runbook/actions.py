@@ -30,7 +30,7 @@ from gpuwarden.services.engine.context import Deps, Recorder, worker_pool
 from gpuwarden.services.engine.drain import DrainState
 from gpuwarden.services.engine.gangs import ask_gangs
 from gpuwarden.services.engine.karpenter import give_back_pods
-from gpuwarden.services.engine.node_ops import find_node
+from gpuwarden.services.engine.node_ops import find_node, pods_on
 from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Marked, Steps, guard_and_mark, run_steps
 from gpuwarden.services.engine.plan import namespace_pdbs
 from gpuwarden.services.engine.replace import ensure_replacement
@@ -79,7 +79,7 @@ def run_runbook(
         result = _result(request, deps, Recorder(deps, request_id), None, Answer("failed", reason), [], request_id)
         _record(request, deps, result, request_id)
         return result
-    pods = [p for p in deps.kube.list_pods_on_node(node.name) if p.node_name == node.name]
+    pods = pods_on(deps.kube, node.name)
     notice = _notice(request, deps, node, _event_id(request, node, request_id))
     run = Run(
         request=request,

@@ -12,6 +12,7 @@ from gpuwarden.domain.pdb import PdbView, blocking_pdb
 from gpuwarden.domain.plan import plan_counts
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.engine.plan import Plan, plan_drain
+from gpuwarden.services.engine.result import finished
 from gpuwarden.services.runbook.run import Answer, Run, refusal
 
 # --------------------------------------------------------------------------- plan
@@ -70,7 +71,7 @@ def plan_answer(run: Run, plan: list[dict[str, Any]]) -> Answer:
     refused = refusal(run)
     if refused:
         reason += f"; a drain now would be refused: {refused}"
-    return Answer("dry-run" if run.request.dry_run else "handled", reason)
+    return Answer(finished(run.request.dry_run), reason)
 
 
 # --------------------------------------------------------------------------- status
@@ -137,4 +138,4 @@ def status_answer(run: Run, plan: list[dict[str, Any]]) -> Answer:
         f"{node.name}: {held}, {cordon}; {len(status['waiting_for_checkpoint'])} pods waiting on a checkpoint, "
         f"{len(status['blocked_by_pdb'])} blocked by a PDB"
     )
-    return Answer("dry-run" if run.request.dry_run else "handled", reason, status=status)
+    return Answer(finished(run.request.dry_run), reason, status=status)

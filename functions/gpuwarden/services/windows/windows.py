@@ -37,7 +37,7 @@ from gpuwarden.domain.windows.nodepool import (
 )
 from gpuwarden.observability import Metric, logger, put
 from gpuwarden.services.engine.context import Deps, Recorder
-from gpuwarden.services.engine.result import Result
+from gpuwarden.services.engine.result import Result, finished
 from gpuwarden.services.engine.writes import Patch, update
 from gpuwarden.sources import SchedulerTick
 
@@ -233,7 +233,7 @@ def reconcile_windows(tick: SchedulerTick, deps: Deps, *, also: Callable[[Record
     if also is not None:
         reason += also(recorder)
     return Result(
-        outcome="failed" if failed else "dry-run" if deps.dry_run else "handled",
+        outcome="failed" if failed else finished(deps.dry_run),
         kind=KIND,
         event_id=recorder.event_id,
         reason=reason,
