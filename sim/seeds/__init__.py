@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -109,14 +110,14 @@ class SeedCluster:
         return self.pods[TRAINING_JOB]
 
 
-def _nodes(sim: KubeSim, out: SeedCluster, pool: Obj, count: int, ds: Obj, gpus: int) -> list[Obj]:
+def _nodes(sim: KubeSim, out: SeedCluster, pool: Obj, ds: Obj, gpus: int, specs: list[Obj]) -> list[Obj]:
     name = pool["metadata"]["name"]
     reqs = {r["key"]: r["values"] for r in pool["spec"]["template"]["spec"]["requirements"]}
     itype = reqs["node.kubernetes.io/instance-type"][0]
     capacity = reqs.get("karpenter.sh/capacity-type", ["on-demand"])[0]
     zones = reqs.get("topology.kubernetes.io/zone", ["us-west-2a"])
     made = []
-    for i in range(count):
+    for i, more in enumerate(specs):
         third = 1 + sorted(nodepools()).index(name)
         node_name = f"ip-10-{third}-{i + 1}-{10 + i}.us-west-2.compute.internal"
         instance = f"i-0{hashlib.sha256(node_name.encode()).hexdigest()[:16]}"
@@ -127,6 +128,7 @@ def _nodes(sim: KubeSim, out: SeedCluster, pool: Obj, count: int, ds: Obj, gpus:
         )
         claim = nodeclaim_for(node)
         claim["spec"]["expireAfter"] = pool["spec"]["template"]["spec"].get("expireAfter", "720h")
+        claim["spec"] |= more
         sim.create(claim)
         sim.create(daemonset_pod(node, owner=ds))
         out.nodes.setdefault(name, []).append(node_name)
@@ -142,11 +144,15 @@ def _place(sim: KubeSim, out: SeedCluster, workload_name: str, pod: Obj) -> None
     out.node_of[key] = stored["spec"]["nodeName"]
 
 
-def seed_cluster(sim: KubeSim, *, pools: tuple[str, ...] | None = None) -> SeedCluster:
+def seed_cluster(
+    sim: KubeSim, *, pools: tuple[str, ...] | None = None, claims: Mapping[str, Obj] | None = None
+) -> SeedCluster:
     """Every seed NodePool (or only ``pools``), five gpu-training nodes (the Job's four ranks, then
     ``long-training-job``), three gpu-inference nodes (one Triton replica each) behind Triton's PDB,
-    the NVIDIA device plugin on every node. NodeClaims carry their pool's ``expireAfter`` and were
-    made at the builders' ``CREATED`` time."""
+    the NVIDIA device plugin on every node. NodeClaims carry their pool's ``expireAfter`` and are
+    made now; ``claims`` (workload name -> NodeClaim spec fields) changes the claims of the nodes
+    that workload runs on (a NodeClaim's spec is immutable once made, as Karpenter's CRD says)."""
+    more = dict(claims or {})
     out = SeedCluster()
     for name, pool in nodepools().items():
         if pools is None or name in pools:
@@ -155,7 +161,8 @@ def seed_cluster(sim: KubeSim, *, pools: tuple[str, ...] | None = None) -> SeedC
     for doc in workloads():
         if doc["kind"] in ("Namespace", "PodDisruptionBudget"):
             sim.create(doc)
-    training = _nodes(sim, out, nodepools()[TRAINING_POOL], 5, ds, 8)
+    specs = [dict(more.get(TRAINING_JOB, {}))] * 4 + [dict(more.get(LONG_TRAINING_JOB, {}))]
+    training = _nodes(sim, out, nodepools()[TRAINING_POOL], ds, 8, specs)
     job = sim.create(workload("Job", TRAINING_JOB))
     template = job["spec"]["template"]
     for index, node in enumerate(training[:4]):
@@ -170,7 +177,7 @@ def seed_cluster(sim: KubeSim, *, pools: tuple[str, ...] | None = None) -> SeedC
         _place(sim, out, TRAINING_JOB, pod)
     bare = workload("Pod", LONG_TRAINING_JOB)
     _place(sim, out, LONG_TRAINING_JOB, _pod_from_template(LONG_TRAINING_JOB, "ml", bare, training[4], None))
-    inference = _nodes(sim, out, nodepools()[INFERENCE_POOL], 3, ds, 1)
+    inference = _nodes(sim, out, nodepools()[INFERENCE_POOL], ds, 1, [dict(more.get(TRITON, {}))] * 3)
     deployment = sim.create(workload("Deployment", TRITON))
     rs_name = f"{TRITON}-{_suffix(TRITON)}7d"
     rs = copy.deepcopy(deployment)
