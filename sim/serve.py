@@ -18,6 +18,7 @@ from sim.actors.karpenter import Karpenter
 from sim.actors.workloads import Workloads
 from sim.apiserver.core import KubeSim
 from sim.scenes.base import TRAINIUM_NODE, build_cluster, build_trainium
+from sim.seeds import seed_cluster
 
 REGION = "us-west-2"
 CLUSTER = "ml-prod"
@@ -36,7 +37,8 @@ def exports(kubeconfig: Path, policy: Path, endpoint: str) -> dict[str, str]:
     }
 
 
-def serve(speed: float = 1.0) -> int:
+def serve(speed: float = 1.0, seeds: bool = False) -> int:
+    """``seeds``: the seed articles' manifests (sim/seeds/, docs/protections.md) instead of the demo's cluster."""
     from moto.server import ThreadedMotoServer
 
     stop = threading.Event()
@@ -49,8 +51,13 @@ def serve(speed: float = 1.0) -> int:
     moto.start()
     try:
         with tempfile.TemporaryDirectory(prefix="gpuwarden-sandbox-") as tmp, KubeSim(clock_speed=speed) as sim:
-            build_cluster(sim)
-            build_trainium(sim)  # a Trainium pool, and a rank with a zonal EBS checkpoint volume
+            node = "ip-10-0-1-23.us-west-2.compute.internal"
+            if seeds:
+                made = seed_cluster(sim)
+                node = made.node_of[made.training_ranks()[0]]
+            else:
+                build_cluster(sim)
+                build_trainium(sim)  # a Trainium pool, and a rank with a zonal EBS checkpoint volume
             Workloads(sim, delay=6.0).install()
             karpenter = Karpenter(sim, interruption_queue=False).start()
             ReplicaSetReplacer(sim)
@@ -58,10 +65,12 @@ def serve(speed: float = 1.0) -> int:
             policy.write_text(json.dumps({"cluster": CLUSTER}, indent=2) + "\n")
             endpoint = f"http://127.0.0.1:{moto.get_host_and_port()[1]}"
             env = exports(sim.kubeconfig_path, policy, endpoint)
-            print("# gpuwarden sandbox: the demo's cluster (simulated API server, Karpenter stand-in) and moto")
+            what = "the seed articles' manifests" if seeds else "the demo's cluster"
+            print(f"# gpuwarden sandbox: {what} (simulated API server, Karpenter stand-in) and moto")
             print("export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()), flush=True)
-            print("# then: gpuwarden doctor; gpuwarden runbook plan --node ip-10-0-1-23.us-west-2.compute.internal;")
-            print(f"#       gpuwarden runbook plan --node {TRAINIUM_NODE}  (Trainium, EFA, a zonal volume);")
+            print(f"# then: gpuwarden doctor; gpuwarden runbook plan --node {node};")
+            if not seeds:
+                print(f"#       gpuwarden runbook plan --node {TRAINIUM_NODE}  (Trainium, EFA, a zonal volume);")
             print(
                 "#       gpuwarden invoke events/spot-interruption-empty-time.json (a Spot warning stamped on"
                 " arrival: the Spot scene); gpuwarden release --all. Ctrl-C stops.",

@@ -196,12 +196,15 @@ DEMO_SPEED, SANDBOX_SPEED = 10.0, 1.0  # the sandbox keeps real time: commands t
     is_flag=True,
     help="On a real control plane with real Karpenter (KWOK nodes), built by `make setup-real` (docs/realplane.md).",
 )
-def demo(speed: float | None, serve: bool, real: bool) -> None:
+@click.option("--seeds", is_flag=True, help="With --serve: the seed articles' manifests (docs/protections.md).")
+def demo(speed: float | None, serve: bool, real: bool, seeds: bool) -> None:
     """Replay sample events through the real handlers on a simulated GPU cluster and AWS;
     with --serve, print the `export` lines of a sandbox and keep it up until Ctrl-C; with --real,
     on a real control plane (etcd, kube-apiserver, controller-manager, scheduler, KWOK, Karpenter)."""
     from gpuwarden.checkout import simulator
 
+    if seeds and (real or not serve):
+        raise click.UsageError("--seeds is a sandbox of the simulator: use it with --serve, without --real")
     if real:
         if speed is not None:
             raise click.UsageError("--speed is the simulator's clock: the real plane runs in real time")
@@ -212,7 +215,7 @@ def demo(speed: float | None, serve: bool, real: bool) -> None:
         except harness.PlaneError as err:
             raise click.ClickException(str(err)) from None
     if serve:
-        sys.exit(simulator("sim.serve").serve(speed=SANDBOX_SPEED if speed is None else speed))
+        sys.exit(simulator("sim.serve").serve(speed=SANDBOX_SPEED if speed is None else speed, seeds=seeds))
     sys.exit(simulator("sim.demo").run_demo(speed=DEMO_SPEED if speed is None else speed))
 
 

@@ -26,6 +26,7 @@ CHECKS = [
     "nodepool-termination-grace",
     "checkpoint-annotations",
     "checkpoint-gangs",
+    "checkpoint-coverage",
     "static-nodepool-gpu-limit",
     "gpu-health",
     "karpenter-expiry",

@@ -70,3 +70,30 @@ def test_the_sandbox_serves_the_demo_cluster_until_sigint() -> None:
         out, err = server.communicate(timeout=60)
     assert server.returncode == 0, err[-2000:]
     assert "sandbox stopped" in out
+
+
+def test_the_sandbox_serves_the_seed_manifests_with_seeds() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GPUWARDEN_", "KUBECONFIG", "DRY_RUN"))}
+    server = subprocess.Popen(
+        [str(GPUWARDEN), "demo", "--serve", "--seeds"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        exports: dict[str, str] = {}
+        assert server.stdout is not None
+        for line in server.stdout:
+            if line.startswith("export "):
+                exports = dict(item.split("=", 1) for item in shlex.split(line[len("export ") :]))
+                break
+        # When doctor runs against it, its checkpoint-coverage names the seeds' own training Job
+        doctor = subprocess.run(
+            [str(GPUWARDEN), "doctor", "--json"], capture_output=True, text=True, env=env | exports, timeout=120
+        )
+        findings = {f["check"]: f for f in json.loads(doctor.stdout)["findings"]}
+        assert "Job ml/distributed-training" in findings["checkpoint-coverage"]["message"], findings
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.communicate(timeout=60)

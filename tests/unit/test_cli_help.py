@@ -31,8 +31,8 @@ class Recorded:
 
         class Module:
             @staticmethod
-            def serve(speed: float) -> int:
-                recorded.calls.append(("serve", speed))
+            def serve(speed: float, seeds: bool = False) -> int:
+                recorded.calls.append(("serve --seeds" if seeds else "serve", speed))
                 return 0
 
             @staticmethod
@@ -49,6 +49,7 @@ class Recorded:
         ([], ("demo", 10.0)),
         (["--serve"], ("serve", 1.0)),
         (["--serve", "--speed", "10"], ("serve", 10.0)),
+        (["--serve", "--seeds"], ("serve --seeds", 1.0)),
         (["--speed", "2.5"], ("demo", 2.5)),
     ],
 )

@@ -24,15 +24,6 @@ class NodePlan:
     refused: str | None = None
 
 
-def do_not_disrupt_reason(node: NodeView, pods: Sequence[PodView]) -> str | None:
-    if node.do_not_disrupt:
-        return f"node {node.name} carries karpenter.sh/do-not-disrupt"
-    holder = next((p for p in pods if p.do_not_disrupt and not p.finished), None)
-    if holder is not None:
-        return f"pod {holder.key} carries karpenter.sh/do-not-disrupt"
-    return None
-
-
 #: A loss warning handled more than this long after its own deadline, for a node that is still
 #: there, is a replay (a dead-letter redrive, a copied sample): EC2 did not take the node.
 STALE_AFTER = timedelta(minutes=10)

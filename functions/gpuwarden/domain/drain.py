@@ -12,6 +12,11 @@ One round looks at every pod on the node and decides a `PodStep`:
                   ``deadline - terminationGracePeriodSeconds`` is deleted with the grace
                   period that is left, so it stops before the instance does.
 
+What protects a pod on the kind's drain is the kind's row of `domain.protections` (its ``kind``
+in the context): on an expiry an owner's ``karpenter.sh/do-not-disrupt`` pod is left to Karpenter
+(``skip``), and the "deadline" a PDB yields to is Karpenter's forced moment (expiry + the
+NodeClaim's terminationGracePeriod; none: never), not the expiry.
+
 Pods leave in priority order, as the kubelet's graceful node shutdown takes them: a pod is
 not asked to leave while a pod of lower ``spec.priority`` on the node has not been asked yet
 (it waits, ``held_for`` says behind which priority), and within a round the requests go out
@@ -30,6 +35,8 @@ from typing import Literal
 
 from gpuwarden.domain.checkpoint import BadCheckpoint, checkpoint_spec, current_request
 from gpuwarden.domain.gang_progress import GangHold
+from gpuwarden.domain.notice import Kind
+from gpuwarden.domain.protections import do_not_disrupt_left, force_deadline
 from gpuwarden.domain.views import PodView
 
 CHECKPOINT_TIMED_OUT = "checkpoint timed out"
@@ -76,6 +83,18 @@ class DrainContext:
     #: The doomed node's pods that belong to a gang (pod key → what the gang means for it):
     #: such a pod leaves only once its gang has checkpointed (docs/training-jobs.md).
     gangs: Mapping[str, GangHold] = field(default_factory=dict)
+    #: The notice's kind: its row of `domain.protections` says what holds on this drain (None:
+    #: as a loss warning's, the deadline is the instance's end).
+    kind: Kind | None = None
+    #: Karpenter's own forced moment for the node (`protections.karpenter_forces_at`), for a kind
+    #: whose PDBs and do-not-disrupt hold until Karpenter forces them; None there: never.
+    forced_at: datetime | None = None
+
+    @property
+    def hard_deadline(self) -> datetime | None:
+        """When pods are forced off the node whatever protects them: the deadline of a loss
+        warning, Karpenter's forced moment on an expiry (None: never)."""
+        return force_deadline(self.kind, self.deadline, self.forced_at)
 
 
 def skip_reason(pod: PodView) -> str | None:
@@ -105,7 +124,8 @@ MIN_GRACE_SECONDS = 1
 def grace_left(ctx: DrainContext) -> int | None:
     """The longest grace a pod may still get: what is left before ``deadline - STOP_MARGIN_SECONDS``
     (never below ``MIN_GRACE_SECONDS``)."""
-    left = seconds_left(ctx)
+    hard = ctx.hard_deadline
+    left = None if hard is None else (hard - ctx.now).total_seconds()
     return None if left is None else max(MIN_GRACE_SECONDS, int(left) - STOP_MARGIN_SECONDS)
 
 
@@ -118,15 +138,18 @@ def grace_for(pod: PodView, ctx: DrainContext) -> int | None:
 
 
 def must_delete(pod: PodView, ctx: DrainContext) -> bool:
-    """Involuntary and past `deadline - grace`: a refused eviction becomes a delete."""
-    if not ctx.involuntary or ctx.deadline is None:
+    """Involuntary and past `deadline - grace`: a refused eviction becomes a delete (on an expiry,
+    past Karpenter's forced moment - grace: `ctx.hard_deadline`)."""
+    hard = ctx.hard_deadline
+    if not ctx.involuntary or hard is None:
         return False
-    return ctx.now >= ctx.deadline - timedelta(seconds=pod.grace_seconds)
+    return ctx.now >= hard - timedelta(seconds=pod.grace_seconds)
 
 
 def _terminating_step(pod: PodView, ctx: DrainContext) -> PodStep:
     assert pod.deletion_timestamp is not None
-    stop_by = None if ctx.deadline is None else ctx.deadline - timedelta(seconds=STOP_MARGIN_SECONDS)
+    hard = ctx.hard_deadline
+    stop_by = None if hard is None else hard - timedelta(seconds=STOP_MARGIN_SECONDS)
     grace = grace_left(ctx) or MIN_GRACE_SECONDS
     shorter = pod.deletion_timestamp > ctx.now + timedelta(seconds=grace)  # a delete can only shorten it
     if ctx.involuntary and stop_by is not None and pod.deletion_timestamp > stop_by and shorter:
@@ -196,6 +219,9 @@ def decide_pod(pod: PodView, ctx: DrainContext) -> PodStep:
     step = _checkpoint_step(pod, ctx)
     if step is None:
         step = PodStep(pod.key, "evict", "no checkpoint handshake", grace_for(pod, ctx))
+    left = do_not_disrupt_left(ctx.kind, pod, ctx.forced_at) if step.step in ("evict", "delete") else None
+    if left is not None:
+        return PodStep(pod.key, "skip", left)
     return _after_gang(step, pod, ctx)
 
 
@@ -209,9 +235,10 @@ def hold_until(pod: PodView, ctx: DrainContext) -> datetime | None:
     """The latest a pod may be held behind lower-priority pods (involuntary, with a deadline): it
     must start leaving then to keep its whole grace before the instance stops. None: no bound
     other than the lower-priority pods' own checkpoint timeouts."""
-    if not ctx.involuntary or ctx.deadline is None:
+    hard = ctx.hard_deadline
+    if not ctx.involuntary or hard is None:
         return None
-    return ctx.deadline - timedelta(seconds=pod.grace_seconds + STOP_MARGIN_SECONDS)
+    return hard - timedelta(seconds=pod.grace_seconds + STOP_MARGIN_SECONDS)
 
 
 def _hold(step: PodStep, pod: PodView, lowest_waiting: int | None, ctx: DrainContext) -> PodStep:

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 
 from gpuwarden.domain.annotations import rfc3339
 from gpuwarden.domain.nodepools import NEVER, NodeClaimView, parse_go_duration
+from gpuwarden.domain.protections import karpenter_forces_at
 from gpuwarden.domain.windows import Window, latest_allowed_window_before
 
 
@@ -29,6 +30,15 @@ class Expiry:
     claim: str
     at: datetime | None
     reason: str
+    #: The NodeClaim's ``spec.terminationGracePeriod`` (None: none set, or unreadable): how long
+    #: Karpenter's termination waits for do-not-disrupt and PDB-blocked pods after the expiry
+    #: (`domain.protections`).
+    termination_grace: timedelta | None = None
+
+    @property
+    def karpenter_forces_at(self) -> datetime | None:
+        """When Karpenter forces the node's remaining pods: expiry + terminationGracePeriod."""
+        return None if self.at is None else karpenter_forces_at(self.at, self.termination_grace)
 
 
 def expiry_of(claim: NodeClaimView) -> Expiry:
@@ -43,7 +53,16 @@ def expiry_of(claim: NodeClaimView) -> Expiry:
     except ValueError as err:
         return Expiry(claim.name, None, f"NodeClaim {claim.name}: {err}: Karpenter cannot read it either")
     at = claim.created + after
-    return Expiry(claim.name, at, f"NodeClaim {claim.name} expires at {rfc3339(at)} (created + {text})")
+    grace = _grace(claim.termination_grace)
+    return Expiry(claim.name, at, f"NodeClaim {claim.name} expires at {rfc3339(at)} (created + {text})", grace)
+
+
+def _grace(text: str | None) -> timedelta | None:
+    """A terminationGracePeriod Karpenter cannot read is read as none: gpuwarden then never forces."""
+    try:
+        return None if text is None else parse_go_duration(text)
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)

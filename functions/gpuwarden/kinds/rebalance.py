@@ -2,9 +2,10 @@
 
 from collections.abc import Sequence
 
-from gpuwarden.domain.decide import AskWindows, NodePlan, do_not_disrupt_reason
+from gpuwarden.domain.decide import AskWindows, NodePlan
 from gpuwarden.domain.notice import Kind
 from gpuwarden.domain.policy import Policy
+from gpuwarden.domain.protections import do_not_disrupt_refusal
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.kinds.spec import KindSpec
 from gpuwarden.services.engine import karpenter
@@ -21,7 +22,7 @@ def plan_rebalance(node: NodeView, pods: Sequence[PodView], policy: Policy, wind
     if policy.rebalance.action == "prepare":
         return NodePlan(True, replace, False, "rebalance: prepare (policy rebalance.action=prepare)")
     # a window's (then a budget's) refusal is the reason given, whatever else would also refuse
-    refused = windows().refused or do_not_disrupt_reason(node, pods)
+    refused = windows().refused or do_not_disrupt_refusal(Kind.REBALANCE, node, pods)
     if refused is not None:
         return NodePlan(True, replace, False, "rebalance: prepare only", refused=refused)
     return NodePlan(True, replace, True, "rebalance: drain (policy rebalance.action=drain)")

@@ -22,7 +22,6 @@ from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.accelerators import is_neuron_node, node_accelerator_count
 from gpuwarden.domain.actions import ActionType, DrainOutcome
 from gpuwarden.domain.alerts import coverage_refusal
-from gpuwarden.domain.decide import do_not_disrupt_reason
 from gpuwarden.domain.errors import NotFound
 from gpuwarden.domain.gpu_idle import (
     CLAIMED_AT,
@@ -40,6 +39,7 @@ from gpuwarden.domain.gpu_idle import (
     state_refusal,
 )
 from gpuwarden.domain.notice import Notice
+from gpuwarden.domain.protections import do_not_disrupt_refusal
 from gpuwarden.domain.views import NodeView
 from gpuwarden.kinds.gpu_idle.reschedule import comes_back_refusal
 from gpuwarden.observability import logger
@@ -75,7 +75,7 @@ def guardrails(d: Disruption) -> str | None:
     # A window's refusal comes first, then the NodePool's budgets (Empty or Underutilized): the
     # first is the reason given, whatever else would also refuse.
     refused = voluntary_verdict_of(deps, node, lambda: d.pods, d.notice.kind).refused
-    refused = refused or do_not_disrupt_reason(node, d.pods)
+    refused = refused or do_not_disrupt_refusal(d.notice.kind, node, d.pods)
     if refused is not None:
         return refused
     nodes = deps.kube.list_nodes()

@@ -19,6 +19,7 @@ from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.expiry import Expiry, ExpiryPlan, expiry_of, plan_expiry
 from gpuwarden.domain.nodepools import claim_of, nodeclaim_from_json
 from gpuwarden.domain.notice import Kind, Notice
+from gpuwarden.domain.protections import FORCED_AT
 from gpuwarden.domain.views import NodeView
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.disrupt import disrupt
@@ -67,7 +68,8 @@ def _notice(node: NodeView, expiry: Expiry, now: datetime, source: str) -> Notic
         event_time=now,
         source=source,
         detail_type="Karpenter expiry plan",
-        detail={"nodeclaim": expiry.claim, "expires": ann.rfc3339(expiry.at)},
+        detail={"nodeclaim": expiry.claim, "expires": ann.rfc3339(expiry.at)}
+        | ({FORCED_AT: ann.rfc3339(forced)} if (forced := expiry.karpenter_forces_at) is not None else {}),
     )
 
 

@@ -8,6 +8,11 @@ schedules nothing twice), mirrored in the ledger, and acted on by a one-time Eve
 Scheduler schedule (``at(…)``, named after the plan: idempotent) whose input is the
 ``maintenance-due`` tick. Locally there is no Scheduler: the result names the tick to invoke.
 
+The NodePool's own budgets hold with or without gpuwarden windows (`domain.protections`): a
+maintenance that a budget refuses now, with no window that fits, is planned for the latest moment
+that still ends before its deadline (the deadline minus the drain it needs), naming the budget;
+then the budget is asked again, and once the deadline forces the drain it no longer holds.
+
 When the plan is due, the windows are asked again (a window's ``max_disruptions`` may be
 used up by drains in progress): refused with time to spare, the plan waits 5 minutes and
 asks again; refused with no time to spare, the drain runs, because the deadline is hard.
@@ -22,10 +27,10 @@ from dateutil.parser import isoparse
 
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.actions import ActionType
-from gpuwarden.domain.decide import do_not_disrupt_reason
 from gpuwarden.domain.notice import Kind, Notice
+from gpuwarden.domain.protections import do_not_disrupt_refusal
 from gpuwarden.domain.views import NodeView
-from gpuwarden.domain.windows import OpenWindow, latest_allowed_window_before
+from gpuwarden.domain.windows import latest_allowed_window_before
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.disrupt import disrupt, ignored
 from gpuwarden.services.engine.node_ops import find_node, not_ours, voluntary_verdict_of
@@ -77,18 +82,25 @@ def _plan_or_drain(notice: Notice, recorder: Recorder, node: NodeView, hooks: Ki
     if deps.policy.windows and deadline - now >= needed:
         found = latest_allowed_window_before(deps.policy.windows, now, deadline, node.nodepool, needed)
     if found is None:
+        verdict = voluntary_verdict_of(deps, node, lambda: deps.kube.list_pods_on_node(node.name), notice.kind, now)
+        latest = deadline - needed
+        if verdict.by == "budget" and verdict.refused and latest - now >= RETRY_AFTER:
+            held = f"{BUDGET_PLAN}{node.nodepool}@{ann.rfc3339(latest)}"
+            return _hold(notice, recorder, node, held, f"refused now: {verdict.refused}")
         why = (
             f"no allowed window of {_hours(needed)} fits before the maintenance starts at {ann.rfc3339(deadline)}: "
             "draining now so that it ends before the start"
         )
         if not deps.policy.windows:
             why = "no budget windows configured: draining now"
+        if verdict.refused:
+            why = f"{why} ({verdict.refused}, but the maintenance starts at {ann.rfc3339(deadline)})"
         return _execute(notice, recorder, node, hooks, drain_locally, why)
     assert found.usable is not None  # set by latest_allowed_window_before
     if found.usable.start <= now:
         why = f"window {found.name!r} {found.describe()} is open now, before the maintenance starts"
         return _when_due(notice, recorder, node, hooks, drain_locally, why)
-    return _hold(notice, recorder, node, found)
+    return _hold(notice, recorder, node, f"{found.name}@{ann.rfc3339(found.usable.start)}", found.describe())
 
 
 def _hours(span: timedelta) -> str:
@@ -103,16 +115,25 @@ def _held_start(held: str) -> datetime:
     return isoparse(held.rpartition("@")[2])
 
 
+#: A plan held for the latest start before the deadline, because the NodePool's budget refused
+#: (``gpuwarden.io/maintenance-plan: nodepool-budget:<pool>@<start>``), not for a window.
+BUDGET_PLAN = "nodepool-budget:"
+
+
 def _describe_held(held: str) -> str:
     window, _, start = held.rpartition("@")
+    if window.startswith(BUDGET_PLAN):
+        pool = window.removeprefix(BUDGET_PLAN)
+        return f"the latest start that ends before the deadline, {start} (NodePool {pool}'s budget refuses now)"
     return f"window {window!r} from {start}"
 
 
-def _hold(notice: Notice, recorder: Recorder, node: NodeView, found: OpenWindow) -> Result:
-    assert found.usable is not None
-    start = found.usable.start
+def _hold(notice: Notice, recorder: Recorder, node: NodeView, held: str, describe: str) -> Result:
+    """Plan the drain for the held start (``<window>@<start>``, or a budget's, `BUDGET_PLAN`)."""
+    start = _held_start(held)
     plan_id = plan_id_for(notice.event_id)
-    held = f"{found.name}@{ann.rfc3339(start)}"
+    window = held.rpartition("@")[0]
+    by_budget = window.startswith(BUDGET_PLAN)
     node, fresh = _annotate_plan(recorder, node, notice, plan_id, held)
     if not fresh:
         return notice_result(
@@ -122,10 +143,11 @@ def _hold(notice: Notice, recorder: Recorder, node: NodeView, found: OpenWindow)
         ActionType.MAINTENANCE_PLANNED,
         node,
         plan_id=plan_id,
-        window=found.name,
+        window=None if by_budget else window,
+        nodepool=node.nodepool if by_budget else None,
         start=ann.rfc3339(start),
         deadline=ann.rfc3339(notice.deadline) if notice.deadline else None,
-        reason=f"drain in window {found.name!r} from {ann.rfc3339(start)} {found.describe()}",
+        reason=f"drain in {_describe_held(held)} {describe}",
     )
     recorder.flush()
     if not recorder.deps.dry_run:
@@ -135,7 +157,7 @@ def _hold(notice: Notice, recorder: Recorder, node: NodeView, found: OpenWindow)
         )
     _schedule(recorder, node, plan_id, start)
     reason = (
-        f"planned: drain {node.name} in window {found.name!r} from {ann.rfc3339(start)} {found.describe()}, "
+        f"planned: drain {node.name} in {_describe_held(held)} {describe}, "
         f"before the maintenance starts at {ann.rfc3339(notice.deadline or start)}"
     )
     return notice_result(notice, recorder, node, outcome=finished(recorder.deps.dry_run), reason=reason)
@@ -222,8 +244,8 @@ def _when_due(
 
 def no_do_not_disrupt(d: Disruption) -> str | None:
     """The guard: the windows were asked when the plan was made (and again when it fell due), so
-    the mark only checks `karpenter.sh/do-not-disrupt`."""
-    return do_not_disrupt_reason(d.node, d.pods)
+    the mark only checks `karpenter.sh/do-not-disrupt` (`domain.protections`)."""
+    return do_not_disrupt_refusal(d.notice.kind, d.node, d.pods)
 
 
 def _execute(

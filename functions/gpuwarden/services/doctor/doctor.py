@@ -25,6 +25,7 @@ from gpuwarden.services.doctor.checks import (
     check_termination_grace,
     check_termination_handler,
 )
+from gpuwarden.services.doctor.coverage import check_checkpoint_coverage
 from gpuwarden.services.doctor.expiry import check_karpenter_expiry
 from gpuwarden.services.doctor.facts import ClusterFacts, DoctorReads, Finding, Severity, read_facts
 from gpuwarden.services.doctor.gangs import check_checkpoint_gangs
@@ -49,6 +50,7 @@ CLUSTER_CHECKS = (
     "nodepool-termination-grace",
     "checkpoint-annotations",
     "checkpoint-gangs",
+    "checkpoint-coverage",
     "static-nodepool-gpu-limit",
     "gpu-health",
     "karpenter-expiry",
@@ -98,6 +100,7 @@ def _cluster_findings(reads: DoctorReads, policy: Policy, now: datetime) -> list
         check_termination_grace(facts, policy),
         check_checkpoint_annotations(facts, policy),
         check_checkpoint_gangs(facts, policy),
+        check_checkpoint_coverage(facts, policy),
         check_static_gpu_limit(facts, policy),
         _gpu_health(facts, policy),
         check_karpenter_expiry(facts, policy, now),

@@ -52,6 +52,9 @@ class DrainState(BaseModel):
     event_id: str
     kind: Kind
     deadline: datetime | None = None
+    #: Karpenter's own forced moment for the node, on a kind whose protections hold until then
+    #: (`domain.protections`: an expiry's + terminationGracePeriod; None there: never).
+    forced_at: datetime | None = None
     #: The notice's own time (`checkpoint.current_request`: an acknowledgement before it is another's).
     notice_time: datetime | None = None
     started_at: datetime
@@ -127,6 +130,8 @@ def _context(
         event_id=state.event_id,
         involuntary=not recorder.deps.is_voluntary(state.kind),
         deadline=state.deadline,
+        kind=state.kind,
+        forced_at=state.forced_at,
         notice_time=state.notice_time,
         now=now,
         default_checkpoint_timeout=policy.checkpoint.default_timeout_seconds,
@@ -223,9 +228,9 @@ def _next_due(state: DrainState, steps: list[PodStep], pods: dict[str, PodView],
     """Seconds until the first per-pod time the backoff must not sleep past (involuntary): a blocked
     pod's `deadline - grace` (deleted then, or it would get less grace than it asked for) and a
     held pod's `hold_until` (asked to leave then, whatever lower-priority pods still do)."""
-    if not ctx.involuntary or state.deadline is None:
+    deadline = ctx.hard_deadline  # on an expiry, Karpenter's forced moment (`domain.protections`)
+    if not ctx.involuntary or deadline is None:
         return None
-    deadline = state.deadline
     times = [deadline - timedelta(seconds=pods[s.pod].grace_seconds) for s in steps if s.blocked]
     times += [t for s in steps if s.held_for is not None and (t := hold_until(pods[s.pod], ctx)) is not None]
     return min(((t - ctx.now).total_seconds() for t in times), default=None)

@@ -30,6 +30,7 @@ from gpuwarden.domain.errors import DrainGaveUp, DrainInterrupted, GpuwardenErro
 from gpuwarden.domain.gang_progress import Looks
 from gpuwarden.domain.gangs import Gang
 from gpuwarden.domain.notice import Notice
+from gpuwarden.domain.protections import forced_at_of
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.engine.checkpoint import Asking, PreparePod
 from gpuwarden.services.engine.context import Deps, FanOut, Recorder, worker_pool
@@ -283,6 +284,7 @@ def _start(d: Disruption) -> DrainState:
         event_id=notice.event_id,
         kind=notice.kind,
         deadline=notice.deadline,
+        forced_at=forced_at_of(notice),
         notice_time=notice.event_time,
         started_at=d.deps.clock(),
     )

@@ -14,9 +14,10 @@ from datetime import datetime
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.drain import DrainContext
 from gpuwarden.domain.gang_progress import GangHold, holds, progress
-from gpuwarden.domain.notice import Notice
+from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.pdb import PdbView, pdb_from_json
 from gpuwarden.domain.plan import PlanRow, plan_round
+from gpuwarden.domain.protections import forced_at_of
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.gangs import find_gangs
@@ -54,6 +55,8 @@ def plan_drain(
     involuntary: bool,
     deadline: datetime | None,
     notice_time: datetime | None,
+    kind: Kind | None = None,
+    forced_at: datetime | None = None,
 ) -> Plan:
     """What a drain of the node (``pods``) under ``recorder.event_id`` would do now."""
     deps = recorder.deps
@@ -77,6 +80,8 @@ def plan_drain(
         allow_exec=policy.allow_exec,
         notice_time=notice_time,
         gangs=gang_holds,
+        kind=kind,
+        forced_at=forced_at,
     )
     rows = plan_round(pods, ctx, pdbs)
     in_gang = {p: g for g, members in asked.items() for p in members}
@@ -99,6 +104,8 @@ def notice_plan(recorder: Recorder, notice: Notice, pods: list[PodView]) -> Plan
         involuntary=not deps.is_voluntary(notice.kind),
         deadline=notice.deadline,
         notice_time=notice.event_time,
+        kind=notice.kind,
+        forced_at=forced_at_of(notice),
     )
 
 

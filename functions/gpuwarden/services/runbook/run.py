@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuwarden.domain.actions import ActionType
-from gpuwarden.domain.decide import do_not_disrupt_reason
 from gpuwarden.domain.gang_progress import Looks
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.pdb import PdbView
+from gpuwarden.domain.protections import do_not_disrupt_refusal
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.drain import DrainState
@@ -93,7 +93,7 @@ def manual_refusal(deps: Deps, node: NodeView, pods: list[PodView], force: bool)
     if force:
         return None
     refused = voluntary_verdict_of(deps, node, lambda: pods, Kind.MANUAL).refused
-    refused = refused or do_not_disrupt_reason(node, pods)
+    refused = refused or do_not_disrupt_refusal(Kind.MANUAL, node, pods, force)
     return refused + FORCE_HINT if refused else None
 
 
