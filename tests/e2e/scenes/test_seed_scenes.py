@@ -23,7 +23,7 @@ import pytest
 
 from gpuwarden.domain import annotations as ann
 from realplane.aws import AwsWorld
-from realplane.harness import NODE_CLASS_REF, Plane, dump
+from realplane.plane.harness import NODE_CLASS_REF, Plane, dump
 from sim.seeds import LONG_TRAINING_JOB, TRAINING_POOL, nodepools, on_plane, workload
 from tests.e2e.scene import IMAGE, claims_naming_their_nodes, requests_of, running, scene_cluster
 from tests.e2e.world import CLUSTER, answer, invoke, rfc3339
