@@ -11,6 +11,7 @@ from typing import Any
 from gpuwarden.adapters.errors import aws_call, aws_error
 from gpuwarden.domain.errors import ReplacementError
 from gpuwarden.domain.gpu_idle import IdleMetric
+from gpuwarden.domain.instances import InstanceIdentity
 from gpuwarden.domain.ports import CapacityReservation
 from gpuwarden.observability import logger
 
@@ -80,9 +81,12 @@ class Cloud:
                 self._instances[instance_id] = instance
         return instance
 
-    def private_dns_name(self, instance_id: str) -> str | None:
+    def instance_identity(self, instance_id: str) -> InstanceIdentity | None:
         instance = self._instance(instance_id)
-        return (instance or {}).get("PrivateDnsName") or None
+        if instance is None:
+            return None
+        tags = {str(t.get("Key")): str(t.get("Value", "")) for t in instance.get("Tags", [])}
+        return InstanceIdentity(instance_id, instance.get("PrivateDnsName") or None, tags)
 
     def asg_of(self, instance_id: str) -> str | None:
         instance = self._instance(instance_id) or {}
