@@ -28,7 +28,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,7 @@ class Cluster:
     """Where the nodes go: ``node(name, instance)`` and ``pod(name, node)`` make the objects,
     ``create`` stores them (thread-safe), ``fail`` marks a node's GPUs unhealthy."""
 
-    def __init__(self, label: str, env: dict[str, str], create: Callable[[dict[str, Any]], None]) -> None:
+    def __init__(self, label: str, env: dict[str, str], create: Callable[[dict[str, Any]], object]) -> None:
         self.label, self.env, self.create = label, env, create
         self.node: Callable[[str, str], dict[str, Any]]
         self.pod: Callable[[str, str], dict[str, Any]]
@@ -245,7 +245,8 @@ def measure(
     figures: list[Figure] = []
     skipped: list[str] = []
     failed: list[str] = []
-    planes: list[Callable[[str], Any]] = [_sim_cluster] + ([_real_cluster] if real else [])
+    planes: list[Callable[[str], AbstractContextManager[Cluster]]] = [_sim_cluster]
+    planes += [_real_cluster] if real else []
     for make in planes:
         for size in sizes:
             with ec2_world() as ec2:
