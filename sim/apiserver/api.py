@@ -12,6 +12,7 @@ from typing import Any
 from sim.apiserver import errors, karpenter_crds
 from sim.apiserver.authz import Authorizer
 from sim.apiserver.disruption import Disruption
+from sim.apiserver.paging import Page, continue_metadata
 from sim.apiserver.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 from sim.apiserver.priority import admit_pod
 from sim.apiserver.registry import Registry, ResourceType
@@ -173,9 +174,10 @@ class Api:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        page: Page | None = None,
     ) -> tuple[builtins.list[Obj], str]:
         wanted, indexed = self._selection(rtype, label_selector, field_selector)
-        items, rv = self.store.list(rtype, namespace, wanted, indexed)
+        items, rv = self.store.list(rtype, namespace, wanted, indexed, page=page)
         return [self._decorate(rtype, o) for o in items], rv
 
     def list_body(
@@ -184,14 +186,16 @@ class Api:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        page: Page | None = None,
     ) -> bytes | None:
         """`list_doc` of `list`, as the bytes the server sends, encoded from the stored objects
         without copying them; None for a type whose reads are decorated (PDB status)."""
         if rtype.kind in DECORATED:
             return None
         wanted, indexed = self._selection(rtype, label_selector, field_selector)
-        items, rv = self.store.list(rtype, namespace, wanted, indexed, render=encoded)
-        head = json.dumps(self.list_doc(rtype, [], rv), separators=(",", ":"))
+        items, rv = self.store.list(rtype, namespace, wanted, indexed, render=encoded, page=page)
+        filtered = bool(label_selector or field_selector)
+        head = json.dumps(self.list_doc(rtype, [], rv, page, filtered), separators=(",", ":"))
         return (head[: -len("[]}")] + "[" + ",".join(items) + "]}").encode()
 
     @staticmethod
@@ -209,11 +213,13 @@ class Api:
 
         return wanted, indexed
 
-    def list_doc(self, rtype: ResourceType, items: builtins.list[Obj], rv: str) -> Obj:
+    def list_doc(
+        self, rtype: ResourceType, items: builtins.list[Obj], rv: str, page: Page | None = None, filtered: bool = False
+    ) -> Obj:
         return {
             "kind": f"{rtype.kind}List",
             "apiVersion": rtype.api_version,
-            "metadata": {"resourceVersion": rv},
+            "metadata": {"resourceVersion": rv, **continue_metadata(page, rv, filtered)},
             "items": items,
         }
 

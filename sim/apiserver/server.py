@@ -19,6 +19,7 @@ from sim.apiserver.authz import request_attributes
 from sim.apiserver.discovery import discovery_doc, no_such_path
 from sim.apiserver.faults import Fault, RequestInfo
 from sim.apiserver.http_state import RequestRecord, Response, Route, ServerState
+from sim.apiserver.paging import page_of
 from sim.apiserver.registry import ResourceType
 from sim.apiserver.streams import Streams
 from sim.apiserver.tables import to_table, wants_table
@@ -269,12 +270,17 @@ class SimHandler(Streams):
             if method in ("GET", "HEAD"):
                 if q("watch") in ("true", "1"):
                     return self._watch(rt, ns, query)
+                page = page_of(q("limit"), q("continue"))
                 if not wants_table(self.headers.get("Accept", "")):
-                    encoded = api.list_body(rt, ns, q("labelSelector"), q("fieldSelector"))
+                    encoded = api.list_body(rt, ns, q("labelSelector"), q("fieldSelector"), page)
                     if encoded is not None:
                         return self._send(200, encoded)
-                items, rv = api.list(rt, ns, q("labelSelector"), q("fieldSelector"))
-                return self._send_json(200, self._maybe_table(rt, items, rv) or api.list_doc(rt, items, rv))
+                items, rv = api.list(rt, ns, q("labelSelector"), q("fieldSelector"), page)
+                doc = api.list_doc(rt, items, rv, page, bool(q("labelSelector") or q("fieldSelector")))
+                table = self._maybe_table(rt, items, rv)
+                if table is not None:  # kubectl reads a table in chunks (--chunk-size, 500) too
+                    table["metadata"] = {**table.get("metadata", {}), **doc["metadata"]}
+                return self._send_json(200, table or doc)
             if method == "POST":
                 return self._send_json(201, api.create(rt, ns, parse_json(body)))
             if method == "DELETE":

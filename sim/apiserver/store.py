@@ -170,14 +170,16 @@ class Store:
         predicate: Callable[[Obj], bool] | None = None,
         indexed: tuple[str, str] | None = None,
         render: Callable[[Obj], Any] = clone,
+        page: Callable[[builtins.list[BucketKey]], builtins.list[BucketKey]] | None = None,
     ) -> tuple[builtins.list[Any], str]:
         """The objects ``predicate`` accepts, in (namespace, name) order, each a copy (``render``: made
         under the lock from the stored object instead, e.g. `encoded`, the compact JSON the server
         sends: no copy to serialize). ``indexed`` (a field path and value the predicate requires, on
-        one of the type's indexed fields) narrows the scan."""
+        one of the type's indexed fields) narrows the scan; ``page`` cuts the selected keys (`paging.Page`)."""
         with self._lock:
             bucket = self._bucket(rtype)
-            return [render(bucket[key]) for key in self._select(rtype, namespace, predicate, indexed)], str(self._rv)
+            keys = self._select(rtype, namespace, predicate, indexed)
+            return [render(bucket[key]) for key in (page(keys) if page else keys)], str(self._rv)
 
     def _select(
         self,

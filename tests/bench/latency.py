@@ -16,18 +16,18 @@ from sim import KubeSim
 from sim import builders as b
 from sim.actors.workloads import Workloads
 from tests.bench.common import Figure, bench_env, figure, run_child
+from tests.bench.ec2 import Instances, ec2_world
 
 SIGNAL_PODS = 8
 GOALS = {"cordon_p50": 20.0, "cordon_p99": 50.0, "last_signal_p50": 200.0}
 SMALLEST: dict[str, int] = {"runs": 1}
 
 
-def _scene(sim: KubeSim, runs: int) -> list[tuple[str, str]]:
+def _scene(sim: KubeSim, runs: int, ec2: Instances) -> list[tuple[str, str]]:
     sim.create(b.nodepool())
     made = []
-    for i in range(runs):
-        name, instance = f"ip-10-8-{i // 250}-{i % 250}.us-west-2.compute.internal", f"i-0a7e{i:013x}"
-        node = sim.create(b.gpu_node(name, instance, ip=f"10.8.{i // 250}.{i % 250}"))
+    for i, (instance, name) in enumerate(ec2.launch(runs)):  # named as EKS names them: EC2's DNS name
+        node = sim.create(b.gpu_node(name, instance))
         sim.create(b.daemonset_pod(node))
         for p in range(SIGNAL_PODS):
             sim.create(b.training_pod(f"train-{i}-{p}-worker", node, gpus=1, checkpoint="signal:SIGUSR1"))
@@ -36,14 +36,17 @@ def _scene(sim: KubeSim, runs: int) -> list[tuple[str, str]]:
 
 
 def measure(runs: int = 50) -> list[Figure]:
-    with KubeSim(clock_speed=1.0) as sim, tempfile.TemporaryDirectory(prefix="gpuwarden-latency-") as tmp:
+    with (
+        KubeSim(clock_speed=1.0) as sim,
+        tempfile.TemporaryDirectory(prefix="gpuwarden-latency-") as tmp,
+        ec2_world() as ec2,
+    ):
         Workloads(sim, delay=5.0).install()
-        plan = _scene(sim, runs + 1)  # +1 warm-up
+        plan = _scene(sim, runs + 1, ec2)  # +1 warm-up
         runs_file = Path(tmp) / "runs.json"
         runs_file.write_text(json.dumps(plan))
-        result = run_child(
-            ["-m", "tests.bench.latency_child", str(runs_file)], bench_env(KUBECONFIG=str(sim.kubeconfig_path))
-        )
+        env = bench_env(KUBECONFIG=str(sim.kubeconfig_path), AWS_ENDPOINT_URL=ec2.endpoint)
+        result = run_child(["-m", "tests.bench.latency_child", str(runs_file)], env)
     samples = result["samples"]
     cordon = [s["cordon_ms"] for s in samples]
     signal = [s["last_signal_ms"] for s in samples]

@@ -41,6 +41,7 @@ from sim import builders as b
 from sim.actors.workloads import Workloads
 from tests.bench.cold_start import spot_event
 from tests.bench.common import REPO, RESULT_PREFIX, Figure, bench_env, percentile, run_child
+from tests.bench.ec2 import Instances, ec2_world
 
 GOAL_CORDON_SECONDS = 2.0
 GOAL_CHECKPOINT_SECONDS = 5.0
@@ -85,13 +86,12 @@ def drain_concurrency() -> int:
     return int(DRAIN.reserved_concurrency)
 
 
-def _scene(sim: KubeSim, scale: Scale) -> list[tuple[str, str]]:
+def _scene(sim: KubeSim, scale: Scale, ec2: Instances) -> list[tuple[str, str]]:
     sim.create(b.nodepool(gpu_limit=None))
     ds = sim.create(b.daemonset())
     made = []
-    for n in range(scale.nodes):
-        name, instance = f"ip-10-6-{n // 200}-{n % 200 + 1}.us-west-2.compute.internal", f"i-0aa55{n:012x}"
-        node = b.gpu_node(name, instance, ip=f"10.6.{n // 200}.{n % 200 + 1}")
+    for n, (instance, name) in enumerate(ec2.launch(scale.nodes)):  # named as EKS names them: EC2's DNS name
+        node = b.gpu_node(name, instance)
         claim = sim.create(b.nodeclaim_for(node))["metadata"]  # as Karpenter registers it: owned by its claim
         owner = {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "name": claim["name"], "uid": claim["uid"]}
         node["metadata"]["ownerReferences"] = [owner | {"blockOwnerDeletion": True}]
@@ -157,9 +157,13 @@ def _real_after(stamps: list[str], ready: datetime, speed: float) -> float:
 
 def one_run(workers: int, drainers: int, scale: Scale = SCALE) -> dict[str, Any]:
     speed = scale.speed
-    with KubeSim(clock_speed=speed) as sim, tempfile.TemporaryDirectory(prefix="gpuwarden-mass-") as tmp:
+    with (
+        KubeSim(clock_speed=speed) as sim,
+        tempfile.TemporaryDirectory(prefix="gpuwarden-mass-") as tmp,
+        ec2_world() as ec2,
+    ):
         Workloads(sim, delay=10.0).install()
-        nodes = _scene(sim, scale)
+        nodes = _scene(sim, scale, ec2)
         spare = sim.create(b.gpu_node("ip-10-7-0-1.us-west-2.compute.internal", "i-0bb5500000000001"))
         sim.clear_requests()
         start = sim.clock.now()
@@ -176,7 +180,7 @@ def one_run(workers: int, drainers: int, scale: Scale = SCALE) -> dict[str, Any]
             "profile": os.environ.get("GPUWARDEN_BENCH_MASS_PROFILE", ""),
         }
         plan_file.write_text(json.dumps(plan))
-        env = bench_env(KUBECONFIG=str(sim.kubeconfig_path))
+        env = bench_env(KUBECONFIG=str(sim.kubeconfig_path), AWS_ENDPOINT_URL=ec2.endpoint)
         sim_cpu, lambdas_cpu = _cpu_seconds()
         result = run_child(["-m", "tests.bench.mass_child", str(plan_file)], env, 900)
         sim_cpu, lambdas_cpu = (

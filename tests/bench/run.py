@@ -5,7 +5,7 @@ command fails only when a benchmark cannot run at all for a reason other than a 
 (kubectl absent, no layer build).
 
     python -m tests.bench.run [--smallest]
-        [--only cold,latency,drain,mass,gangs,memory,artifacts,soak,gpu_health,realplane]
+        [--only cold,latency,drain,mass,gangs,memory,artifacts,soak,gpu_health,realplane,scale]
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ BENCHES: dict[str, str] = {
     "soak": "tests.bench.soak",
     "gpu_health": "tests.bench.gpu_health",
     "realplane": "tests.bench.realplane",
+    "scale": "tests.bench.scale",
 }
 
 

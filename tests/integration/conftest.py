@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 
 from gpuwarden.adapters.ledger import MemoryLedger
@@ -89,4 +90,8 @@ class World:
 @pytest.fixture
 def world(sim: KubeSim, aws: None) -> World:
     os.environ.pop("KUBECONFIG", None)
+    # A Spot warning asks EC2 first (docs/events.md, "Finding the node"): moto's EC2 is made on
+    # its first call, seconds of real time (minutes of the simulator's 20x clock), so it is made
+    # here, before any scenario's deadline starts running.
+    boto3.client("ec2", region_name="us-west-2").describe_instances()
     return World(sim=sim, workloads=Workloads(sim, delay=1.0).install(), ledger=MemoryLedger())

@@ -39,6 +39,11 @@ def aws() -> Iterator[None]:
     from moto import mock_aws
 
     with mock_aws():
+        import boto3
+
+        # made now, not inside a scenario's deadline: a Spot warning asks EC2 first (its first
+        # call costs moto seconds of real time; tests/integration/conftest.py `world`)
+        boto3.client("ec2", region_name="us-west-2").describe_instances()
         yield
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from gpuwarden.adapters.errors import aws_call, aws_error
 from gpuwarden.domain.errors import ReplacementError
 from gpuwarden.domain.gpu_idle import IdleMetric
+from gpuwarden.domain.instances import InstanceIdentity
 from gpuwarden.domain.ports import CapacityReservation
 from gpuwarden.observability import logger
 
@@ -39,17 +40,26 @@ class Cloud:
         self._lock = threading.Lock()
         self._instances: dict[str, dict[str, Any]] = {}
 
-    def _client(self, service: str) -> Any:
+    def _client(self, service: str, *, quick: bool = False) -> Any:
         from botocore.config import Config
 
         from gpuwarden.adapters.sdk import client
 
-        config = Config(retries={"max_attempts": 8, "mode": "adaptive"}, connect_timeout=3, read_timeout=10)
+        if quick:  # a lookup with a fallback: a second of waiting at most, never the SDK's retries
+            config = Config(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=1, read_timeout=2)
+        else:
+            config = Config(retries={"max_attempts": 8, "mode": "adaptive"}, connect_timeout=3, read_timeout=10)
         return client(service, self._region, config)
 
     @cached_property
     def ec2(self) -> Any:
         return self._client("ec2")
+
+    @cached_property
+    def ec2_lookup(self) -> Any:
+        """EC2 for `instance_identity`: one attempt, short timeouts (the nodes' list is its fallback:
+        an EC2 the function cannot reach costs a notice a second, not the SDK's 15 s of retries)."""
+        return self._client("ec2", quick=True)
 
     @cached_property
     def autoscaling(self) -> Any:
@@ -59,14 +69,14 @@ class Cloud:
     def cloudwatch(self) -> Any:
         return self._client("cloudwatch")
 
-    def _instance(self, instance_id: str) -> dict[str, Any] | None:
+    def _instance(self, instance_id: str, *, quick: bool = False) -> dict[str, Any] | None:
         with self._lock:
             if instance_id in self._instances:
                 return self._instances[instance_id]
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
-            answer = self.ec2.describe_instances(InstanceIds=[instance_id])
+            answer = (self.ec2_lookup if quick else self.ec2).describe_instances(InstanceIds=[instance_id])
         except ClientError as err:
             if err.response.get("Error", {}).get("Code") == "InvalidInstanceID.NotFound":
                 return None
@@ -80,9 +90,12 @@ class Cloud:
                 self._instances[instance_id] = instance
         return instance
 
-    def private_dns_name(self, instance_id: str) -> str | None:
-        instance = self._instance(instance_id)
-        return (instance or {}).get("PrivateDnsName") or None
+    def instance_identity(self, instance_id: str) -> InstanceIdentity | None:
+        instance = self._instance(instance_id, quick=True)
+        if instance is None:
+            return None
+        tags = {str(t.get("Key")): str(t.get("Value", "")) for t in instance.get("Tags", [])}
+        return InstanceIdentity(instance_id, instance.get("PrivateDnsName") or None, tags)
 
     def asg_of(self, instance_id: str) -> str | None:
         instance = self._instance(instance_id) or {}

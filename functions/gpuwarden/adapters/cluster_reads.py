@@ -35,10 +35,6 @@ class ClusterReads(KubeClient):
         status = answer.get("status") or {}
         return bool(status.get("allowed")), str(status.get("reason") or status.get("evaluationError") or "")
 
-    def _items(self, path: str, label_selector: str | None = None) -> list[dict[str, Any]]:
-        query = [("labelSelector", label_selector)] if label_selector else []
-        return list(self._json("GET", path, query=query).get("items") or [])
-
     def list_deployments(self, label_selector: str) -> list[dict[str, Any]]:
         """Deployments in every namespace matching ``label_selector``."""
         return self._items("/apis/apps/v1/deployments", label_selector)

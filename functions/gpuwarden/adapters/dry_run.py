@@ -132,7 +132,7 @@ class DryRunCloud:
         self._real = real
         self.intended: list[dict[str, Any]] = []
 
-    def __getattr__(self, name: str) -> Any:  # reads: private_dns_name, asg_of
+    def __getattr__(self, name: str) -> Any:  # reads: instance_identity, asg_of
         return getattr(self._real, name)
 
     def raise_asg_desired(self, group: str, token: str) -> str:

@@ -16,6 +16,25 @@ from gpuwarden.adapters.errors import aws_call
 
 TOKEN_PREFIX = "k8s-aws-v1."  # noqa: S105 - the scheme, not a secret
 _RENEW_AFTER_SECONDS = 600
+#: Bumped by `expire_tokens`: a token issued under an older generation is renewed before its next use.
+_generation = [0]
+
+
+def expire_tokens() -> None:
+    """Every EKS token issued so far is renewed before its next request. Registered with Lambda
+    SnapStart's runtime hooks (`snapshot_restore_py.register_after_restore`): an environment
+    restored from a snapshot may run hours after its init issued the token (valid 15 minutes),
+    and the monotonic clock the renewal reads is not known to span the pause (docs/deploy.md,
+    "SnapStart")."""
+    _generation[0] += 1
+
+
+try:  # the Lambda Python runtime (3.12+) provides it; elsewhere nothing restores a snapshot
+    from snapshot_restore_py import register_after_restore
+except ImportError:  # pragma: no cover - outside Lambda without the dev extra
+    pass
+else:
+    register_after_restore(expire_tokens)
 
 
 def eks_token(cluster: str, region: str) -> str:
@@ -56,13 +75,13 @@ def eks_api_client(cluster: str, region: str) -> Any:
     configuration.host = described["endpoint"]
     configuration.ssl_ca_cert = ca.name
     configuration.connection_pool_maxsize = 32
-    issued = [0.0]
+    issued = [0.0, -1.0]  # monotonic time, generation
 
     def refresh(config: Any) -> None:
-        if time.monotonic() - issued[0] > _RENEW_AFTER_SECONDS:
+        if time.monotonic() - issued[0] > _RENEW_AFTER_SECONDS or issued[1] != _generation[0]:
             config.api_key = {"authorization": eks_token(cluster, region)}
             config.api_key_prefix = {"authorization": "Bearer"}
-            issued[0] = time.monotonic()
+            issued[:] = [time.monotonic(), _generation[0]]
 
     configuration.refresh_api_key_hook = refresh  # type: ignore[assignment]
     with aws_call(f"EKS token for {cluster} (STS presign, {region})"):

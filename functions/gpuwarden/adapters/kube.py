@@ -19,6 +19,7 @@ from typing import Any
 from gpuwarden.adapters.api_status import exec_exit_code, is_pdb_refusal, retry_after, status_message
 from gpuwarden.adapters.errors import cluster_unreachable
 from gpuwarden.adapters.events import event_body, nodepool_ref
+from gpuwarden.adapters.paging import Query, T, list_all
 from gpuwarden.domain.actions import EvictionResult
 from gpuwarden.domain.errors import Conflict, KubeError, NotFound
 from gpuwarden.domain.ports import EvictionOutcome, ExecOutcome
@@ -166,6 +167,12 @@ class KubeClient:
             raise KubeError(f"{method} {path}: answer is not an object", status=status)
         return result
 
+    def _list(self, path: str, convert: Callable[[dict[str, Any]], T], query: Query = ()) -> list[T]:
+        return list_all(lambda q: self._json("GET", path, query=q), convert, query)
+
+    def _items(self, path: str, label_selector: str | None = None) -> list[dict[str, Any]]:
+        return self._list(path, dict, [("labelSelector", label_selector)] if label_selector else [])
+
     # -- nodes ---------------------------------------------------------------------------
     def get_node(self, name: str) -> NodeView | None:
         try:
@@ -175,8 +182,7 @@ class KubeClient:
 
     def list_nodes(self, label_selector: str | None = None) -> list[NodeView]:
         query = [("labelSelector", label_selector)] if label_selector else []
-        items = self._json("GET", "/api/v1/nodes", query=query).get("items") or []
-        return [node_from_json(item) for item in items]
+        return self._list("/api/v1/nodes", node_from_json, query)
 
     def patch_node(self, name: str, patch: Mapping[str, Any], resource_version: str | None) -> NodeView:
         body = _with_resource_version(patch, resource_version)
@@ -185,14 +191,12 @@ class KubeClient:
     # -- pods ----------------------------------------------------------------------------
     def list_pods_on_node(self, node: str) -> list[PodView]:
         query = [("fieldSelector", f"spec.nodeName={node}")]
-        items = self._json("GET", "/api/v1/pods", query=query).get("items") or []
-        return [pod_from_json(item) for item in items]
+        return self._list("/api/v1/pods", pod_from_json, query)
 
     def list_pods(self, namespace: str, labels: Mapping[str, str] | None = None) -> list[PodView]:
         selector = ",".join(f"{k}={v}" for k, v in sorted((labels or {}).items()))
         query = [("labelSelector", selector)] if selector else []
-        items = self._json("GET", f"/api/v1/namespaces/{namespace}/pods", query=query).get("items") or []
-        return [pod_from_json(item) for item in items]
+        return self._list(f"/api/v1/namespaces/{namespace}/pods", pod_from_json, query)
 
     def get_pod(self, namespace: str, name: str) -> PodView | None:
         try:
@@ -303,11 +307,10 @@ class KubeClient:
         self._json("POST", "/api/v1/namespaces/default/events", body=body)
 
     def list_pdbs(self, namespace: str) -> list[dict[str, Any]]:
-        items = self._json("GET", f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets")
-        return list(items.get("items") or [])
+        return self._items(f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets")
 
     def list_pvcs(self, namespace: str) -> list[dict[str, Any]]:
-        return list(self._json("GET", f"/api/v1/namespaces/{namespace}/persistentvolumeclaims").get("items") or [])
+        return self._items(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims")
 
     def get_pv(self, name: str) -> dict[str, Any] | None:
         try:
@@ -317,10 +320,9 @@ class KubeClient:
 
     def list_resource_claims(self, namespace: str) -> list[dict[str, Any]]:
         try:
-            items = self._json("GET", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims")
+            return self._items(f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims")
         except NotFound:  # no resource.k8s.io/v1 (DRA) served: no claim can be allocated
             return []
-        return list(items.get("items") or [])
 
     def list_daemonsets(self, label_selector: str | None = None) -> list[dict[str, Any]]:  # sizing.py, doctor
         query = [("labelSelector", label_selector)] if label_selector else []
@@ -333,7 +335,7 @@ class KubeClient:
             return None
 
     def list_nodepools(self) -> list[dict[str, Any]]:
-        return list(self._json("GET", f"{_KARPENTER}/nodepools").get("items") or [])
+        return self._items(f"{_KARPENTER}/nodepools")
 
     def patch_nodepool(self, name: str, patch: Mapping[str, Any], resource_version: str | None) -> dict[str, Any]:
         """A JSON merge patch (custom resources take no strategic merge), RV-checked when given."""
@@ -380,7 +382,7 @@ class KubeClient:
             return None
 
     def list_nodeclaims(self) -> list[dict[str, Any]]:
-        return list(self._json("GET", f"{_KARPENTER}/nodeclaims").get("items") or [])
+        return self._items(f"{_KARPENTER}/nodeclaims")
 
     def delete_nodeclaim(self, name: str) -> bool:
         """Ask Karpenter to retire the NodeClaim (its finalizer drains and terminates). False: gone."""

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from gpuwarden.domain.actions import EvictionResult
 from gpuwarden.domain.gpu_idle import IdleMetric
+from gpuwarden.domain.instances import InstanceIdentity
 from gpuwarden.domain.views import NodeView, PodView
 
 
@@ -87,7 +88,11 @@ class KubePort(Protocol):
 
 
 class CloudPort(Protocol):
-    def private_dns_name(self, instance_id: str) -> str | None: ...
+    def instance_identity(self, instance_id: str) -> InstanceIdentity | None:
+        """What EC2 says about the instance (DescribeInstances, cached); None: EC2 knows no such
+        instance. Raises `CloudError` when EC2 cannot be asked."""
+        ...
+
     def asg_of(self, instance_id: str) -> str | None: ...
     def raise_asg_desired(self, group: str, token: str) -> str: ...
     def launch_fleet(self, token: str, template: str, instance_types: Sequence[str], subnets: Sequence[str]) -> str: ...

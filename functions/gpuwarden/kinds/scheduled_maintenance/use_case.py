@@ -60,7 +60,7 @@ def due_tick(plan_id: str) -> dict[str, str]:
 def handle_maintenance(notice: Notice, deps: Deps, hooks: KindHooks, drain_locally: bool = True) -> Result:
     """Plan the drain into a window before the maintenance starts, or drain now when none fits."""
     recorder = Recorder(deps, notice.event_id)
-    node = find_node(deps.kube, deps.cloud, notice.instance_id, notice.node_name)
+    node = find_node(deps.kube, deps.cloud, notice.instance_id, notice.node_name, deps.policy.cluster)
     if node is None:
         return notice_result(notice, recorder, None, outcome="ignored", reason=not_ours(notice, deps.policy.cluster))
     if node.annotations.get(ann.EVENT_ID) == notice.event_id:

@@ -55,7 +55,7 @@ def disrupt(
     Capacity Block beside this one."""
     recorder = recorder or Recorder(deps, notice.event_id)
     if node is None:
-        node = find_node(deps.kube, deps.cloud, notice.instance_id, notice.node_name)
+        node = find_node(deps.kube, deps.cloud, notice.instance_id, notice.node_name, deps.policy.cluster)
         if node is None:
             return _stopped(hooks, Stop(notice, recorder, None, not_ours(notice, deps.policy.cluster), why or ""))
     d = Disruption(notice, deps, node, hooks, drain_locally, fan_out=fan_out)

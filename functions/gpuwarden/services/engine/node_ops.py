@@ -9,40 +9,72 @@ from datetime import datetime
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.budgets import BudgetAnswer, VoluntaryVerdict, budget_answer, voluntary_verdict
-from gpuwarden.domain.errors import KubeError
+from gpuwarden.domain.errors import CloudError, KubeError
+from gpuwarden.domain.instances import InstanceIdentity, Owner
 from gpuwarden.domain.nodepools import nodeclaim_from_json, nodepool_from_json
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.ports import CloudPort, KubePort
 from gpuwarden.domain.replacement import claimable
 from gpuwarden.domain.views import NODEPOOL_LABEL, NodeView, PodView, Taint
 from gpuwarden.domain.windows import Allowance, Window, voluntary_allowance
+from gpuwarden.observability import logger
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.writes import Patch, release_node, update_node
 
 _INSTANCE_CACHE: dict[str, str] = {}
 
 
-def find_node(kube: KubePort, cloud: CloudPort, instance_id: str | None, node_name: str | None) -> NodeView | None:
-    """By name when the event names one; else by providerID, else by the EC2 private DNS name."""
+def find_node(
+    kube: KubePort, cloud: CloudPort, instance_id: str | None, node_name: str | None, cluster: str | None = None
+) -> NodeView | None:
+    """The node a notice is about (docs/architecture.md, "Finding the node"): by name when the
+    event names one; else the node this warm process found for the instance before; else EC2's
+    answer for the instance: an instance whose tags name only other clusters than ``cluster`` is
+    not ours (no Kubernetes call at all); otherwise the node named by its private DNS name (EKS's
+    node name), if its providerID does not name another instance; else one paginated LIST of the
+    nodes, by providerID (a node named otherwise, or EC2 not answering)."""
     if node_name:
         return kube.get_node(node_name)
     if not instance_id:
         return None
     cached = _INSTANCE_CACHE.get(instance_id)
-    if cached:
-        node = kube.get_node(cached)
-        if node is not None and node.instance_id == instance_id:
-            return node
-    nodes = kube.list_nodes()
-    for node in nodes:
+    node = kube.get_node(cached) if cached else None
+    if node is not None and node.instance_id == instance_id:
+        return node
+    identity = _identity(cloud, instance_id)
+    if identity is not None and cluster and identity.owner(cluster) is Owner.OTHER:
+        logger.info(
+            "instance of another cluster", extra={"instance": instance_id, "clusters": sorted(identity.clusters)}
+        )
+        return None
+    node = kube.get_node(identity.private_dns_name) if identity and identity.private_dns_name else None
+    if node is not None and node.instance_id in (None, instance_id):
+        if node.instance_id:
+            _INSTANCE_CACHE[instance_id] = node.name
+        return node
+    return _listed(kube, instance_id)
+
+
+def _listed(kube: KubePort, instance_id: str) -> NodeView | None:
+    """The node whose providerID names the instance, from one paginated LIST (every node's
+    instance remembered on the way)."""
+    found = None
+    for node in kube.list_nodes():
         if node.instance_id:
             _INSTANCE_CACHE[node.instance_id] = node.name
         if node.instance_id == instance_id:
-            return node
-    if all(node.instance_id for node in nodes):
-        return None  # every node's instance is known: this one is not among them (EC2 is not asked)
-    dns = cloud.private_dns_name(instance_id)
-    return kube.get_node(dns) if dns else None
+            found = node
+    return found
+
+
+def _identity(cloud: CloudPort, instance_id: str) -> InstanceIdentity | None:
+    """EC2's answer for the instance; None when it knows none or cannot be asked (then the nodes'
+    providerIDs decide: a notice is never dropped because EC2 did not answer)."""
+    try:
+        return cloud.instance_identity(instance_id)
+    except CloudError as err:
+        logger.warning("EC2 not asked, the nodes are listed", extra={"instance": instance_id, "error": str(err)})
+        return None
 
 
 def pods_on(kube: KubePort, node: str) -> list[PodView]:

@@ -19,7 +19,7 @@ _LOST_EVENTS_KEPT = 8
 
 def handle_instance_stopping(notice: Notice, deps: Deps, hooks: KindHooks, drain_locally: bool = True) -> Result:
     """The state change recorded on its node, and whether the node had been drained."""
-    node = find_node(deps.kube, deps.cloud, notice.instance_id, notice.node_name)
+    node = find_node(deps.kube, deps.cloud, notice.instance_id, notice.node_name, deps.policy.cluster)
     recorder = Recorder(deps, notice.event_id)
     if node is None:
         return notice_result(notice, recorder, None, outcome="ignored", reason=not_ours(notice, deps.policy.cluster))

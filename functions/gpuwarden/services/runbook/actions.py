@@ -72,7 +72,7 @@ def run_runbook(
     if request.dry_run and not deps.dry_run:
         raise GpuwardenError("a dry-run request needs dry-run ports (wiring.dry_run_view): refusing to run it live")
     request_id = f"runbook-{deps.clock().strftime('%Y%m%dT%H%M%SZ')}-{uuid.uuid4().hex[:8]}"
-    node = find_node(deps.kube, deps.cloud, request.instance_id, request.node)
+    node = find_node(deps.kube, deps.cloud, request.instance_id, request.node, deps.policy.cluster)
     if node is None:
         # a script must not read a typo as success (docs/cli.md): failed, exit 1, naming what was not found
         reason = f"not found: {request.target} is not a node of cluster {deps.policy.cluster}"
