@@ -325,8 +325,7 @@ class KubeClient:
             return []
 
     def list_daemonsets(self, label_selector: str | None = None) -> list[dict[str, Any]]:  # sizing.py, doctor
-        query = [("labelSelector", label_selector)] if label_selector else []
-        return list(self._json("GET", "/apis/apps/v1/daemonsets", query=query).get("items") or [])
+        return self._items("/apis/apps/v1/daemonsets", label_selector)
 
     def get_nodepool(self, name: str) -> dict[str, Any] | None:
         try:
