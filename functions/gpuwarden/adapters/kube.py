@@ -393,9 +393,6 @@ class KubeClient:
 
 
 def _with_resource_version(patch: Mapping[str, Any], resource_version: str | None) -> dict[str, Any]:
-    body = dict(patch)
-    if resource_version:
-        meta = dict(body.get("metadata") or {})
-        meta["resourceVersion"] = resource_version
-        body["metadata"] = meta
-    return body
+    if not resource_version:
+        return dict(patch)
+    return {**patch, "metadata": {**(patch.get("metadata") or {}), "resourceVersion": resource_version}}
