@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from aws_cdk import CfnOutput, Stack, Token
-from constructs import Construct
+from constructs import Construct, Node
 
 from infra.components import cloud_permissions, event_rules, functions
 from infra.components.alarms import AlarmSink
@@ -134,7 +134,7 @@ class Gpuwarden(Construct):
                 "lambdaArchitecture": lambda_architecture,
                 "gpuwardenSkipBundling": skip_bundling,
             }
-            settings = Settings.from_context(_Values(values))
+            settings = Settings.from_context(cast(Node, _Values(values)))  # reads only try_get_context
         elif settings.cluster != name:
             raise SettingsError(f"Gpuwarden: cluster {name!r} is not the settings' cluster {settings.cluster!r}")
         super().__init__(scope, construct_id)

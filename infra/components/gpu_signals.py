@@ -12,6 +12,7 @@ Alertmanager publishes to, both delivered to the GPU function.
 from __future__ import annotations
 
 import json
+from typing import cast
 
 from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_iam as iam
@@ -84,9 +85,8 @@ class GpuSignals(Construct):
             )
         )
         topic.add_subscription(subscriptions.LambdaSubscription(fn.function))
-        CfnOutput(
-            self.node.scope or stack, "AlertmanagerTopicArn", value=topic.topic_arn, description="sns_configs topic_arn"
-        )
+        home = cast(Construct, self.node.scope)  # beside gpuwarden's other outputs (infra/construct.py)
+        CfnOutput(home, "AlertmanagerTopicArn", value=topic.topic_arn, description="sns_configs topic_arn")
         return topic
 
     def _schedule(self, fn: GpuwardenFunction, alarms: AlarmSink) -> scheduler.CfnSchedule:
