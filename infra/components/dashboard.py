@@ -9,12 +9,13 @@ later shows up by itself.
 
 from __future__ import annotations
 
-from aws_cdk import Duration, Stack
+from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
 from gpuwarden.observability import Metric
 from infra.components.alarms import AlarmSink
+from infra.components.naming import name_prefix
 
 NAMESPACE = "Gpuwarden"
 SERVICE = "gpuwarden"
@@ -58,7 +59,7 @@ def _graph(
 class Dashboard(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, alarms: AlarmSink) -> None:
         super().__init__(scope, construct_id)
-        stack = Stack.of(self).stack_name
+        stack = name_prefix(self)
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"{stack}-gpuwarden")
         self.dashboard.add_widgets(
             _graph(

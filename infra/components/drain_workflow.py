@@ -20,6 +20,7 @@ from gpuwarden.domain.drain_faults import RETRY, TRANSIENT
 from gpuwarden.domain.errors import DrainGaveUp
 from infra.components.alarms import AlarmSink
 from infra.components.encryption import acknowledge_aws_keys, log_group_key
+from infra.components.naming import name_prefix
 
 DRAIN_TIMEOUT = Duration.hours(6)
 
@@ -77,7 +78,7 @@ class DrainWorkflow(Construct):
         self.log_group = logs.LogGroup(
             self,
             "Logs",
-            log_group_name=f"/aws/vendedlogs/states/{Stack.of(self).stack_name}-drain",
+            log_group_name=f"/aws/vendedlogs/states/{name_prefix(self)}-drain",
             retention=logs.RetentionDays.ONE_MONTH,
             **log_group_key(self),
         )

@@ -56,8 +56,9 @@ class StackKey(Construct):
 
     ID = "Encryption"
 
-    def __init__(self, stack: Stack) -> None:
-        super().__init__(stack, self.ID)
+    def __init__(self, scope: Construct) -> None:
+        super().__init__(scope, self.ID)
+        stack = Stack.of(scope)
         self.key = kms.Key(
             self,
             "Key",
@@ -94,7 +95,7 @@ class StackKey(Construct):
             )
         )
         # the roles' grants on this key (queue sends, table and environment access) are CDK's own
-        Validations.of(stack).acknowledge(
+        Validations.of(scope).acknowledge(  # gpuwarden's own roles only, not the rest of a team's stack
             *(
                 Acknowledgment(id=f"AwsSolutions::AwsSolutions-IAM5[Action::{action}]", reason=KMS_GRANT_REASON)
                 for action in ("kms:GenerateDataKey*", "kms:ReEncrypt*")
@@ -103,9 +104,13 @@ class StackKey(Construct):
 
 
 def stack_key(scope: IConstruct) -> kms.IKey | None:
-    """The customer-managed key of ``scope``'s stack, or None (AWS's own keys)."""
-    child = Stack.of(scope).node.try_find_child(StackKey.ID)
-    return child.key if isinstance(child, StackKey) else None
+    """The customer-managed key of ``scope``'s gpuwarden (the nearest scope that holds one: the stack,
+    or a `Gpuwarden` construct in a team's own stack), or None (AWS's own keys)."""
+    for holder in reversed(scope.node.scopes):
+        child = holder.node.try_find_child(StackKey.ID)
+        if isinstance(child, StackKey):
+            return child.key
+    return None
 
 
 def queue_encryption(scope: IConstruct) -> dict[str, Any]:

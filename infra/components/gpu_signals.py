@@ -12,6 +12,7 @@ Alertmanager publishes to, both delivered to the GPU function.
 from __future__ import annotations
 
 import json
+from typing import cast
 
 from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_iam as iam
@@ -23,6 +24,7 @@ from constructs import Construct
 
 from infra.components.alarms import AlarmSink
 from infra.components.functions import GpuwardenFunction
+from infra.components.naming import name_prefix
 from infra.components.queues import DeadLetterQueue
 
 SCAN_INPUT = json.dumps(
@@ -83,7 +85,8 @@ class GpuSignals(Construct):
             )
         )
         topic.add_subscription(subscriptions.LambdaSubscription(fn.function))
-        CfnOutput(stack, "AlertmanagerTopicArn", value=topic.topic_arn, description="sns_configs topic_arn")
+        home = cast(Construct, self.node.scope)  # beside gpuwarden's other outputs (infra/construct.py)
+        CfnOutput(home, "AlertmanagerTopicArn", value=topic.topic_arn, description="sns_configs topic_arn")
         return topic
 
     def _schedule(self, fn: GpuwardenFunction, alarms: AlarmSink) -> scheduler.CfnSchedule:
@@ -104,7 +107,7 @@ class GpuSignals(Construct):
         return scheduler.CfnSchedule(
             self,
             "Scan",
-            name=f"{Stack.of(self).stack_name}-gpu-health-scan"[:64],
+            name=f"{name_prefix(self)}-gpu-health-scan"[:64],
             description="gpuwarden GPU-health scan: nodes whose AcceleratedHardwareReady / GPUHealthy is False",
             schedule_expression="rate(1 minute)",
             flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),

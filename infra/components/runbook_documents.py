@@ -191,4 +191,4 @@ class RunbookDocuments(Construct):
                 content=document_content(spec, function.function_arn, self.role.role_arn),
             )
             self.documents[spec.action] = document
-            CfnOutput(stack, f"Runbook{spec.construct_id}Document", value=document.ref)
+            CfnOutput(scope, f"Runbook{spec.construct_id}Document", value=document.ref)

@@ -41,6 +41,7 @@ from constructs import Construct
 from gpuwarden.domain.windows import CronSchedule, Window
 from infra.components.alarms import AlarmSink
 from infra.components.functions import GpuwardenFunction
+from infra.components.naming import own_name
 from infra.components.queues import DeadLetterQueue
 
 RECONCILE_EXPRESSION = "rate(5 minutes)"
@@ -253,7 +254,7 @@ class BudgetWindowSchedules(Construct):
         return scheduler.CfnSchedule(
             self,
             spec.name,
-            name=spec.name,
+            name=own_name(self, spec.name),
             group_name=self.group.ref,
             description=spec.description,
             schedule_expression=spec.expression,

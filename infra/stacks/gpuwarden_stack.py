@@ -1,177 +1,24 @@
-"""The one gpuwarden stack: functions, rules, drain workflow, state table, policy, DLQs, alarms."""
+"""The repository's own stack: one `Gpuwarden` construct (infra/construct.py) for the cluster of `-c cluster=…`.
+
+The construct is the stack's default child (id ``Default``, which CDK leaves out of logical ids), so
+every logical id is what it was before the construct existed: a stack deployed from an older version
+updates in place.
+"""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import Stack
 from constructs import Construct
 
-from infra.components import cloud_permissions, event_rules, functions
-from infra.components.alarms import AlarmSink
-from infra.components.cluster_access import ClusterRbac
-from infra.components.dashboard import Dashboard
-from infra.components.drain_workflow import DrainWorkflow
-from infra.components.encryption import StackKey
-from infra.components.event_rules import EventRoutes
-from infra.components.functions import Functions
-from infra.components.gpu_idle import GpuIdleReclaim
-from infra.components.gpu_signals import GpuSignals
-from infra.components.network import FunctionNetwork
-from infra.components.policy_parameter import PolicyParameter
-from infra.components.runbook_documents import RunbookDocuments
-from infra.components.runtime_layer import RuntimeLayer
-from infra.components.schedules import BudgetWindowSchedules
-from infra.components.state_table import StateTable
 from infra.config import Settings
-
-DRAIN_STATE_MACHINE_ENV = "GPUWARDEN_DRAIN_STATE_MACHINE_ARN"
-#: `-c mode=observe`: the functions' settings (gpuwarden.config: observe implies DRY_RUN)
-OBSERVE_ENVIRONMENT = {"GPUWARDEN_MODE": "observe", "DRY_RUN": "true"}
+from infra.construct import DEFAULT_ID, Gpuwarden
 
 
 class GpuwardenStack(Stack):
     def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.settings = settings
-        # `cdk ls` / `cdk destroy` ask for no bundling (aws:cdk:bundling-stacks): then the layer is not
-        # built either, so those commands work without a wheel cache
-        skip_bundling = settings.skip_bundling or not self.bundling_required
-        # first: every store below looks the key up (infra/components/encryption.py)
-        self.key = StackKey(self).key if settings.customer_managed_key else None
-        alarms = AlarmSink(self, "Alarms", topic_arn=settings.alarm_topic_arn, email=settings.alarm_email)
-        network = FunctionNetwork(self, "Network", network=settings.network) if settings.network else None
-        self.state = StateTable(self, "State")
-        self.policy = PolicyParameter(self, "Policy", policy_json=settings.policy_json)
-        self.layer = RuntimeLayer(
-            self,
-            "RuntimeLayer",
-            architecture=settings.lambda_architecture,
-            skip_bundling=skip_bundling,
-        )
-        self.functions = Functions(
-            self,
-            "Functions",
-            layer=self.layer.layer,
-            architecture=settings.lambda_architecture,
-            cluster=settings.cluster,
-            table=self.state.table,
-            policy_parameter=self.policy.parameter,
-            alarms=alarms,
-            skip_bundling=skip_bundling,
-            network=network,
-            cluster_access=settings.cluster_access,
-            policy_version=self.policy.version,
-        )
-        if settings.mode == "observe":  # before any function is added: every one plans and writes nothing
-            self.functions.environment.update(OBSERVE_ENVIRONMENT)
-        # --- cluster access: access entries (functions.py) + the RBAC, applied at deploy time
-        if settings.cluster_access:
-            self.cluster_rbac = ClusterRbac(
-                self,
-                "ClusterAccess",
-                cluster=settings.cluster,
-                allow_exec=settings.policy.checkpoint.allow_exec,
-                code=self.functions.code,
-                layer=self.layer.layer,
-                architecture=self.functions.architecture,
-                network=network,
-                l1_reason=functions.L1_REASON,
-            )
-        self.dashboard = Dashboard(self, "Observability", alarms=alarms)
-
-        # --- drain: a Step Functions loop around drain_step
-        drain = self.functions.add(functions.DRAIN)
-        self.drain = DrainWorkflow(self, "DrainWorkflow", drain_step=drain.function, alarms=alarms)
-
-        # --- EC2 interruption, rebalance and state-change events
-        interruption = self.functions.add(
-            replace(functions.INTERRUPTION, reserved_concurrency=settings.interruption_concurrency)
-        )
-        interruption.function.add_environment(DRAIN_STATE_MACHINE_ENV, self.drain.state_machine.state_machine_arn)
-        self.drain.state_machine.grant_start_execution(interruption.role)
-        self._allow_replacement(interruption)
-        self.routes = EventRoutes(self, "Events", alarms=alarms)
-        policy = settings.policy  # what is switched off in it gets no rule, alarm or schedule
-        for rule in event_rules.kind_rules("interruption", policy):
-            self.routes.route(rule, interruption.function)
-
-        # --- runbook: direct invoke (CLI --remote, SSM Automation documents); IAM as interruption
-        runbook = self.functions.add(functions.RUNBOOK)
-        runbook.function.add_environment(DRAIN_STATE_MACHINE_ENV, self.drain.state_machine.state_machine_arn)
-        self.drain.state_machine.grant_start_execution(runbook.role)
-        self._allow_replacement(runbook)
-        self.runbook_documents = RunbookDocuments(self, "Runbook", function=runbook.function)
-
-        # --- the GPU function: GPU-idle reclaim and the GPU signals, each while switched on
-        self.gpu_idle, self.gpu_signals = self._gpu(settings, alarms)
-
-        # --- budget windows (Scheduler ticks) and AWS Health scheduled maintenance (infra/components/schedules.py)
-        windows_fn = self.functions.add(functions.WINDOWS)
-        maintenance_fn = self.functions.add(functions.MAINTENANCE)
-        for fn in (windows_fn, maintenance_fn):  # both may drain a node (a plan due, or no window fits)
-            fn.function.add_environment(DRAIN_STATE_MACHINE_ENV, self.drain.state_machine.state_machine_arn)
-            self.drain.state_machine.grant_start_execution(fn.role)
-            self._allow_replacement(fn)
-            cloud_permissions.describe_capacity_blocks(fn)  # Capacity Block plans: end dates, the reconcile
-        for rule in event_rules.kind_rules("planning", policy):  # scheduled maintenance, Capacity Blocks delivered
-            self.routes.route(rule, maintenance_fn.function)
-        self.schedules = BudgetWindowSchedules(
-            self,
-            "Schedules",
-            windows=settings.policy.windows if policy.nodepool_windows.enabled else (),
-            target=windows_fn,
-            planners=(windows_fn, maintenance_fn),
-            alarms=alarms,
-        )
-
-        self.alarms = alarms
-        for name, fn in self.functions.by_name.items():
-            CfnOutput(self, f"{name}FunctionName", value=fn.function.function_name)
-            CfnOutput(self, f"{name}RoleArn", value=fn.role.role_arn, description="map to a Kubernetes identity")
-        CfnOutput(self, "DrainStateMachineArn", value=self.drain.state_machine.state_machine_arn)
-        CfnOutput(self, "StateTableName", value=self.state.table.table_name)
-        CfnOutput(self, "PolicyParameterName", value=self.policy.parameter.parameter_name)
-        CfnOutput(self, "DashboardName", value=self.dashboard.dashboard.dashboard_name)
-        if alarms.topic is not None:
-            CfnOutput(self, "AlarmTopicArn", value=alarms.topic.topic_arn, description="subscribe Slack/e-mail here")
-
-    def _gpu(self, settings: Settings, alarms: AlarmSink) -> tuple[GpuIdleReclaim | None, GpuSignals | None]:
-        """The GPU function, while GPU-idle reclaim (its fleet alarm and rules: infra/components/gpu_idle.py)
-        or the GPU signals (the GPU-health scan's schedule, the Alertmanager topic:
-        infra/components/gpu_signals.py) are switched on; nothing of either while it is off."""
-        policy = settings.policy
-        gpu_health = policy.gpu_health.enabled
-        gpu_topic = gpu_health or bool(policy.alerts)
-        gpu_fn = self.functions.add(functions.GPU_IDLE) if policy.gpu_idle.enabled or gpu_topic else None
-        gpu_idle = (
-            GpuIdleReclaim(
-                self,
-                "GpuIdle",
-                fn=gpu_fn,
-                routes=self.routes,
-                cluster=settings.cluster,
-                policy_json=settings.policy_json,
-                drain=self.drain.state_machine,
-                drain_env=DRAIN_STATE_MACHINE_ENV,
-            )
-            if gpu_fn is not None and policy.gpu_idle.enabled
-            else None
-        )
-        if gpu_fn is not None:
-            self._allow_replacement(gpu_fn)  # gpu-unhealthy launches replacements as Spot does
-            if gpu_idle is None:  # the GPU signals' drains go to the workflow too
-                gpu_fn.function.add_environment(DRAIN_STATE_MACHINE_ENV, self.drain.state_machine.state_machine_arn)
-                self.drain.state_machine.grant_start_execution(gpu_fn.role)
-            signals = GpuSignals(self, "GpuSignals", fn=gpu_fn, scan=gpu_health, topic=gpu_topic, alarms=alarms)
-            return gpu_idle, signals
-        return gpu_idle, None
-
-    def _allow_replacement(self, fn: functions.GpuwardenFunction) -> None:
-        """Resolve instance → node and launch replacements (docs/cluster.md), this cluster's only."""
-        cloud_permissions.describe_capacity(fn)
-        cloud_permissions.scale_node_groups(fn, self.settings.cluster)
-        template = self.settings.policy.replacement.fleet_launch_template
-        if template:  # EC2 Fleet permissions only when the policy names a launch template
-            cloud_permissions.launch_fleet(fn, self.settings.cluster, template, self.settings.fleet_role_arn)
+        self.gpuwarden = Gpuwarden(self, DEFAULT_ID, cluster=settings.cluster, settings=settings)
+        self.alarms = self.gpuwarden.alarms

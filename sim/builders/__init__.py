@@ -8,6 +8,7 @@ stable uid derived from the owner's name is used.
 
 from __future__ import annotations
 
+from sim.builders.auto_mode import auto_mode_gpu_node, auto_mode_nodepool
 from sim.builders.base import CREATED, GPU, GPU_TAINT, GPU_TOLERATION, Obj, ip_for, owner_ref, region_of, uid_for
 from sim.builders.cluster import ClusterSummary, gpu_cluster
 from sim.builders.nodes import gpu_node, nodeclaim_for, nodepool, trainium_node
@@ -21,6 +22,8 @@ __all__ = [
     "GPU_TOLERATION",
     "ClusterSummary",
     "Obj",
+    "auto_mode_gpu_node",
+    "auto_mode_nodepool",
     "daemonset",
     "daemonset_pod",
     "deployment",

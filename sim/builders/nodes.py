@@ -6,6 +6,11 @@ import hashlib
 
 from sim.builders.base import CREATED, GPU, GPU_TAINT, Obj, ip_for, owner_ref, region_of, uid_for
 
+EC2_NODE_CLASS = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
+#: EKS Auto Mode: its nodes' label and its NodeClass (sim/builders/auto_mode.py)
+AUTO_MODE_LABEL = "eks.amazonaws.com/compute-type"
+AUTO_MODE_NODE_CLASS = {"group": "eks.amazonaws.com", "kind": "NodeClass", "name": "default"}
+
 
 def gpu_node(
     name: str,
@@ -189,7 +194,7 @@ def nodeclaim_for(node: Obj, name: str | None = None) -> Obj:
             "finalizers": ["karpenter.sh/termination"],
         },
         "spec": {
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "nodeClassRef": dict(AUTO_MODE_NODE_CLASS if labels.get(AUTO_MODE_LABEL) == "auto" else EC2_NODE_CLASS),
             "requirements": [
                 {"key": k, "operator": "In", "values": [labels[k]]} for k in requirement_keys if k in labels
             ],

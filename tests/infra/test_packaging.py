@@ -1,4 +1,5 @@
-"""What `pip install .` gives a user: the `gpuwarden` package alone (no sim/, infra/ or tests/),
+"""What `pip install .` gives a user: the `gpuwarden` package and its CDK construct (infra/, layers/;
+no sim/ or tests/),
 a console script whose dependencies are runtime dependencies, and a demo that says clearly that
 it needs the source checkout. The Lambda layer stays lean: console-only dependencies (click)
 are left out of it, and no handler imports them."""
@@ -51,13 +52,15 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built
 
 
-def test_the_wheel_holds_the_gpuwarden_package_alone(wheel: Path) -> None:
+def test_the_wheel_holds_gpuwarden_and_its_cdk_construct_alone(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     top = {name.split("/")[0] for name in names}
-    assert top == {"gpuwarden", next(t for t in top if t.endswith(".dist-info"))}, top
+    # infra/ and layers/: the `Gpuwarden` construct of the `cdk` extra (docs/deploy.md, "In your own CDK app")
+    assert top == {"gpuwarden", "infra", "layers", next(t for t in top if t.endswith(".dist-info"))}, top
     assert "gpuwarden/cli.py" in names
     assert "gpuwarden/handlers/interruption.py" in names
-    assert not [n for n in names if n.startswith(("sim/", "infra/", "tests/", "layers/"))]
+    assert "infra/construct.py" in names
+    assert not [n for n in names if n.startswith(("sim/", "tests/", "realplane/"))]
 
 
 def test_the_console_scripts_dependencies_are_runtime_dependencies(wheel: Path) -> None:

@@ -30,6 +30,8 @@ CHECKS = [
     "static-nodepool-gpu-limit",
     "gpu-health",
     "karpenter-expiry",
+    "alert-node-labels",
+    "eks-auto-mode",
     "gpu-metrics",
     "policy",
     "behaviours",

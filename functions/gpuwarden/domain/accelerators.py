@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuwarden.domain.instance_labels import instance_label
 from gpuwarden.domain.placement import GPU_NAME_LABEL
 from gpuwarden.domain.views import NodeView, PodView
 
@@ -248,7 +249,8 @@ def model_requirements(node: NodeView, demand: Demand) -> tuple[list[dict[str, A
         keys += [GPU_COUNT_LABEL, GPU_NAME_LABEL]
     if demand.keep_accelerator_model:
         keys += [ACCELERATOR_COUNT_LABEL, ACCELERATOR_NAME_LABEL]
-    kept = [{"key": k, "operator": "In", "values": [node.labels[k]]} for k in keys if node.labels.get(k)]
+    carried = [instance_label(node.labels, k) for k in keys]  # Karpenter's key, else EKS Auto Mode's
+    kept = [{"key": k, "operator": "In", "values": [v]} for k, v in carried if v]
     if not keys:
         return [], []
     if not kept:

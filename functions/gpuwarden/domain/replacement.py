@@ -10,6 +10,7 @@ from typing import Any, Literal
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.accelerators import ResourceClaimView, model_requirements, pod_accelerators, replacement_demand
 from gpuwarden.domain.errors import NoFittingReplacement
+from gpuwarden.domain.instance_labels import instance_label
 from gpuwarden.domain.nodepools import nodepool_from_json
 from gpuwarden.domain.placement import (
     GPU_NAME_LABEL,
@@ -212,9 +213,9 @@ def _in_gang_zone(
     zones = values_for(requirements, ZONE_LABEL)
     if zone and zones.allows(zone) and zones.min_values <= 1:
         pinned = [*requirements, {"key": ZONE_LABEL, "operator": "In", "values": [zone]}]
-        gpu = node.labels.get(GPU_NAME_LABEL)
-        if gpu and values_for(pinned, GPU_NAME_LABEL).allows(gpu):
-            pinned.append({"key": GPU_NAME_LABEL, "operator": "In", "values": [gpu]})
+        gpu_key, gpu = instance_label(node.labels, GPU_NAME_LABEL)  # Karpenter's key, else EKS Auto Mode's
+        if gpu and values_for(pinned, gpu_key).allows(gpu):
+            pinned.append({"key": gpu_key, "operator": "In", "values": [gpu]})
         extra, why, avoided = _steer(node, _unique(pinned), together=True)
         if avoided:
             reasons += [f"the gang's zone {zone}", why]

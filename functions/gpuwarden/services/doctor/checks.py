@@ -191,6 +191,14 @@ def check_static_gpu_limit(facts: ClusterFacts, policy: Policy) -> Finding:
 def check_gpu_metrics(policy: Policy, has_metric: Callable[[str], bool]) -> Finding:
     if not policy.gpu_idle.enabled:
         return Finding("gpu-metrics", Severity.OK, "gpu_idle.enabled is false: GPU-idle reclaim needs no metric")
+    alerted = sorted(name for name, kind in policy.alerts.items() if kind == "gpu-idle")
+    if alerted:  # an alert is its own evidence (docs/gpu-signals.md): no CloudWatch metric is read for it
+        return Finding(
+            "gpu-metrics",
+            Severity.OK,
+            f"gpu-idle is fed by the Alertmanager alert(s) {names(alerted)} (policy alerts): "
+            "no CloudWatch GPU metric is needed",
+        )
     try:
         found = has_metric(policy.cluster)
     except CloudError as err:

@@ -15,6 +15,7 @@ from typing import Any
 from gpuwarden.domain.errors import GpuwardenError
 from gpuwarden.domain.policy import Policy
 from gpuwarden.domain.switches import behaviours
+from gpuwarden.services.doctor.adopted import check_alert_node_labels, check_eks_auto_mode
 from gpuwarden.services.doctor.checks import (
     check_checkpoint_annotations,
     check_cluster_access,
@@ -54,6 +55,8 @@ CLUSTER_CHECKS = (
     "static-nodepool-gpu-limit",
     "gpu-health",
     "karpenter-expiry",
+    "alert-node-labels",
+    "eks-auto-mode",
 )
 
 
@@ -104,6 +107,8 @@ def _cluster_findings(reads: DoctorReads, policy: Policy, now: datetime) -> list
         check_static_gpu_limit(facts, policy),
         _gpu_health(facts, policy),
         check_karpenter_expiry(facts, policy, now),
+        check_alert_node_labels(policy, facts.daemonsets),
+        check_eks_auto_mode(facts.nodes, facts.nodeclaims),
     ]
 
 

@@ -77,6 +77,7 @@ class ClusterFacts:
     nodeclaims: list[dict[str, Any]] = field(default_factory=list)
     karpenter: list[KarpenterInstall] = field(default_factory=list)
     termination_handlers: list[str] = field(default_factory=list)  # "DaemonSet kube-system/aws-node-…"
+    daemonsets: list[dict[str, Any]] = field(default_factory=list)  # as read (dcgm-exporter: doctor/adopted.py)
     nodes: list[NodeView] = field(default_factory=list)
     node_repair: list[str] = field(default_factory=list)  # Karpenter installs with NodeRepair on
     #: what could not be read (a missing CRD, a 403), by what: the checks that need it say so
@@ -177,6 +178,7 @@ def read_facts(reads: DoctorReads) -> ClusterFacts:
     facts.nodeclaims = _optional(facts, "NodeClaims", reads.list_nodeclaims)
     deployments = _optional(facts, "Deployments", lambda: reads.list_deployments(""))
     daemonsets = _optional(facts, "DaemonSets", lambda: reads.list_daemonsets(""))
+    facts.daemonsets = daemonsets
     karpenters = [d for d in deployments if _is_karpenter(d)]
     facts.karpenter = [karpenter_install(d, reads) for d in karpenters]
     facts.node_repair = [k.where for d, k in zip(karpenters, facts.karpenter, strict=True) if node_repair_on(d)]
