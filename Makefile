@@ -9,7 +9,7 @@ CHECKOV_STAMP := .venv-checkov/.stamp-setup
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: setup setup-real demo test test-e2e test-long lint synth bench deploy layer clean audit outcome prometheus
+.PHONY: setup setup-real demo test test-e2e test-long lint synth bench deploy layer clean audit outcome prometheus event-ruler
 
 $(STAMP): pyproject.toml package.json layers/runtime/requirements.txt
 	@test -x $(PY) || $(PY_BOOT) -m venv $(VENV)
@@ -31,7 +31,17 @@ prometheus:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 			prometheus prometheus-alertmanager >/dev/null; fi
 
-setup: $(STAMP) $(CHECKOV_STAMP) prometheus
+# AWS's EventBridge matcher, Event Ruler, as the judge of the synthesized rules (tests/ruler/judge.py): Debian's
+# JDK 17 and Maven installed where we are root and they are missing (CI); the jar is built once into
+# .cache/event-ruler/ (Maven Central on a cold ~/.m2; an unchanged build is a file check).
+event-ruler: $(STAMP)
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	   ! { command -v java && command -v mvn; } >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			openjdk-17-jdk-headless maven >/dev/null; fi
+	$(PY) -m tests.ruler.judge
+
+setup: $(STAMP) $(CHECKOV_STAMP) prometheus event-ruler
 
 # The real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK,
 # Karpenter's KWOK provider), built with `go` from the modules pinned in realplane/build/pins.toml into
@@ -56,7 +66,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy functions sim infra tests layers realplane
 
 # The suite on the simulator (two workers), then the e2e scenes on the real plane: one plane, serially.
-test: lint $(CHECKOV_STAMP) prometheus setup-real
+test: lint $(CHECKOV_STAMP) prometheus event-ruler setup-real
 	$(VENV)/bin/pytest -q -n 2 -m "not long and not bench and not e2e"
 	$(VENV)/bin/pytest -q -p no:xdist -m e2e -rxXs --durations=20 tests/e2e
 
@@ -102,4 +112,5 @@ deploy: $(STAMP)
 	npx cdk deploy --all $(CDK_ARGS)
 
 clean:
-	rm -rf $(VENV) .venv-checkov node_modules cdk.out layers/runtime/build .mypy_cache .ruff_cache .pytest_cache .cache/realplane
+	rm -rf $(VENV) .venv-checkov node_modules cdk.out layers/runtime/build .mypy_cache .ruff_cache .pytest_cache .cache/realplane \
+		.cache/event-ruler tests/ruler/target
