@@ -97,7 +97,7 @@ def test_the_table_prints_dollars_and_a_verdict_and_the_plot_shows_the_same_figu
     assert "real seconds" not in table  # no wall clock among the figures
     # And the PNG carries exactly the figures the table prints
     drawn = json.loads(Image.open(plot).info[METADATA_KEY])
-    arms = ["nothing", "karpenter", "gpuwarden"]
+    arms = ["nothing", "karpenter", "gpuwarden", "no-incidents"]
     for label, key in (
         ("training lost (GPU-minutes)", "training_gpu_minutes_lost"),
         ("idle GPU-hours paid", "idle_gpu_hours"),
