@@ -84,7 +84,6 @@ def test_the_builtin_week_is_configured_as_the_seeds_configure_theirs() -> None:
     assert {"nodes": "0", "reasons": ["Underutilized", "Empty"]} in (pools["gpu-training"].budgets or [])
     assert any(b.get("schedule") and b["nodes"] == "0" for b in pools["gpu-training"].budgets or [])
     assert pools["gpu-finetune-spot"].expire_after_hours == 336
-    assert all(t.do_not_disrupt for t in scenario.training)
     ddp_job = next(t for t in scenario.training if t.name == "ddp-indexed")
     assert (ddp_job.nodes_per_job, ddp_job.grace_seconds) == (4, 300)
     # a requested checkpoint that is written is waited for: no timeout below its write
