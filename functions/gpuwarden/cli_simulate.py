@@ -49,6 +49,12 @@ from gpuwarden.cli_exits import refuse
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Hourly prices (YAML or JSON, the shape of sim/outcome/prices.yaml) instead of the built-in table.",
 )
+@click.option(
+    "--scale",
+    type=click.IntRange(min=1),
+    default=1,
+    help="Run the scenario's cluster this many times over (nodes, jobs, replicas, notebooks) [default: 1].",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON document instead of the table.")
 @click.option(
     "--plot",
@@ -65,6 +71,7 @@ def simulate(
     days: float | None,
     seeds: int | None,
     prices_file: Path | None,
+    scale: int,
     as_json: bool,
     plot_file: Path | None,
 ) -> None:
@@ -75,7 +82,7 @@ def simulate(
     from gpuwarden.checkout import simulator
 
     outcome_mod = simulator("sim.outcome.runner")
-    scenario = _scenario(simulator("sim.outcome.scenario"), scenario_file)
+    scenario = _scenario(simulator("sim.outcome.scenario"), scenario_file).scaled(scale)
     policy = _policy(scenario, policy_file) if policy_file else None
     prices = _prices(simulator("sim.outcome.prices"), prices_file, scenario)
     progress = _Progress() if sys.stderr.isatty() else None
@@ -89,6 +96,8 @@ def simulate(
     doc = outcome.to_json()
     if headline is not None:
         doc["headline"] = headline.to_json()
+        if doc.get("verdict"):
+            doc["verdict"] = outcome.verdict(headline.ahead())
     if plot_file is not None:
         doc["plot"] = str(simulator("sim.outcome.plot").write_plot(outcome, plot_file))
     if as_json:

@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sim.outcome.goodput import Goodput
+from sim.outcome.goodput import figures as goodput_figures
+
 
 @dataclass
 class Loss:
@@ -62,6 +65,12 @@ class Ledger:
     ended_at: float = 0.0
     #: node -> when EC2 takes its instance (a loss warning's deadline), whoever drained it before
     instance_ends: dict[str, float] = field(default_factory=dict)
+    #: every training job's training time (docs/simulate.md#goodput)
+    goodput: Goodput = field(default_factory=Goodput)
+
+    def job_of(self, pod: str) -> str:
+        """The training job a pod is (a single pod: its name less the restart count) or a rank of."""
+        return self.gang_of.get(pod) or pod.split("/", 1)[-1].rsplit("-", 1)[0]
 
     def count(self, key: str, n: int = 1) -> None:
         self.counters[key] = self.counters.get(key, 0) + n
@@ -96,6 +105,7 @@ class Ledger:
 
     def close(self, t: float) -> None:
         self.ended_at = t
+        self.goodput.close(t)
         for book in self.nodes.values():
             if book.down_at is None and book.idle_since is not None:
                 book.idle_gpu_seconds += book.gpus * (t - book.idle_since)
@@ -121,4 +131,5 @@ class Ledger:
             "nodes_expired_by_karpenter": c.get("expired_by_karpenter", 0),
             "incidents_missed": c.get("incidents_missed", 0),
             "gpuwarden_invocations": c.get("gpuwarden_invocations", 0),
+            **goodput_figures(self),
         }

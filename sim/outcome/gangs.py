@@ -151,7 +151,10 @@ class GangWorld(World):
         gang.ranks[rank] = life
         if len(gang.ranks) == gang.spec.nodes_per_job and gang.formed_at is None:
             now = self.engine.now()
-            gang.formed_at, gang.stopped_at, gang.captured, gang.saving = now, None, None, None
+            # it trains (and checkpoints) after its restart overhead (docs/simulate.md#goodput)
+            clock = self._clock(life)
+            clock.begin(now, self.scenario.restart_overhead(gang.spec))
+            gang.formed_at, gang.stopped_at, gang.captured, gang.saving = clock.trains_from, None, None, None
             gang.asked_at = gang.saved_at = None
             gang.asked.clear()
             self.ledger.note(now, life.node, f"job {gang.name}: every rank runs, training")
@@ -176,6 +179,7 @@ class GangWorld(World):
                 return
             now = self.engine.now()
             gang.saving = (now, now + gang.spec.checkpoint_seconds, "requested")
+            self._clock(life).pause(now)
         self.ledger.note(now, life.node, f"job {gang.name}: checkpoint requested of every rank, training paused")
         self.engine.at(gang.saving[1], lambda: self._gang_saved(gang))
 
@@ -193,6 +197,7 @@ class GangWorld(World):
         if why == "on SIGTERM":
             self.ledger.count("saved_on_sigterm")
             return
+        self.ledger.goodput.clock(gang.name, gang.spec.gpus * gang.spec.nodes_per_job).resume(now)
         for rank in sorted(asked):
             life = gang.ranks.get(rank)
             if life is None or life.dead:
@@ -215,6 +220,7 @@ class GangWorld(World):
         sole_writer = gang.spec.checkpoint_writers == "rank0" and rank == 0
         if gang.formed_at is not None and gang.stopped_at is None:
             gang.stopped_at, gang.stopped_by = now, life.key
+            self._clock(life).end(now)
             if sole_writer and gang.spec.saves_on_sigterm and gang.saving is None:
                 gang.saving = (now, now + gang.spec.checkpoint_seconds, "on SIGTERM")
                 self.engine.at(gang.saving[1], lambda: self._gang_saved(gang))

@@ -18,6 +18,7 @@ from sim.apiserver.exec_ws import ExecRecord, ExecResult
 from sim.clock import rfc3339
 from sim.outcome.accounting import Ledger, Loss
 from sim.outcome.engine import Engine, OutcomeSim
+from sim.outcome.goodput import JobClock
 from sim.outcome.lives import DONE, REQUESTED, Obj, PodLife, Workload
 from sim.outcome.scenario import Training
 
@@ -82,6 +83,11 @@ class WorkloadSide:
             self._checkpoint_requested(life, "requested")
         return ExecResult(0)
 
+    def _clock(self, life: PodLife) -> JobClock:
+        """The training clock of the job the pod is, or is a rank of (docs/simulate.md#goodput)."""
+        ranks = life.spec.nodes_per_job if isinstance(life.spec, Training) else 1
+        return self.ledger.goodput.clock(self.ledger.job_of(life.key), life.gpus * ranks)
+
     def _checkpoint_requested(self, life: PodLife, why: str) -> None:
         with self._lock:
             if life.saving is not None or life.dead or life.stopped_at is not None:
@@ -91,6 +97,7 @@ class WorkloadSide:
             life.saving = (now, now + life.spec.checkpoint_seconds)
             life.saving_why = why
             life.asked_at = now
+            self._clock(life).pause(now)
         self.ledger.note(now, life.node, f"{life.key}: checkpoint {why}, training paused")
         self.engine.at(life.saving[1], lambda: self._saved(life))
 
@@ -105,6 +112,7 @@ class WorkloadSide:
         if life.saving_why == "on SIGTERM":
             self.ledger.count("saved_on_sigterm")
         else:
+            self._clock(life).resume(now)
             namespace, name = life.key.split("/", 1)
             if self.sim.get("Pod", name, namespace) is not None:
                 self.ledger.count("checkpoints_acked")
@@ -123,6 +131,7 @@ class WorkloadSide:
             return
         assert isinstance(life.spec, Training)
         life.stopped_at = now
+        self._clock(life).end(now)
         if not life.spec.saves_on_sigterm:
             self._exits(life, "it does not trap SIGTERM")
         elif life.saving is None:
@@ -158,6 +167,7 @@ class WorkloadSide:
             self.node_pods.get(life.node, set()).discard(life.key)
         if life.kind == "training":
             self._record_loss(life, now, paused)
+            self._clock(life).end(now)
         self.ledger.note(now, life.node, f"{life.key}: gone")
         if life.kind != "notebook" or self._notebook_busy(life.spec, now):
             self.engine.after(0, partial(self._want, life.kind, life.spec, life.slot))

@@ -11,6 +11,9 @@ from sim.outcome.multinode import ROWS as MULTI_NODE_ROWS
 from sim.outcome.seeds import headline_lines
 
 ROWS = (
+    ("ettr", "goodput (ETTR), training"),
+    ("restart_overhead_gpu_minutes", "  restart overhead (GPU-minutes)"),
+    ("checkpoint_pause_gpu_minutes", "  checkpoint pauses (GPU-minutes)"),
     ("training_gpu_minutes_lost", "training lost (GPU-minutes)"),
     ("pods_lost_work", "pods that lost work"),
     ("checkpoints_requested", "checkpoints requested"),
@@ -32,6 +35,7 @@ COST_ROWS = (
     ("compute", "compute (USD)"),
     ("idle", "  of which idle GPUs (USD)"),
     ("lost_work", "lost training (USD)"),
+    ("restart_overhead", "restart overhead (USD)"),
     ("total", "compute + lost training (USD)"),
 )
 
@@ -39,7 +43,12 @@ WIDTH = 36
 
 
 def _row(label: str, values: list[Any]) -> str:
-    return f"{label:<{WIDTH}}  " + "  ".join(f"{v:>10}" for v in values)
+    return f"{label:<{WIDTH}}  " + "  ".join(f"{v:>12}" for v in values)
+
+
+def _cell(key: str, value: Any) -> Any:
+    """ETTR as a percentage; any other figure as it is."""
+    return f"{float(value):.2%}" if key == "ettr" else value
 
 
 def render(doc: dict[str, Any]) -> str:
@@ -52,7 +61,7 @@ def render(doc: dict[str, Any]) -> str:
         "",
         _row("", list(arms)),
     ]
-    lines += [_row(label, [a.get(key, 0) for a in arms.values()]) for key, label in ROWS]
+    lines += [_row(label, [_cell(key, a.get(key, 0)) for a in arms.values()]) for key, label in ROWS]
     lines += _cause_lines(arms)
     lines += _cost_lines(doc)
     lines += _multi_node_lines(doc.get("multi_node_jobs") or {})
@@ -83,7 +92,7 @@ def _cost_lines(doc: dict[str, Any]) -> list[str]:
         return []
     prices = doc["prices"]
     lines = ["", f"in dollars, prices as of {prices['as_of']} ({prices['currency']} per instance-hour, Linux)"]
-    lines += [_row(label, [f"{a['cost_usd'][key]:,.0f}" for a in arms.values()]) for key, label in COST_ROWS]
+    lines += [_row(label, [f"{a['cost_usd'].get(key, 0):,.0f}" for a in arms.values()]) for key, label in COST_ROWS]
     if "karpenter" in arms:
         theirs = arms["karpenter"]["cost_usd"]["total"]
         saved = [per_week(theirs - a["cost_usd"]["total"], doc["days"]) for a in arms.values()]
@@ -97,5 +106,10 @@ def _multi_node_lines(per_arm: dict[str, Any]) -> list[str]:
     jobs = next(iter(per_arm.values()))["jobs"]
     lines = ["", f"multi-node training jobs ({jobs}; every rank restarts when one stops)"]
     lines.append(_row("", list(per_arm)))
-    lines += [_row(label, [f[key] for f in per_arm.values()]) for key, label in MULTI_NODE_ROWS]
+    lines += [_row(label, [_cell(key, f.get(key, 0)) for f in per_arm.values()]) for key, label in MULTI_NODE_ROWS]
+    jobs_ettr = sorted({job for f in per_arm.values() for job in f.get("ettr_per_job", {})})
+    lines += [
+        _row(f"  ETTR of {job}", [_cell("ettr", f.get("ettr_per_job", {}).get(job, 0)) for f in per_arm.values()])
+        for job in jobs_ettr
+    ]
     return lines

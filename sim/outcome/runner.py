@@ -35,9 +35,12 @@ class Arm(StrEnum):
     NOTHING = "nothing"
     KARPENTER = "karpenter"
     GPUWARDEN = "gpuwarden"
+    #: the same week with no incident at all, Karpenter as in `karpenter`: what goodput can be
+    #: (docs/simulate.md#goodput)
+    BASELINE = "no-incidents"
 
 
-ARMS = (Arm.NOTHING, Arm.KARPENTER, Arm.GPUWARDEN)
+ARMS = (Arm.NOTHING, Arm.KARPENTER, Arm.GPUWARDEN, Arm.BASELINE)
 
 
 @dataclass
@@ -70,6 +73,14 @@ class Outcome:
             return {}
         return {r.arm.value: arm_costs(r, self.scenario, self.prices) for r in self.arms}
 
+    def verdict(self, ahead: str = "") -> str:
+        """The last line (docs/simulate.md#the-table): goodput first, then dollars; `ahead`: what the
+        headline over seeds adds (in how many weeks gpuwarden is ahead)."""
+        if self.prices is None:
+            return ""
+        goodput = {r.arm.value: float(r.figures["ettr"]) for r in self.arms}
+        return verdict(self.costs(), self.days, self.prices, goodput, ahead)
+
     def to_json(self) -> dict[str, Any]:
         """The document `simulate --json` prints. Everything but `timing` depends on the scenario, the
         seed, the days, the policy and the prices only: the same inputs give the same document."""
@@ -99,7 +110,7 @@ class Outcome:
                 for arm, against in (("gpuwarden", "karpenter"), ("nothing", "karpenter"), ("gpuwarden", "nothing"))
                 if arm in costs and against in costs
             }
-            doc["verdict"] = verdict(costs, self.days, self.prices)
+            doc["verdict"] = self.verdict()
         doc["timing"] = {
             r.arm.value: {"real_seconds": round(r.seconds, 1), "engine_steps": r.engine_steps} for r in self.arms
         }
@@ -239,5 +250,8 @@ def run(
     days = scenario.days if days is None else days
     incidents = generate(scenario, seed, days)
     ages = node_ages(scenario, seed)
-    results = [run_arm(scenario, arm, incidents, days, policy, progress, label, ages) for arm in arms]
+    results = [
+        run_arm(scenario, arm, [] if arm is Arm.BASELINE else incidents, days, policy, progress, label, ages)
+        for arm in arms
+    ]
     return Outcome(scenario, seed, days, incidents, results, prices)

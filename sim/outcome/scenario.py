@@ -103,6 +103,9 @@ class Training(_Model):
     #: who writes a requested checkpoint: rank 0 (DDP: it holds the whole model) or every rank
     #: together (sharded: FSDP, torch.distributed.checkpoint): until they are asked, none is written
     checkpoint_writers: Literal["rank0", "all"] = "rank0"
+    #: seconds a restart costs this job before it trains again (None: the scenario's
+    #: `restart_overhead_seconds`)
+    restart_overhead_seconds: float | None = Field(default=None, ge=0)
 
 
 class Inference(_Model):
@@ -172,6 +175,11 @@ class Scenario(_Model):
     #: runs behind the headline (`sim/outcome/seeds.py`): the Spot training pools alone, one run
     #: of `days` per seed from `seed` on (0: no headline, the one run's table only)
     headline_seeds: int = Field(default=0, ge=0)
+    #: what a restart costs a training job before it trains again, once its pods run (pod start,
+    #: image, collective initialisation, checkpoint load; waiting for a node is simulated): the
+    #: "restart overhead" of Meta's ETTR model (arXiv:2410.21680). 300 s: an ASSUMPTION
+    #: (docs/simulate.md#goodput); each training entry may set its own
+    restart_overhead_seconds: float = Field(default=300.0, ge=0)
 
     @model_validator(mode="after")
     def _references(self) -> Scenario:
@@ -187,6 +195,28 @@ class Scenario(_Model):
             if workload.pool not in pools:
                 raise ValueError(f"{workload.name}: unknown pool {workload.pool}")
         return self
+
+    def scaled(self, factor: int) -> Scenario:
+        """The same cluster `factor` times over: every pool's nodes, every workload's jobs, replicas
+        (and `min_available`) and notebooks; the same shapes, rates and policy (`simulate --scale`)."""
+        if factor == 1:
+            return self
+        doc = self.model_dump(mode="json")
+        for pool in doc["pools"]:
+            pool["nodes"] *= factor
+        for training in doc["training"]:
+            training["jobs"] *= factor
+        for inference in doc["inference"]:
+            inference["replicas"] *= factor
+            inference["min_available"] *= factor
+        for notebooks in doc["notebooks"]:
+            notebooks["count"] *= factor
+        doc["name"] = f"{self.name} x{factor}"
+        return Scenario.model_validate(doc)
+
+    def restart_overhead(self, training: Training) -> float:
+        given = training.restart_overhead_seconds
+        return self.restart_overhead_seconds if given is None else given
 
     def instance_type(self, name: str) -> InstanceType:
         return next(t for t in self.instance_types if t.name == name)

@@ -65,6 +65,11 @@ class Headline:
             for cause, minutes in by_cause(attribute(result)).items():
                 causes[cause] = causes.get(cause, 0.0) + minutes
         doc = {
+            "ettr": Spread(tuple(100.0 * r.figures["ettr"] for r in results)).to_json(),
+            "multi_node_ettr": Spread(tuple(100.0 * m["ettr"] for m in multi)).to_json(),
+            "restart_overhead_gpu_minutes": Spread(
+                tuple(r.figures["restart_overhead_gpu_minutes"] for r in results)
+            ).to_json(),
             "training_gpu_minutes_lost": Spread(
                 tuple(r.figures["training_gpu_minutes_lost"] for r in results)
             ).to_json(),
@@ -86,6 +91,32 @@ class Headline:
             doc["lost_work_usd"] = Spread(tuple(c["lost_work"] for c in costs if c is not None)).to_json()
         return doc
 
+    def ettr(self, arm: Arm) -> list[float]:
+        return [float(next(r for r in o.arms if r.arm is arm).figures["ettr"]) for o in self.outcomes]
+
+    def weeks(self) -> dict[str, int]:
+        """In how many of the runs gpuwarden's ETTR is above Karpenter alone's, and within 1 % of the
+        same week with no incident (docs/simulate.md#goodput)."""
+        arms = {r.arm for r in self.outcomes[0].arms} if self.outcomes else set()
+        if not {Arm.GPUWARDEN, Arm.KARPENTER} <= arms:
+            return {}
+        ours, theirs = self.ettr(Arm.GPUWARDEN), self.ettr(Arm.KARPENTER)
+        doc = {"runs": len(ours), "gpuwarden_ahead": sum(1 for a, b in zip(ours, theirs, strict=True) if a > b)}
+        doc["gpuwarden_behind"] = sum(1 for a, b in zip(ours, theirs, strict=True) if a < b)
+        if Arm.BASELINE in arms:
+            best = self.ettr(Arm.BASELINE)
+            doc["gpuwarden_within_1pc_of_no_incidents"] = sum(
+                1 for a, b in zip(ours, best, strict=True) if a >= 0.99 * b
+            )
+        return doc
+
+    def ahead(self) -> str:
+        """What the verdict says of the headline: in how many weeks gpuwarden is ahead."""
+        weeks = self.weeks()
+        if not weeks:
+            return ""
+        return f"; ahead in {weeks['gpuwarden_ahead']} of {weeks['runs']} weeks of the headline"
+
     def to_json(self) -> dict[str, Any]:
         arms = [r.arm for r in self.outcomes[0].arms] if self.outcomes else []
         return {
@@ -93,6 +124,7 @@ class Headline:
             "seeds": self.seeds,
             "days_per_run": self.days,
             "arms": {arm.value: self._per_arm(arm) for arm in arms},
+            "weeks": self.weeks(),
         }
 
 
@@ -138,7 +170,13 @@ def headline_lines(doc: dict[str, Any]) -> list[str]:
     def dollars(figure: dict[str, float]) -> str:
         return f"${figure['mean']:,.0f} ± {figure['sd']:,.0f}"
 
+    def percent(figure: dict[str, float]) -> str:
+        return f"{figure['mean']:.2f} ± {figure['sd']:.2f} %"
+
     rows: list[tuple[str, str, Any]] = [
+        ("goodput (ETTR), all jobs", "ettr", percent),
+        ("goodput (ETTR), multi-node jobs", "multi_node_ettr", percent),
+        ("restart overhead (GPU-minutes)", "restart_overhead_gpu_minutes", cell),
         ("training lost, all jobs", "training_gpu_minutes_lost", cell),
         ("  resting on Spot interruptions", "spot_interruptions", str),
         ("training lost, multi-node jobs", "multi_node_training_gpu_minutes_lost", cell),
@@ -157,4 +195,15 @@ def headline_lines(doc: dict[str, Any]) -> list[str]:
         for cause in causes:
             values = [f"{a['training_lost_by_cause_mean'].get(cause, 0.0):.0f}" for a in arms.values()]
             lines.append(f"  {cause:<32}  " + "  ".join(f"{v:>22}" for v in values))
-    return lines
+    return lines + _weeks_lines(doc.get("weeks") or {})
+
+
+def _weeks_lines(weeks: dict[str, int]) -> list[str]:
+    """In how many weeks gpuwarden's ETTR is ahead (`Headline.weeks`)."""
+    if not weeks:
+        return []
+    line = f"gpuwarden's ETTR above Karpenter alone's in {weeks['gpuwarden_ahead']} of {weeks['runs']} weeks"
+    line += f", below in {weeks['gpuwarden_behind']}"
+    if "gpuwarden_within_1pc_of_no_incidents" in weeks:
+        line += f"; within 1 % of no incident in {weeks['gpuwarden_within_1pc_of_no_incidents']}"
+    return [line]

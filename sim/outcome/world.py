@@ -311,6 +311,10 @@ class World(WorkloadSide):
             return
         key = f"{namespace}/{name}"
         life = PodLife(key, want.kind, spec, want.slot, spec.gpus, node["metadata"]["name"], self.engine.now())
+        if isinstance(spec, Training) and spec.nodes_per_job == 1:  # a rank's job begins when every rank runs
+            clock = self._clock(life)
+            clock.begin(life.started, self.scenario.restart_overhead(spec))
+            life.started = clock.trains_from  # it trains (and checkpoints) after its restart overhead
         with self._lock:
             self.lives[key] = life
             self.node_pods.setdefault(life.node, set()).add(key)

@@ -47,7 +47,9 @@ def test_lost_gpu_minutes_are_priced_at_the_gpus_own_hourly_price() -> None:
     assert costs["lost_work"] == pytest.approx(22 * GPUS / 60, abs=0.02)
     hours = sum(((b.down_at or result.ledger.ended_at) - b.up_at) / 3600 for b in result.ledger.nodes.values())
     assert costs["compute"] == pytest.approx(4.0 * hours, abs=0.01)
-    assert costs["total"] == pytest.approx(costs["compute"] + costs["lost_work"], abs=0.01)
+    # And the job's restart (5 min of overhead before it trains again, 4 GPUs) at the same price
+    assert costs["restart_overhead"] == pytest.approx(5 * GPUS / 60, abs=0.01)
+    assert costs["total"] == pytest.approx(costs["compute"] + costs["lost_work"] + costs["restart_overhead"], abs=0.01)
 
 
 def test_a_week_is_seven_days_of_the_run() -> None:
@@ -89,11 +91,13 @@ def test_the_table_prints_dollars_and_a_verdict_and_the_plot_shows_the_same_figu
     table = done.stdout
     # Then the table names the prices, prints each arm's dollars, and ends on the verdict
     assert "in dollars, prices as of 2026-01-01 (USD per instance-hour, Linux)" in table
-    assert re.search(r"verdict: gpuwarden beside Karpenter (saves|costs) \$[\d,]+ a week", table.splitlines()[-1])
+    verdict = r"verdict: gpuwarden beside Karpenter keeps training goodput \(ETTR\) at [\d.]+% .*"
+    verdict += r"; (saves|costs) \$[\d,]+ a week"
+    assert re.search(verdict, table.splitlines()[-1])
     assert "real seconds" not in table  # no wall clock among the figures
     # And the PNG carries exactly the figures the table prints
     drawn = json.loads(Image.open(plot).info[METADATA_KEY])
-    arms = ["nothing", "karpenter", "gpuwarden"]
+    arms = ["nothing", "karpenter", "gpuwarden", "no-incidents"]
     for label, key in (
         ("training lost (GPU-minutes)", "training_gpu_minutes_lost"),
         ("idle GPU-hours paid", "idle_gpu_hours"),

@@ -128,7 +128,11 @@ def test_simulate_json_reports_multi_node_jobs_and_a_headline_over_seeds_determi
     for run in runs:
         assert run.exit_code == 0, run.output
     first, second = (json.loads(r.output) for r in runs)
-    assert set(first["multi_node_jobs"]) == {"nothing", "karpenter", "gpuwarden"}
+    assert set(first["multi_node_jobs"]) == {"nothing", "karpenter", "gpuwarden", "no-incidents"}
+    assert {"ettr", "restart_overhead_gpu_minutes", "ettr_per_job"} <= set(first["multi_node_jobs"]["karpenter"])
+    assert "ettr" in first["arms"]["gpuwarden"]
+    assert "ettr" in first["headline"]["arms"]["gpuwarden"]
+    assert first["headline"]["weeks"]["runs"] == 2
     assert first["multi_node_jobs"]["nothing"]["jobs"] == 1
     assert first["headline"]["seeds"] == [7, 8]
     assert "multi_node_spot_interruptions" in first["headline"]["arms"]["gpuwarden"]

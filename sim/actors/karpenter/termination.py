@@ -49,6 +49,8 @@ class _QueueItem:
     deadline: datetime | None
     next_try: datetime
     failures: int = 0
+    #: its pod is do-not-disrupt: only a write to it or a time of `wake_times` changes that
+    held: bool = False
 
 
 @dataclass
@@ -58,7 +60,11 @@ class TerminationController:
     queue: dict[tuple[str, str, str], _QueueItem] = field(default_factory=dict)
 
     def queue_due(self) -> list[datetime]:
-        return [item.next_try for item in self.queue.values()]
+        """Each queued eviction's next try, but those held by do-not-disrupt: retrying one changes
+        nothing until the pod is written (a driver steps on every write) or a time of `wake_times`
+        comes (its do-not-disrupt duration ends, the termination timestamp forces it), so a driver on
+        its own clock need not wake every 10 s for a pod that waits for days."""
+        return [item.next_try for item in self.queue.values() if not item.held]
 
     def wake_times(self, nodes: list[Obj], claims: list[Obj]) -> list[datetime]:
         """When a deleting Node's drain changes with time alone, no write to wait for: a terminating
@@ -210,7 +216,9 @@ class TerminationController:
                 self.queue.pop(key, None)
             else:
                 item.failures += 1
-                delay = min(EVICTION_BASE_DELAY * 2 ** (item.failures - 1), EVICTION_MAX_DELAY)
+                # client-go's ItemExponentialFailureRateLimiter: base * 2^failures, capped at max
+                # (it caps the exponent too: a pod held for days fails millions of times)
+                delay = min(EVICTION_BASE_DELAY * 2.0 ** min(item.failures - 1, 64), EVICTION_MAX_DELAY)
                 item.next_try = now + timedelta(seconds=delay)
 
     def _reconcile_pod(self, key: tuple[str, str, str], item: _QueueItem, now: datetime) -> bool:
@@ -235,7 +243,8 @@ class TerminationController:
             return True
         if not active(pod):
             return True
-        if not evictable(pod, now):
+        item.held = not evictable(pod, now)
+        if item.held:
             return False  # do-not-disrupt: stays queued, backing off
         return self._evict(ns, name, uid, now, str(pod["metadata"].get("resourceVersion", "")))
 
