@@ -51,6 +51,8 @@ def verdict(costs: dict[str, dict[str, float]], days: float, prices: PriceTable)
     net = net_per_week(costs, days, "karpenter", "gpuwarden")
     parts = f"compute {_signed(net['compute'])}, lost work {_signed(net['lost_work'])} a week"
     when = f"at the prices of {prices.as_of.isoformat()}"
+    if days != WEEK_DAYS:  # a shorter or longer run is said as a week, and says so
+        when = f"(a week: {WEEK_DAYS / days:.3g} times the {days:g} simulated day{'' if days == 1 else 's'}) {when}"
     if net["total"] >= 0:
         head = f"verdict: gpuwarden beside Karpenter saves ${net['total']:,.0f} a week against Karpenter alone"
     else:
