@@ -20,7 +20,7 @@ from sim.apiserver.core import KubeSim
 from sim.scenes.base import TRAINIUM_NODE, build_cluster, build_trainium
 
 REGION = "us-west-2"
-CLUSTER = "ml-prod"
+CLUSTER = KubeSim.cluster_name  # its kubeconfig names it: the policy must too
 
 
 def exports(kubeconfig: Path, policy: Path, endpoint: str) -> dict[str, str]:
