@@ -51,6 +51,7 @@ setup-real: $(STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/gpuwarden demo
+	@echo "gpuwarden is installed in $(VENV)/bin: run 'source $(VENV)/bin/activate' to have it on PATH (or call $(VENV)/bin/gpuwarden)"
 
 # The built-in week through three arms (nothing / Karpenter / gpuwarden beside Karpenter): the table and the
 # plot, recorded in docs/outcome.json, docs/simulate.md and the README's verdict (sim/outcome/record.py).

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any
 
 from aws_cdk import App, Validations
 from cdk_nag import AwsSolutionsChecks
 
-from infra.config import Settings
+from infra.config import Settings, SettingsError
 from infra.stacks.gpuwarden_stack import GpuwardenStack
 
 #: the construct id; the deployed CloudFormation stack name carries the cluster (infra/config.py
@@ -36,7 +37,14 @@ def build_app(*, outdir: str | None = None, context: Mapping[str, Any] | None = 
 
 
 def main() -> None:
-    build_app().synth()
+    """`cdk synth` / `cdk deploy`: a context value or a policy that does not validate is said in
+    its own lines (the key, what was given, what is allowed), exit 2, without a Python traceback."""
+    try:
+        app = build_app()
+    except SettingsError as err:
+        sys.stderr.write(f"gpuwarden: cdk: {err}\n")
+        raise SystemExit(2) from None
+    app.synth()
 
 
 if __name__ == "__main__":

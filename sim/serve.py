@@ -21,7 +21,7 @@ from sim.scenes.base import TRAINIUM_NODE, build_cluster, build_trainium
 from sim.seeds import seed_cluster
 
 REGION = "us-west-2"
-CLUSTER = "ml-prod"
+CLUSTER = KubeSim.cluster_name  # its kubeconfig names it: the policy must too
 
 
 def exports(kubeconfig: Path, policy: Path, endpoint: str) -> dict[str, str]:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 
-from gpuwarden.cli_exits import answer, emit, fail_config, fail_invalid, guarded
+from gpuwarden.cli_exits import answer, fail_config, fail_invalid, guarded, interrupted
 from gpuwarden.domain.errors import InvalidEvent, InvalidSetting
 from gpuwarden.sources.runbook import RUNBOOK_ACTIONS
 
@@ -62,19 +62,27 @@ def log_level(*, on_terminal: bool, verbose: bool) -> None:
 @main.command(short_help="Route one event as the deployed rules would, run it to the end, print the JSON result.")
 @click.argument("event", type=click.File("r", encoding="utf-8"))
 @click.option("--dry-run", is_flag=True, help="Plan and report every action, change nothing (as DRY_RUN=true).")
-def invoke(event: TextIO, dry_run: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="JSON output (the default when stdout is not a terminal).")
+def invoke(event: TextIO, dry_run: bool, as_json: bool) -> None:
     """Route one EVENT (a JSON file, or - for standard input) as the deployed rules would,
-    run it to the end, and print the JSON result. Exit 0 for handled / ignored / duplicate /
-    dry-run, 2 for input that does not parse, 1 for failure (docs/cli.md#exit-codes).
+    run it to the end, and print the result: a timeline at a terminal, the JSON result when
+    piped or with --json. Exit 0 done, 1 failed, 2 input that does not parse, 3 refused by a
+    protection, 4 a drain its deadline overtook, 130 Ctrl-C (docs/cli.md#exit-codes).
     KUBECONFIG, GPUWARDEN_POLICY_FILE, DRY_RUN and GPUWARDEN_NOW apply."""
     try:
         raw = json.load(event)
     except ValueError as err:
         fail_invalid(f"not JSON: {err}")
-    from gpuwarden.local import run_event
+    from gpuwarden.local import run_event, target_of
     from gpuwarden.services.dispatch import fallback_kind
+    from gpuwarden.terminal import timeline_lines
 
-    emit(guarded(lambda: run_event(raw, dry_run=dry_run), fallback_kind(raw)))
+    try:
+        result = guarded(lambda: run_event(raw, dry_run=dry_run), fallback_kind(raw))
+    except KeyboardInterrupt:
+        again = f"gpuwarden invoke {event.name}" if event.name != "<stdin>" else "gpuwarden invoke - < EVENT.json"
+        interrupted(*target_of(raw), go_on=f"{again} (the same event goes on from the node's marks)")
+    answer(result, as_json, timeline_lines)
 
 
 @main.command(short_help="One on-call action on one node: plan, status, cordon, uncordon, drain, checkpoint, replace.")
@@ -82,7 +90,11 @@ def invoke(event: TextIO, dry_run: bool) -> None:
 @click.option("--node", metavar="NAME", help="The node's name.")
 @click.option("--instance-id", metavar="ID", help="The node's EC2 instance id (i-…).")
 @click.option("--dry-run", is_flag=True, help="Plan and report every action, change nothing.")
-@click.option("--force", is_flag=True, help="Override budget windows and do-not-disrupt (never a PDB).")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Override budget windows, the NodePool's disruption budgets and do-not-disrupt (never a PDB).",
+)
 @click.option("--reason", default="", metavar="TEXT", help="Why: recorded in the ledger and the node's Events.")
 @click.option("--remote", metavar="FUNCTION_NAME", help="Invoke the deployed runbook function instead.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output (the default when stdout is not a terminal).")
@@ -108,8 +120,9 @@ def runbook(
     replace     launch the node's replacement capacity, nothing else
 
     Locally against KUBECONFIG (GPUWARDEN_POLICY_FILE, GPUWARDEN_NOW apply), or --remote
-    through the deployed function. Exit 0 for handled / ignored / duplicate / dry-run,
-    2 for invalid input (the field is named on stderr), 1 for failure.
+    through the deployed function. Exit 0 done, 1 failed, 2 invalid input (the field is named
+    on stderr), 3 refused by a protection (a window, the NodePool's budgets, do-not-disrupt:
+    --force overrides), 4 a drain its deadline overtook, 130 Ctrl-C (docs/cli.md#exit-codes).
     """
     from gpuwarden.sources import parse_runbook
 
@@ -124,6 +137,13 @@ def runbook(
     progress = ProgressLine(sys.stderr) if sys.stderr.isatty() and not remote else None
     try:
         result = guarded(lambda: _runbook(request, payload, remote, progress), "manual", payload)
+    except KeyboardInterrupt:
+        if progress is not None:
+            progress.finish()
+        if remote:  # the deployed function goes on: its drain workflow carries the drain
+            raise
+        again = f"gpuwarden runbook {action} " + (f"--node {node}" if node else f"--instance-id {instance_id}")
+        interrupted(node, instance_id, again)
     finally:
         if progress is not None:
             progress.finish()
@@ -168,15 +188,18 @@ def scan(as_json: bool) -> None:
 @click.option("--all", "every", is_flag=True, help="Every node of the cluster, and every NodePool the windows changed.")
 @click.option("--node", metavar="NAME", help="One node.")
 @click.option("--dry-run", is_flag=True, help="Say what would be taken back, change nothing.")
-def release(every: bool, node: str | None, dry_run: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="JSON output (the default when stdout is not a terminal).")
+def release(every: bool, node: str | None, dry_run: bool, as_json: bool) -> None:
     """Take back every mark gpuwarden left (docs/rollback.md): its cordons, taints and annotations on
     nodes, the do-not-disrupt marks it added to pods, and (--all) NodePool budgets and GPU limits
-    restored exactly. Idempotent; prints the JSON answer. Exit as for invoke."""
+    restored exactly. Idempotent; a timeline at a terminal, the JSON answer when piped or with
+    --json. Exit as for invoke."""
     from gpuwarden.local import run_release
+    from gpuwarden.terminal import timeline_lines
 
     if every == (node is not None):
         fail_invalid("give exactly one of --all and --node NAME")
-    emit(guarded(lambda: run_release(node, dry_run=dry_run), "manual", {"node": node}))
+    answer(guarded(lambda: run_release(node, dry_run=dry_run), "manual", {"node": node}), as_json, timeline_lines)
 
 
 DEMO_SPEED, SANDBOX_SPEED = 10.0, 1.0  # the sandbox keeps real time: commands typed by hand meet real waits

@@ -58,7 +58,7 @@ class Settings(BaseModel):
         observe = parse_mode(env.get("GPUWARDEN_MODE")) == "observe"
 
         return cls(
-            kubeconfig=text("KUBECONFIG"),
+            kubeconfig=text("KUBECONFIG") or (None if text("AWS_LAMBDA_FUNCTION_NAME") else home_kubeconfig(env)),
             policy_file=text("GPUWARDEN_POLICY_FILE"),
             policy_parameter=text("GPUWARDEN_POLICY_PARAMETER"),
             state_table=text("GPUWARDEN_STATE_TABLE"),
@@ -156,6 +156,14 @@ def parse_policy(text: str, source: str) -> Policy:
         raise InvalidPolicy(
             f"{source} does not validate: {'; '.join(problems)}", source=source, problems=problems
         ) from None
+
+
+def home_kubeconfig(env: Mapping[str, str]) -> str | None:
+    """`~/.kube/config` when it exists: where kubectl looks when KUBECONFIG is unset (a deployed
+    function has none, and reaches EKS with its role: docs/cli.md#the-right-cluster)."""
+    home = env.get("HOME")
+    path = Path(home) / ".kube" / "config" if home else None
+    return str(path) if path is not None and path.is_file() else None
 
 
 def load_policy(settings: Settings) -> Policy:

@@ -121,3 +121,17 @@ def run_release(node: str | None, *, dry_run: bool = False) -> dict[str, Any]:
         "manual",
         node=node,
     )
+
+
+def target_of(raw: object) -> tuple[str | None, str | None]:
+    """The node (or instance) an event acts on, as its route parses it: what a Ctrl-C reports the
+    state of. (None, None) for an event that names none, or that does not parse."""
+    try:
+        parsed = parse_event(raw, deployed=deployed_rules(Settings.from_env()))
+    except GpuwardenError:
+        return None, None
+    if isinstance(parsed, RunbookRequest):
+        return parsed.node, parsed.instance_id
+    if isinstance(parsed, NoticeBatch) and parsed.notices:
+        return parsed.notices[0].node_name, parsed.notices[0].instance_id
+    return None, None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
@@ -142,11 +143,7 @@ def human_lines(result: dict[str, Any]) -> list[str]:
         lines += ["", *plan_table(result["plan"])]
     shown = [a for a in result.get("actions") or [] if a["type"] != "eviction-blocked"]
     if shown:
-        lines += ["", "would do (dry run):" if result.get("dry_run") else "actions:"]
-        for action in shown:
-            what = action.get("pod") or action.get("target") or action.get("taint") or ""
-            why = action.get("reason") or action.get("result") or ""
-            lines.append(f"  {action['type']:<22} {what}  {why}".rstrip())
+        lines += ["", "would do (dry run):" if result.get("dry_run") else "actions:", *timeline(shown)]
     return lines
 
 
@@ -169,5 +166,83 @@ def scan_lines(result: dict[str, Any]) -> list[str]:
     """A GPU-health scan for a terminal: the summary, then one line per unhealthy node."""
     lines = [f"gpu-health scan: {result.get('outcome')}: {result.get('reason', '')}"]
     for one in result.get("results") or []:
-        lines.append(f"  {one.get('node') or '-':<40} {one.get('outcome', ''):<10} {one.get('reason', '')}")
+        kind = one.get("kind", "")
+        lines.append(f"  {one.get('node') or '-':<40} {kind:<21} {one.get('outcome', ''):<10} {one.get('reason', '')}")
     return lines
+
+
+def interrupted_lines(target: str | None, status: dict[str, Any] | None, go_on: str) -> list[str]:
+    """Ctrl-C: the node's state as `runbook status` read it (cordon, taints, gpuwarden's marks), the
+    command that goes on and the one that releases it (docs/cli.md#interrupted)."""
+    if target is None:
+        return ["gpuwarden: interrupted before any node was named: nothing was changed"]
+    found = (status or {}).get("status")
+    if found is None:
+        why = (status or {}).get("reason") or "not read"
+        flag = "--instance-id" if target.startswith("i-") else "--node"
+        lines = [f"gpuwarden: interrupted: the state of {target} is not known ({why})"]
+        lines.append(f"  to see it: gpuwarden runbook status {flag} {target}")
+        if flag == "--instance-id":
+            return [*lines, f"  to go on: {go_on}"]
+    else:
+        node = status.get("node") if status else target
+        taints = ", ".join(f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in found["taints"]) or "none"
+        marks = ", ".join(found.get("annotations") or {}) or "none"
+        by = " (by gpuwarden)" if found["cordoned_by_gpuwarden"] else ""
+        lines = [
+            f"gpuwarden: interrupted: {node} is {'cordoned' + by if found['unschedulable'] else 'schedulable'}",
+            f"  taints: {taints}",
+            f"  gpuwarden marks: {marks}",
+        ]
+        target = str(node)
+    return [*lines, f"  to go on: {go_on}", f"  to give the node back: gpuwarden release --node {target}"]
+
+
+#: How the timeline names an action (the demo's and the command line's); other types by their name
+TIMELINE_LABELS = {
+    "cordon": "cordoned",
+    "checkpoint-requested": "asked",
+    "signal": "signalled",
+    "checkpoint-delivered": "delivered",
+    "checkpoint-ack": "ack",
+    "evict": "evicted",
+    "delete": "deleted",
+    "eviction-blocked": "PDB 429",
+    "replacement": "replacement",
+    "replacement-skipped": "no replacement",
+    "drain-complete": "drained",
+    "drain-blocked": "BLOCKED",
+}
+
+
+def timeline_line(action: dict[str, Any], start: datetime | None) -> str:
+    """One action at its offset from ``start``: `+  3.20s  evicted  ml/train-0  …` (no offset for
+    an action without its time, or without a ``start``)."""
+    from dateutil.parser import isoparse
+
+    at = f"+{(isoparse(action['at']) - start).total_seconds():6.2f}s" if start and action.get("at") else " " * 8
+    what = action.get("pod") or action.get("target") or action.get("taint") or ""
+    why = action.get("reason") or action.get("result") or ""
+    if action["type"] == "drain-complete" and "seconds_left" in action:
+        why = f"{action['seconds_left']:.1f} s of the notice left"
+    return f"  {at}  {TIMELINE_LABELS.get(action['type'], action['type']):<13} {what:<34} {why}".rstrip()
+
+
+def timeline(actions: list[dict[str, Any]]) -> list[str]:
+    """The actions as the demo prints them, each at its offset from the first one's time."""
+    from dateutil.parser import isoparse
+
+    times = [isoparse(a["at"]) for a in actions if a.get("at")]
+    start = min(times) if times else None
+    return [timeline_line(a, start) for a in actions]
+
+
+def timeline_lines(result: dict[str, Any]) -> list[str]:
+    """`invoke` and `release` at a terminal: the outcome and why, how the drain ended, the timeline."""
+    where = result.get("node") or result.get("instance_id") or "-"
+    lines = [f"{result.get('kind', '?')} {where}: {result['outcome']}", f"  {result.get('reason', '')}"]
+    drain = result.get("drain") or {}
+    if drain.get("outcome"):
+        lines.append(f"  drain: {drain['outcome']}")
+    shown = timeline(result.get("actions") or [])
+    return [*lines, *(["", *shown] if shown else [])]

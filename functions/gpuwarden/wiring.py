@@ -64,7 +64,8 @@ def kube_api_client(settings: Settings, policy: Policy) -> Any:
         return client_from_kubeconfig(settings.kubeconfig.split(":")[0])
     if not settings.region:
         raise ClusterUnreachable(
-            f"no cluster: KUBECONFIG is not set and there is no AWS region to reach EKS cluster {policy.cluster}"
+            "no cluster: KUBECONFIG is not set, there is no ~/.kube/config and no AWS region to reach EKS "
+            f"cluster {policy.cluster}"
         )
     from gpuwarden.adapters.eks_auth import eks_api_client
 
@@ -72,14 +73,26 @@ def kube_api_client(settings: Settings, policy: Policy) -> Any:
         return eks_api_client(policy.cluster, settings.region)
     except CloudNotFound as err:  # both causes: no kubeconfig named, and EKS has no such cluster
         raise ClusterUnreachable(
-            f"no cluster: KUBECONFIG is not set, so gpuwarden asked EKS in {settings.region} (the AWS "
+            "no cluster: KUBECONFIG is not set and there is no ~/.kube/config, so gpuwarden asked EKS in "
+            f"{settings.region} (the AWS "
             f"settings) for cluster {policy.cluster}, and EKS has no such cluster: {err}"
         ) from err
     except CloudError as err:  # the same type (decisions read it), the message naming both causes
         said = type(err)(
-            f"KUBECONFIG is not set, so gpuwarden asked EKS in {settings.region} for cluster {policy.cluster}: {err}"
+            f"KUBECONFIG is not set (nor ~/.kube/config), so gpuwarden asked EKS in {settings.region} "
+            f"for cluster {policy.cluster}: {err}"
         )
         raise (said.after_retries() if err.retried else said) from err
+
+
+def same_cluster(settings: Settings, policy: Policy) -> None:
+    """The kubeconfig's cluster is the policy's, or exit 2 naming both, before anything is read
+    (docs/cli.md#the-right-cluster). Only where a cluster was named: a policy, or GPUWARDEN_CLUSTER."""
+    named = settings.policy_file or settings.policy_parameter or settings.cluster
+    if settings.kubeconfig and named:
+        from gpuwarden.adapters.cluster_identity import check_cluster
+
+        check_cluster(settings.kubeconfig.split(":")[0], policy.cluster)
 
 
 def ledger_for(settings: Settings) -> LedgerPort:
@@ -109,6 +122,8 @@ def build_deps(
 
     policy = policy or load_policy(settings)
     chosen = policy
+    if api_client is None:
+        same_cluster(settings, policy)
 
     def kube_client() -> KubePort:
         client = api_client if api_client is not None else kube_api_client(settings, chosen)
@@ -195,6 +210,8 @@ def doctor_report() -> DoctorReport:
     except GpuwardenError as err:
         policy_error = str(err)
     effective = policy or Policy(cluster=settings.cluster or "default")
+    if policy is not None or settings.cluster:
+        same_cluster(settings, effective)
     where = f"KUBECONFIG {settings.kubeconfig}" if settings.kubeconfig else f"EKS cluster {effective.cluster}"
     try:
         reads: DoctorReads | str = reads_on(lambda: kube_api_client(settings, effective), where)

@@ -21,10 +21,10 @@ from types import FrameType
 from typing import Any
 
 from realplane.aws import start_moto
-from realplane.plane.harness import KWOK_NODE_ANNOTATION, Plane
+from realplane.plane.harness import CLUSTER_NAME, KWOK_NODE_ANNOTATION, Plane
 from sim.serve import exports
 
-CLUSTER = "ml-prod"
+CLUSTER = CLUSTER_NAME  # the plane's kubeconfig names it: the policy must too
 SAMPLE = "i-0abc1234def567890"  # the instance id in events/spot-interruption-empty-time.json
 
 

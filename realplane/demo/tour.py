@@ -144,7 +144,7 @@ class Tour:
         return result
 
     def timeline(self, result: Obj) -> None:
-        from sim.scenes.base import TIMELINE_LABELS, timeline_line
+        from gpuwarden.terminal import TIMELINE_LABELS, timeline_line
 
         actions = result["actions"]
         first = min((datetime.fromisoformat(a["at"]) for a in actions), default=datetime.now(UTC))

@@ -135,13 +135,18 @@ class Component:
                 continue
 
 
+#: The cluster the plane's kubeconfigs name: the policy's of the scenes and the sandbox (gpuwarden
+#: checks one against the other: docs/cli.md#the-right-cluster)
+CLUSTER_NAME = "ml-prod"
+
+
 def _kubeconfig(server: str, ca: Path, user: str, cert: Path, key: Path) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "realplane", "cluster": {"server": server, "certificate-authority": str(ca)}}],
+        "clusters": [{"name": CLUSTER_NAME, "cluster": {"server": server, "certificate-authority": str(ca)}}],
         "users": [{"name": user, "user": {"client-certificate": str(cert), "client-key": str(key)}}],
-        "contexts": [{"name": "realplane", "context": {"cluster": "realplane", "user": user}}],
+        "contexts": [{"name": "realplane", "context": {"cluster": CLUSTER_NAME, "user": user}}],
         "current-context": "realplane",
     }
 

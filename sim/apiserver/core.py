@@ -32,6 +32,10 @@ SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 class KubeSim:
     """An in-process Kubernetes API server on 127.0.0.1 (random port), plain HTTP."""
 
+    #: The cluster its kubeconfig names: the policy's of the tests and the sandbox (gpuwarden checks
+    #: the kubeconfig's cluster against the policy's: docs/cli.md#the-right-cluster)
+    cluster_name = "ml-prod"
+
     def __init__(self, clock_speed: float = 1.0, clock: SimClock | None = None) -> None:
         self.clock = clock or SimClock(clock_speed)
         self.registry = Registry()
@@ -122,12 +126,12 @@ class KubeSim:
         return {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "kubesim", "cluster": {"server": self.url}}],
+            "clusters": [{"name": self.cluster_name, "cluster": {"server": self.url}}],
             "users": [{"name": "kubesim", "user": {"token": TOKEN}}],
             "contexts": [
                 {
                     "name": "kubesim",
-                    "context": {"cluster": "kubesim", "user": "kubesim", "namespace": "default"},
+                    "context": {"cluster": self.cluster_name, "user": "kubesim", "namespace": "default"},
                 }
             ],
             "current-context": "kubesim",

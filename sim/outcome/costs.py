@@ -90,6 +90,8 @@ def verdict(
         f"restart overhead {_signed(net['restart_overhead'])} a week"
     )
     when = f"at the prices of {prices.as_of.isoformat()}"
+    if days != WEEK_DAYS:  # a shorter or longer run is said as a week, and says so
+        when = f"(a week: {WEEK_DAYS / days:.3g} times the {days:g} simulated day{'' if days == 1 else 's'}) {when}"
     if net["total"] >= 0:
         money = f"saves ${net['total']:,.0f} a week against Karpenter alone"
     else:

@@ -7,10 +7,12 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+# the timeline's renderer is the command line's (`gpuwarden invoke` at a terminal prints it too)
+from gpuwarden.terminal import TIMELINE_LABELS as TIMELINE_LABELS
+from gpuwarden.terminal import timeline_line as timeline_line
 from sim.apiserver.core import KubeSim
 from sim.builders import (
     daemonset_pod,
@@ -184,30 +186,3 @@ def simulated_aws() -> Iterator[None]:
 
 def scene_deps(sim: KubeSim) -> Any:
     return sim_deps(sim, caller="demo")
-
-
-TIMELINE_LABELS = {
-    "cordon": "cordoned",
-    "checkpoint-requested": "asked",
-    "signal": "signalled",
-    "checkpoint-delivered": "delivered",
-    "checkpoint-ack": "ack",
-    "evict": "evicted",
-    "delete": "deleted",
-    "eviction-blocked": "PDB 429",
-    "replacement": "replacement",
-    "replacement-skipped": "no replacement",
-    "drain-complete": "drained",
-    "drain-blocked": "BLOCKED",
-}
-
-
-def timeline_line(action: dict[str, Any], start: datetime) -> str:
-    from dateutil.parser import isoparse
-
-    offset = (isoparse(action["at"]) - start).total_seconds()
-    what = action.get("pod") or action.get("target") or action.get("taint") or ""
-    why = action.get("reason") or action.get("result") or ""
-    if action["type"] == "drain-complete" and "seconds_left" in action:
-        why = f"{action['seconds_left']:.1f} s of the notice left"
-    return f"  +{offset:6.2f}s  {TIMELINE_LABELS.get(action['type'], action['type']):<13} {what:<34} {why}"

@@ -28,15 +28,20 @@ def _parameter_value(synth: Synth) -> dict[str, Any]:
 def test_a_bad_policy_fails_the_synth_with_the_validation_error(tmp_path: Path) -> None:
     # Given a policy with an out-of-range threshold, passed the way `cdk synth -c` / cdk.json do
     context = {"cluster": "ml-test", SKIP_BUNDLING: True, "policy": {"gpu_idle": {"threshold_percent": 250}}}
-    env = {**os.environ, "CDK_CONTEXT_JSON": json.dumps(context), "CDK_OUTDIR": str(tmp_path / "out")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JSII_SILENCE")}  # as a bare `npx cdk`
+    env |= {"CDK_CONTEXT_JSON": json.dumps(context), "CDK_OUTDIR": str(tmp_path / "out")}
     # When the CDK app runs (cdk.json: `python -m infra.app`)
     proc = subprocess.run(
         [sys.executable, "-m", "infra.app"], cwd=REPO, env=env, capture_output=True, text=True, check=False
     )
     # Then it fails, naming the field, what was given and what is allowed, and writes no template
-    assert proc.returncode != 0
+    assert proc.returncode == 2
     assert "invalid gpuwarden policy" in proc.stderr
     assert "gpu_idle.threshold_percent: given 250; allowed: at most 100" in proc.stderr
+    # said once, in its own lines, without a Python traceback (was 39 lines ending in one)
+    assert proc.stderr.startswith("gpuwarden: cdk: invalid gpuwarden policy"), proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "end-of-life" not in proc.stderr  # no Node 20 banner, outside make too
     assert not (tmp_path / "out" / "GpuwardenStack.template.json").exists()
 
 

@@ -84,8 +84,9 @@ def kubeconfig(tmp_path: Path, port: int) -> Path:
     path = tmp_path / "kubeconfig"
     path.write_text(
         "apiVersion: v1\nkind: Config\n"
-        f"clusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:{port}\n    insecure-skip-tls-verify: true\n"
-        "contexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n"
+        "clusters:\n- name: ml-prod\n  cluster:\n"
+        f"    server: https://127.0.0.1:{port}\n    insecure-skip-tls-verify: true\n"
+        "contexts:\n- name: c\n  context: {cluster: ml-prod, user: u}\ncurrent-context: c\n"
         "users:\n- name: u\n  user: {token: t}\n"
     )
     return path

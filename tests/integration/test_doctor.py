@@ -239,9 +239,9 @@ def test_an_unreachable_cluster_and_a_bad_policy_are_findings_not_tracebacks(aws
             {
                 "apiVersion": "v1",
                 "kind": "Config",
-                "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+                "clusters": [{"name": "ml-prod", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
                 "users": [{"name": "u", "user": {"token": "t"}}],
-                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+                "contexts": [{"name": "c", "context": {"cluster": "ml-prod", "user": "u"}}],
                 "current-context": "c",
             }
         )
@@ -258,6 +258,8 @@ def test_an_unreachable_cluster_and_a_bad_policy_are_findings_not_tracebacks(aws
     assert f"127.0.0.1:{port}" in found["cluster-access"]["message"]
     assert found["policy"]["severity"] == "error"
     assert report["errors"] == 2
+    # and no behaviour is listed as on: an invalid policy runs nothing (was: the defaults' list)
+    assert found["behaviours"]["message"].startswith("none: the policy does not validate"), found["behaviours"]
 
 
 def test_a_terminal_gets_a_table_with_the_fixes() -> None:
@@ -312,3 +314,18 @@ def test_gpu_nodes_expiring_within_seven_days_are_named_with_their_plan(
     assert "before Karpenter expires the node at" in found["message"]
     assert "ip-10-0-4-4" not in found["message"]
     assert "expireAfter" in found["fix"]
+
+
+def test_karpenter_running_outside_the_cluster_is_said_not_denied(sim: KubeSim, aws: None, tmp_path: Path) -> None:
+    # Given no Karpenter Deployment (the real plane runs Karpenter as a process) and a NodePool
+    sim.create(b.nodepool("gpu-training"))
+    _, report = doctor(sim, tmp_path)
+    assert by_check(report)["karpenter-interruption-queue"]["message"].startswith("no Karpenter found")
+    # When Karpenter's NodePool controller has written the pool's Ready condition
+    ready = {"type": "Ready", "status": "True", "reason": "Ready", "lastTransitionTime": "2026-11-23T00:00:00Z"}
+    sim.patch_direct("NodePool", "gpu-training", {"status": {"conditions": [ready]}})
+    _, report = doctor(sim, tmp_path)
+    # Then doctor says what it found, and that the queue cannot be read from here
+    found = by_check(report)["karpenter-interruption-queue"]
+    assert found["severity"] == "warn"
+    assert found["message"].startswith("Karpenter runs (NodePool gpu-training carries the Ready condition"), found

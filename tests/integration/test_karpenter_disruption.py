@@ -87,3 +87,25 @@ def test_the_scan_narrowed_by_node_selector_narrows_the_karpenter_disruption_par
     disrupting(world)
     policy = Policy.model_validate({"cluster": "ml-prod", "gpu_health": {"node_selector": "team=elsewhere"}})
     assert part(handle_scan(None, world.deps(policy)).to_json()) == []
+
+
+def test_the_scan_answers_one_flat_list_each_result_with_its_own_kind(world: World) -> None:
+    # Given a node Karpenter is disrupting and another whose GPU condition failed
+    from tests.integration.test_gpu_health import failing
+
+    spot_node(world.sim, modes=("annotate",))
+    disrupting(world)
+    other = "ip-10-0-2-40.us-west-2.compute.internal"
+    failing(world.sim, other)
+    # When the scan runs
+    result = handle_scan(None, world.deps()).to_json()
+    # Then its results are one flat list of per-node answers, each of its own kind (contract §5),
+    # and the reason says what each part found (not "None: ignored")
+    assert result["kind"] == "gpu-unhealthy"
+    assert sorted((r["kind"], r["node"]) for r in result["results"]) == [
+        ("gpu-unhealthy", other),
+        ("karpenter-disruption", NODE),
+    ]
+    assert not [r for r in result["results"] if r.get("results")]
+    assert "None" not in result["reason"]
+    assert result["outcome"] == "handled"

@@ -332,3 +332,19 @@ def test_a_drain_round_reads_the_node_once_beside_its_replacement(world: World) 
     last = round_of(Recorder(world.deps(), result["event_id"]), middle.state, hooks)
     assert last.state.done
     assert node_gets(world, since) == 1
+
+
+def test_runbook_status_on_the_held_replacement_says_it_is_gpuwardens(world: World) -> None:
+    from tests.integration.test_runbook import runbook
+
+    claim = launched(world)
+    register(world, claim)
+    # When the on-call engineer asks for the replacement's status
+    held = runbook(world, action="status", node=NEW_NODE)
+    # Then it names what it is and until when gpuwarden holds it (was: "not held by gpuwarden")
+    assert f"gpuwarden's replacement for {NODE_OF_SAMPLES}" in held["reason"], held["reason"]
+    assert f"held with {HOLD} until {claim['metadata']['annotations'][UNTIL]}" in held["reason"]
+    # and once the hold is taken back, says so
+    world.sim.clock.advance(16 * 60)
+    reconcile(world)
+    assert "its hold taken back" in runbook(world, action="status", node=NEW_NODE)["reason"]

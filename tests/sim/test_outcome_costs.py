@@ -16,7 +16,7 @@ import pexpect
 import pytest
 from PIL import Image
 
-from sim.outcome.costs import arm_costs, per_week
+from sim.outcome.costs import arm_costs, per_week, verdict
 from sim.outcome.plot import METADATA_KEY
 from sim.outcome.prices import BUILTIN_PRICES, PriceTable, load_prices
 from sim.outcome.runner import Arm, run_arm
@@ -54,6 +54,14 @@ def test_lost_gpu_minutes_are_priced_at_the_gpus_own_hourly_price() -> None:
 
 def test_a_week_is_seven_days_of_the_run() -> None:
     assert per_week(10.0, 0.5) == pytest.approx(140.0)
+
+
+def test_a_verdict_scaled_from_fewer_days_says_so() -> None:
+    costs = {"karpenter": {"compute": 100.0, "lost_work": 10.0, "total": 110.0}}
+    costs["gpuwarden"] = {"compute": 90.0, "lost_work": 5.0, "total": 95.0}
+    one_day = verdict(costs, 1.0, load_prices())
+    assert "saves $105 a week against Karpenter alone (a week: 7 times the 1 simulated day)" in one_day
+    assert "simulated day" not in verdict(costs, 7.0, load_prices())
 
 
 def _scenario_file(tmp_path: Path) -> Path:

@@ -27,7 +27,7 @@ from gpuwarden.services.engine.drain import DrainState
 from gpuwarden.services.engine.failures import failed_notice, failed_result
 from gpuwarden.services.engine.node_ops import scanned_nodes
 from gpuwarden.services.engine.pipeline import round_of
-from gpuwarden.services.engine.result import Result, alerts_answer, answered, failed, summed
+from gpuwarden.services.engine.result import Result, alerts_answer, answered, failed, summed, summed_outcome
 from gpuwarden.services.release import release
 from gpuwarden.services.runbook import actions as runbook
 from gpuwarden.services.runbook.run import Progress
@@ -82,12 +82,23 @@ def handle_scan(tick: ScanTick | None, deps: Deps, *, drain_locally: bool = True
     try:
         nodes = scanned_nodes(deps)  # the scan reads the cluster's nodes once, for every kind's part
         scanned = [spec.scan(deps, spec.hooks, drain_locally, nodes) for spec in scanners if spec.scan is not None]
-        # a later kind's part that found nothing adds nothing to the answer
-        scanned = [r for i, r in enumerate(scanned) if i == 0 or r.results]
     except GpuwardenError as err:
         scan_id = tick.execution_id if tick is not None else None
         return failed(failed_result(SCAN_KIND.value, err, event_id=scan_id), deps)
-    return answered(summed(scanned), deps)
+    # one flat list of per-node answers, each with its own kind (docs/cli.md#scan); a later kind's
+    # part that found nothing adds nothing to the reason
+    flat = [one for part in scanned for one in part.results or ()]
+    reason = "; ".join(part.reason for i, part in enumerate(scanned) if i == 0 or part.results)
+    return answered(
+        Result(
+            outcome=summed_outcome(flat),
+            kind=SCAN_KIND.value,
+            reason=reason,
+            actions=[a for one in flat for a in one.actions],
+            results=flat,
+        ),
+        deps,
+    )
 
 
 def handle_alerts(batch: AlertBatch, deps: Deps, *, drain_locally: bool = True) -> Result:

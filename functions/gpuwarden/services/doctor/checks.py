@@ -50,12 +50,36 @@ def check_cluster_access(reads: DoctorReads, policy: Policy) -> Finding:
     return Finding("cluster-access", Severity.OK, f"all {asked} verbs gpuwarden uses are allowed")
 
 
+def _karpenter_elsewhere(facts: ClusterFacts) -> Finding:
+    """No Karpenter Deployment: whether Karpenter runs all the same (a process outside the cluster,
+    as on the real plane, or a managed one), seen by the status its NodePool controller writes."""
+    written = [
+        str((pool.get("metadata") or {}).get("name"))
+        for pool in facts.nodepools
+        if any(c.get("type") == "Ready" for c in (pool.get("status") or {}).get("conditions") or ())
+    ]
+    if not written:
+        return Finding(
+            "karpenter-interruption-queue",
+            Severity.OK,
+            "no Karpenter found: no Karpenter Deployment, and no NodePool with the Ready condition Karpenter writes",
+        )
+    return Finding(
+        "karpenter-interruption-queue",
+        Severity.WARN,
+        f"Karpenter runs (NodePool {names(written)} carries the Ready condition its controller writes) but not as a "
+        "Deployment in this cluster, so whether it consumes an interruption queue cannot be read here",
+        "if it does (settings.interruptionQueue / INTERRUPTION_QUEUE), put karpenter.sh/do-not-disrupt on every "
+        "checkpointing pod, as when its Deployment is found (docs/cluster.md#beside-karpenter)",
+    )
+
+
 def check_interruption_queue(facts: ClusterFacts) -> Finding:
     if unread := not_read(facts, "karpenter-interruption-queue", "Deployments"):
         return unread
     with_queue = [k for k in facts.karpenter if k.queue]
     if not facts.karpenter:
-        return Finding("karpenter-interruption-queue", Severity.OK, "no Karpenter Deployment found")
+        return _karpenter_elsewhere(facts)
     if not with_queue:
         where = names([k.where for k in facts.karpenter])
         return Finding(

@@ -41,6 +41,16 @@ def check_behaviours(policy: Policy, switches: Sequence[str]) -> Finding:
     return Finding("behaviours", Severity.OK, f"on: {on}; off: {off}")
 
 
+def _no_behaviours() -> Finding:
+    """A policy that does not validate runs nothing: every handler refuses it (docs/policy.md)."""
+    return Finding(
+        "behaviours",
+        Severity.WARN,
+        "none: the policy does not validate, so every handler refuses to run (fail closed)",
+        "fix the policy (the `policy` finding names the key)",
+    )
+
+
 __all__ = ["CLUSTER_CHECKS", "DoctorReads", "DoctorReport", "Finding", "Severity", "diagnose"]
 
 #: The checks that need the cluster, in the order they are reported.
@@ -137,6 +147,6 @@ def diagnose(
         *cluster_part,
         check_gpu_metrics(effective, has_gpu_metric),
         check_policy(policy, policy_error, now, policy_source),
-        check_behaviours(effective, switches),
+        check_behaviours(effective, switches) if policy is not None or policy_error is None else _no_behaviours(),
     ]
     return DoctorReport(findings)

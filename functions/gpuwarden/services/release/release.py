@@ -23,6 +23,7 @@ from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.errors import NotFound
 from gpuwarden.domain.views import NodeView, PodView
+from gpuwarden.domain.wording import count
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.holds import NODECLAIM, release_holds
 from gpuwarden.services.engine.karpenter import release_pod_patch
@@ -82,13 +83,15 @@ def release(
     # the replacements' own holds (NodeClaim and node), taken back at once: the reconcile's function
     touched += [NODECLAIM + name for name in release_holds(recorder, reason=RELEASED, node=node_name, nodes=nodes)]
     recorder.flush()
-    where = node_name or f"{len(nodes)} node(s)"
+    # with --all, what was looked at (the cluster's nodes) and what held a mark are two counts
+    where = node_name or f"the cluster's {count(len(nodes), 'node')}"
+    held = node_name or f"{count(len(touched), 'object')} of {where}"
     if not touched:
         reason = f"nothing to release on {where}: no gpuwarden mark"
     elif deps.dry_run:
-        reason = f"would release {where}: marks to take back on {', '.join(touched)}"
+        reason = f"would release {held}: marks to take back on {', '.join(touched)}"
     else:
-        reason = f"released {where}: marks taken back on {', '.join(touched)}"
+        reason = f"released {held}: marks taken back on {', '.join(touched)}"
     if also is not None:
         reason += also(recorder)
     return Result(

@@ -25,6 +25,7 @@ from gpuwarden.domain.errors import GpuwardenError
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.pdb import pdbs_guarding
 from gpuwarden.domain.views import NodeView
+from gpuwarden.domain.wording import count
 from gpuwarden.services.engine.checkpoint import Asking
 from gpuwarden.services.engine.context import Deps, Recorder, worker_pool
 from gpuwarden.services.engine.drain import DrainState
@@ -212,7 +213,7 @@ def _checkpoint(run: Run, plan: list[dict[str, Any]]) -> Answer:
     if asked:
         by_gang = asking.looks.by_gang
         gangs = f" and their gangs ({', '.join(sorted(by_gang))})" if by_gang else ""
-        pods = f"{len(asked)} pods on {run.node.name}{gangs} to checkpoint ({who(run)})"
+        pods = f"{count(len(asked), 'pod')} on {run.node.name}{gangs} to checkpoint ({who(run)})"
         answer = done(run, True, f"asked {pods}", f"would ask {pods}")
         return replace(answer, looks=asking.looks)
     opted = [p.key for p in run.pods if checkpoint_spec(p) is not None]

@@ -10,7 +10,8 @@ from gpuwarden.domain.checkpoint import acknowledged, checkpoint_spec, delivery_
 from gpuwarden.domain.drain import skip_reason
 from gpuwarden.domain.pdb import PdbView, blocking_pdb
 from gpuwarden.domain.plan import plan_counts
-from gpuwarden.domain.views import NodeView, PodView
+from gpuwarden.domain.views import DO_NOT_DISRUPT, NodeView, PodView
+from gpuwarden.domain.wording import are, count
 from gpuwarden.services.engine.plan import Plan, plan_drain
 from gpuwarden.services.engine.result import finished
 from gpuwarden.services.runbook.run import Answer, Run, refusal
@@ -63,11 +64,11 @@ def plan_answer(run: Run, plan: list[dict[str, Any]]) -> Answer:
     asks = len(drain.asks)
     elsewhere = f" ({asks - here} of them on other nodes, with their gangs)" if asks > here else ""
     reason = (
-        f"a drain of {run.node.name} now would ask {asks} pods to checkpoint{elsewhere}, "
+        f"a drain of {run.node.name} now would ask {count(asks, 'pod')} to checkpoint{elsewhere}, "
         f"evict {counts['evict'] + counts['signal']} and leave {counts['skip']}"
     )
     if counts["blocked"]:
-        reason += f"; {counts['blocked']} are blocked by a PDB that allows no (more) disruption now"
+        reason += f"; {are(counts['blocked'])} blocked by a PDB that allows no (more) disruption now"
     refused = refusal(run)
     if refused:
         reason += f"; a drain now would be refused: {refused}"
@@ -130,7 +131,7 @@ def status_answer(run: Run, plan: list[dict[str, Any]]) -> Answer:
         "blocked_by_pdb": _blocked_by_pdb(run.pods, run.pdbs),
         "ledger": run.deps.ledger.get(event_id) if event_id else None,
     }
-    held = f"held for {notes.get(ann.KIND)} ({event_id})" if event_id else "not held by gpuwarden"
+    held = f"held for {notes.get(ann.KIND)} ({event_id})" if event_id else replacement_hold(node)
     cordon = "cordoned" if node.unschedulable else "schedulable"
     if node.unschedulable and not status["cordoned_by_gpuwarden"]:
         cordon += " (not by gpuwarden)"
@@ -139,3 +140,16 @@ def status_answer(run: Run, plan: list[dict[str, Any]]) -> Answer:
         f"{len(status['blocked_by_pdb'])} blocked by a PDB"
     )
     return Answer(finished(run.request.dry_run), reason, status=status)
+
+
+def replacement_hold(node: NodeView) -> str:
+    """What gpuwarden holds on a node it holds for no event: a replacement it launched (Karpenter's
+    registration copies the NodeClaim's annotations onto its node: docs/cluster.md, "Replacement
+    capacity") is held with do-not-disrupt until its pods arrive or its hold time passes."""
+    notes = node.annotations
+    if notes.get(ann.REPLACES) is None and notes.get(ann.LAUNCHED_FOR) is None:
+        return "not held by gpuwarden"
+    what = f"gpuwarden's replacement for {notes.get(ann.REPLACES) or '?'} (launched for {notes.get(ann.LAUNCHED_FOR)})"
+    if notes.get(DO_NOT_DISRUPT) == "true" and notes.get(ann.HOLD_UNTIL):
+        return f"{what}, held with {DO_NOT_DISRUPT} until {notes[ann.HOLD_UNTIL]} or until its pods run there"
+    return f"{what}, its hold taken back"
