@@ -40,7 +40,8 @@ def exit_code(result: dict[str, Any]) -> int:
     if any((one.get("drain") or {}).get("outcome") == DrainOutcome.DEADLINE_PASSED for one in answers):
         return EXIT_NOT_DRAINED
     refused = any(a.get("type") == ActionType.REFUSED for a in result.get("actions") or ())
-    if result.get("outcome") == "ignored" and refused:
+    # a runbook action (its answer names its `action`) refused; an event's `ignored` stays 0 (contract)
+    if result.get("outcome") == "ignored" and refused and "action" in result:
         return EXIT_REFUSED
     return EXIT_OK
 

@@ -90,6 +90,10 @@ def _render(node: ast.expr, constants: dict[str, str]) -> str:
     return "{x}"  # a name, an object's name, the host: a path segment filled in at run time
 
 
+#: KubeClient's list helpers (adapters/paging.list_all underneath): their first argument is the collection's path
+_LIST_HELPERS = ("_list", "_items")
+
+
 def adapter_calls() -> list[tuple[str, str]]:
     """(method, path) for every call in KubeClient that passes an HTTP method and a path literal."""
     tree = ast.parse(Path(kube_adapter.__file__).read_text())
@@ -103,12 +107,19 @@ def adapter_calls() -> list[tuple[str, str]]:
     (client,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "KubeClient"]
     calls = []
     for method in (n for n in client.body if isinstance(n, ast.FunctionDef)):
+        if method.name in _LIST_HELPERS:  # the one pager: it GETs whatever path its callers give it
+            continue
         # a path built into a local first (`path = f"..."`) counts as that f-string
         local = dict(constants)
         for node in ast.walk(method):
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.JoinedStr):
                 local.update({t.id: _render(node.value, constants) for t in node.targets if isinstance(t, ast.Name)})
         for call in (n for n in ast.walk(method) if isinstance(n, ast.Call)):
+            if isinstance(call.func, ast.Attribute) and call.func.attr in _LIST_HELPERS:
+                path = _render(call.args[0], local)  # a LIST through the pager: a GET of the collection
+                assert "/api" in path, f"{method.name}: cannot read the path of {ast.unparse(call)}"
+                calls.append(("GET", path[path.index("/api") :]))
+                continue
             for i, arg in enumerate(call.args[:-1]):
                 if isinstance(arg, ast.Constant) and arg.value in HTTP_METHODS:
                     path = _render(call.args[i + 1], local)
@@ -124,6 +135,7 @@ def test_the_scan_finds_the_calls_it_should() -> None:
     assert ("POST", "/api/v1/namespaces/{x}/pods/{x}/eviction") in calls
     assert ("GET", "/api/v1/namespaces/{x}/pods/{x}/exec") in calls
     assert ("POST", "/apis/karpenter.sh/v1/nodeclaims") in calls
+    assert ("GET", "/api/v1/nodes") in calls  # a LIST, through the pager
     assert len(calls) >= 15
 
 

@@ -243,11 +243,14 @@ def test_no_kubeconfig_with_aws_settings_and_no_such_eks_cluster_says_both_and_c
             AWS_ACCESS_KEY_ID="testing",
             AWS_SECRET_ACCESS_KEY="testing",
             AWS_ENDPOINT_URL=f"http://{host}:{port}",
+            # a name no other test gives an EKS cluster: moto's backends are one per process, and the
+            # threaded server shares them with any mock another test of this worker left behind
+            GPUWARDEN_CLUSTER="ml-nowhere",
         )
     finally:
         server.stop()
     # Then the reason names both causes: no KUBECONFIG, and EKS has no such cluster (an answer, not a fault)
-    assert_failed(code, result, "spot-interruption", "no cluster reachable", "KUBECONFIG is not set", "ml-prod")
+    assert_failed(code, result, "spot-interruption", "no cluster reachable", "KUBECONFIG is not set", "ml-nowhere")
     assert "ResourceNotFoundException" in result["reason"], result["reason"]
     assert "after its retries" not in result["reason"], result["reason"]
 

@@ -90,8 +90,8 @@ def _capacity_reservations_answered() -> Iterator[None]:
 
     made = Cloud._client
 
-    def client(self: Cloud, service: str) -> Any:
-        built = made(self, service)
+    def client(self: Cloud, service: str, *, quick: bool = False) -> Any:
+        built = made(self, service, quick=quick)
         if service == "ec2":
             CapacityReservations().attach(built)
         return built

@@ -47,8 +47,11 @@ def test_list_nodes_and_pods_with_field_and_label_selectors(sim: KubeSim, core: 
     assert [p.metadata.name for p in canary] == ["inf-2"]
     not_canary = core.list_namespaced_pod("serving", label_selector="app=inference,!tier").items
     assert [p.metadata.name for p in not_canary] == ["inf-1"]
-    # limit is accepted (and ignored)
-    assert len(core.list_node(limit=1).items) == 2
+    # limit pages the list as kube-apiserver does: one item, and a continue token for the rest
+    first = core.list_node(limit=1)
+    assert len(first.items) == 1 and first.metadata._continue
+    rest = core.list_node(limit=1, _continue=first.metadata._continue)
+    assert {n.metadata.name for n in first.items + rest.items} == {n.metadata.name for n in core.list_node().items}
 
 
 def test_pods_by_node_follow_every_write(sim: KubeSim, core: Any) -> None:

@@ -35,7 +35,10 @@ def _documents(paths: str) -> list[dict[str, Any]]:
     documents = []
     for path in (p for p in found if os.path.exists(p)):
         with open(path, encoding="utf-8") as handle:
-            document = yaml.safe_load(handle)
+            try:
+                document = yaml.safe_load(handle)
+            except yaml.YAMLError:  # the client refuses the file with its own reason, naming it
+                continue
         if isinstance(document, dict):
             documents.append(document)
     return documents

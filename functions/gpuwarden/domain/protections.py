@@ -166,8 +166,11 @@ TABLE: dict[Kind, Protections] = {
 
 
 def of(kind: Kind) -> Protections:
-    """The kind's row (every kind has one: tests/unit/test_protections.py)."""
-    return TABLE[kind]
+    """The kind's row (every shipped kind has one: tests/unit/test_protections.py). A kind added
+    without one fails closed: every protection holds, as for a voluntary kind, until its row says
+    which may give way (docs/architecture.md, "Adding a kind")."""
+    row = TABLE.get(kind)
+    return row if row is not None else Protections(kind, **_VOLUNTARY, deadline="none (no row: every protection holds)")
 
 
 def leaves_do_not_disrupt(kind: Kind) -> bool:

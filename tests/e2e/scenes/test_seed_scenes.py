@@ -63,10 +63,10 @@ def removals(plane: Plane, name: str) -> list[dict[str, Any]]:
     return [
         e
         for e in plane.audit()
-        if e["objectRef"].get("resource") == "pods"
-        and e["objectRef"].get("name") == name
-        and e["objectRef"].get("namespace") == NS
-        and (e["verb"] == "delete" or e["objectRef"].get("subresource") == "eviction")
+        if (ref := e.get("objectRef") or {}).get("resource") == "pods"  # non-resource requests carry none
+        and ref.get("name") == name
+        and ref.get("namespace") == NS
+        and (e["verb"] == "delete" or ref.get("subresource") == "eviction")
         and e.get("responseStatus", {}).get("code") in (200, 201)
     ]
 
