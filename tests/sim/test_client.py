@@ -49,7 +49,8 @@ def test_list_nodes_and_pods_with_field_and_label_selectors(sim: KubeSim, core: 
     assert [p.metadata.name for p in not_canary] == ["inf-1"]
     # limit pages the list as kube-apiserver does: one item, and a continue token for the rest
     first = core.list_node(limit=1)
-    assert len(first.items) == 1 and first.metadata._continue
+    assert len(first.items) == 1
+    assert first.metadata._continue
     rest = core.list_node(limit=1, _continue=first.metadata._continue)
     assert {n.metadata.name for n in first.items + rest.items} == {n.metadata.name for n in core.list_node().items}
 
