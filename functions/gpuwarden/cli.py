@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 
-from gpuwarden.cli_exits import answer, fail_config, fail_invalid, guarded, interrupted
+from gpuwarden.cli_exits import EXIT_REFUSED, answer, fail_config, fail_invalid, guarded, interrupted
 from gpuwarden.domain.errors import InvalidEvent, InvalidSetting
 from gpuwarden.sources.runbook import RUNBOOK_ACTIONS
 
@@ -147,7 +147,7 @@ def runbook(
     finally:
         if progress is not None:
             progress.finish()
-    answer(result, as_json, human_lines)
+    answer(result, as_json, human_lines, refusal=EXIT_REFUSED)
 
 
 @main.command(short_help="Check the cluster, the policy and AWS against what gpuwarden needs and what fights it.")

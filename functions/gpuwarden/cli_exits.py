@@ -30,19 +30,20 @@ def _answers(result: dict[str, Any]) -> list[dict[str, Any]]:
     return [result, *(one for child in result.get("results") or () for one in _answers(child))]
 
 
-def exit_code(result: dict[str, Any]) -> int:
+def exit_code(result: dict[str, Any], *, refusal: int = EXIT_OK) -> int:
     """What happened, as a script reads it (docs/cli.md#exit-codes), from the answer's types: its
     `outcome`, `drain.outcome` (`DrainOutcome`) and `actions[].type` (`ActionType`), never its words.
-    A failure anywhere first, then a drain its deadline overtook, then a refusal of the whole answer."""
+    A failure anywhere first, then a drain its deadline overtook, then a refusal of the whole answer,
+    which exits `refusal`: the command decides it (`runbook`: EXIT_REFUSED, one person asked for this
+    action; an event's `ignored` stays 0, not this cluster's business or already handled)."""
     answers = _answers(result)
     if any(one.get("outcome") == "failed" for one in answers):
         return EXIT_FAILED
     if any((one.get("drain") or {}).get("outcome") == DrainOutcome.DEADLINE_PASSED for one in answers):
         return EXIT_NOT_DRAINED
     refused = any(a.get("type") == ActionType.REFUSED for a in result.get("actions") or ())
-    # a runbook action (its answer names its `action`) refused; an event's `ignored` stays 0 (contract)
-    if result.get("outcome") == "ignored" and refused and "action" in result:
-        return EXIT_REFUSED
+    if result.get("outcome") == "ignored" and refused:
+        return refusal
     return EXIT_OK
 
 
@@ -65,17 +66,16 @@ def fail_config(err: InvalidPolicy, kind: str, asked: dict[str, Any] | None = No
     sys.exit(EXIT_INVALID)
 
 
-def emit(result: dict[str, Any]) -> NoReturn:
-    click.echo(json.dumps(result, indent=2, sort_keys=False))
-    sys.exit(exit_code(result))
-
-
-def answer(result: dict[str, Any], as_json: bool, prose: Callable[[dict[str, Any]], list[str]]) -> NoReturn:
-    """JSON when asked or piped; prose at a terminal. The exit code is the same either way."""
+def answer(
+    result: dict[str, Any], as_json: bool, prose: Callable[[dict[str, Any]], list[str]], *, refusal: int = EXIT_OK
+) -> NoReturn:
+    """JSON when asked or piped; prose at a terminal. The exit code is the same either way
+    (`refusal`: what a refusal of the whole answer exits, as `exit_code` says)."""
     if as_json or not sys.stdout.isatty():
-        emit(result)
-    click.echo("\n".join(prose(result)))
-    sys.exit(exit_code(result))
+        click.echo(json.dumps(result, indent=2, sort_keys=False))
+    else:
+        click.echo("\n".join(prose(result)))
+    sys.exit(exit_code(result, refusal=refusal))
 
 
 def guarded(run: Callable[[], dict[str, Any]], kind: str, asked: dict[str, Any] | None = None) -> dict[str, Any]:
