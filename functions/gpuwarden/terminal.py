@@ -8,6 +8,8 @@ import logging
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
+from gpuwarden.domain.wording import count
+
 if TYPE_CHECKING:
     from gpuwarden.domain.errors import InvalidPolicy
     from gpuwarden.services.doctor.doctor import DoctorReport
@@ -158,7 +160,7 @@ def doctor_table(report: DoctorReport) -> str:
         lines.append(f"{f.check:<{width}}  {_MARK[f.severity.value]:<8}  {f.message}")
         if f.severity.value != "ok" and f.fix:
             lines.append(f"{'':<{width}}  {'':<8}  fix: {f.fix}")
-    lines.append(f"\n{report.errors} error(s), {report.warnings} warning(s)")
+    lines.append(f"\n{count(report.errors, 'error')}, {count(report.warnings, 'warning')}")
     return "\n".join(lines)
 
 

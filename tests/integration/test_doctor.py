@@ -273,7 +273,7 @@ def test_a_terminal_gets_a_table_with_the_fixes() -> None:
     assert lines[0].split() == ["CHECK", "SEVERITY", "MESSAGE"]
     assert "WARN" in lines[2]
     assert "fix: uninstall it" in lines[3]
-    assert lines[-1] == "0 error(s), 1 warning(s)"
+    assert lines[-1] == "0 errors, 1 warning"
 
 
 def test_a_list_the_identity_may_not_do_is_a_warning_on_the_checks_that_need_it(

@@ -59,7 +59,7 @@ def test_a_budget_of_zero_refuses_the_reclaim_naming_the_pool_and_its_budget(wor
     result = reclaim(world)
     # Then it is ignored, the reason names the pool and the budget, and no node or pod is touched
     assert result["outcome"] == "ignored", result["reason"]
-    assert f"NodePool {POOL} budget #1 (nodes '0') allows 0 of its 3 node(s)" in result["reason"]
+    assert f"NodePool {POOL} budget #1 (nodes '0') allows 0 of its 3 nodes" in result["reason"]
     assert_untouched(world, NODE)
     assert no_writes_to_the_cluster(world) == []
 
@@ -123,7 +123,7 @@ def test_nodes_already_being_disrupted_use_up_the_budget(world: World) -> None:
     result = reclaim(world)
     # Then the budget is used up by the node being disrupted, which the reason names
     assert result["outcome"] == "ignored"
-    assert "allows 1 of its 3 node(s)" in result["reason"]
+    assert "allows 1 of its 3 nodes" in result["reason"]
     assert f"1 being disrupted ({other}): 0 more" in result["reason"]
     assert_untouched(world, NODE)
 
@@ -139,7 +139,7 @@ def test_a_percentage_is_of_the_pools_nodes_rounded_up(world: World) -> None:
     )
     result = reclaim(world)
     assert result["outcome"] == "ignored"
-    assert "allows 1 of its 3 node(s)" in result["reason"]
+    assert "allows 1 of its 3 nodes" in result["reason"]
     assert f"1 being disrupted ({cluster.nodes[2]}): 0 more" in result["reason"]
 
 

@@ -86,7 +86,7 @@ def test_an_empty_replacement_stays_held_until_its_time_then_the_reconcile_takes
     released = [a for a in result["actions"] if a["type"] == "hold-released"]
     assert [a["target"] for a in released] == [f"nodeclaim/{name}"]
     assert "replacement.hold_minutes passed" in released[0]["reason"]
-    assert "1 replacement hold(s) released" in result["reason"]
+    assert "1 replacement hold released" in result["reason"]
     assert holds(world, name) == (None, None)
 
 

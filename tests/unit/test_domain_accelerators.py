@@ -218,7 +218,7 @@ def test_dra_devices_keep_the_model_of_their_drivers_family() -> None:
     assert (demand.keep_gpu_model, demand.keep_accelerator_model) == (True, False)
     assert {GPU_COUNT_LABEL, GPU_NAME_LABEL} <= keys
     assert ACCELERATOR_COUNT_LABEL not in keys
-    assert "holds 2 DRA device(s) (gpu.nvidia.com)" in why
+    assert "holds 2 DRA devices (gpu.nvidia.com)" in why
 
 
 def test_neurondevice_keeps_the_accelerator_model_and_says_when_the_node_has_none() -> None:

@@ -207,7 +207,7 @@ def test_a_budget_of_zero_refuses_naming_the_pool_and_the_budget() -> None:
     answer = budget_answer(training, nodes[0], nodes, UNDERUTILIZED, KARPENTER_NOW)
     # Then none is allowed, and the reason names the pool and its budget
     assert answer.refused
-    assert answer.reason.startswith("NodePool gpu-training budget #1 (nodes '0') allows 0 of its 4 node(s)")
+    assert answer.reason.startswith("NodePool gpu-training budget #1 (nodes '0') allows 0 of its 4 nodes")
 
 
 def test_a_percentage_rounds_up_over_the_pools_initialized_nodes() -> None:
@@ -216,7 +216,7 @@ def test_a_percentage_rounds_up_over_the_pools_initialized_nodes() -> None:
     answer = budget_answer(pool([Budget("10%")]), nodes[0], nodes, None, KARPENTER_NOW)
     # Then 10 % of 4 is 0.4, rounded up to 1
     assert (answer.allowed, answer.refused) == (1, False)
-    assert "of its 4 node(s)" in answer.reason
+    assert "of its 4 nodes" in answer.reason
 
 
 @pytest.mark.parametrize(
@@ -252,7 +252,7 @@ def test_a_deleting_nodeclaim_counts_and_a_terminating_instance_leaves_the_pool(
     answer = budget_answer(pool([Budget("50%")]), nodes[0], nodes, None, KARPENTER_NOW, claims)
     # 50 % of the 3 nodes left is 2 (rounded up), less n1 being deleted: 1
     assert answer.allowed == 1
-    assert "of its 3 node(s)" in answer.reason
+    assert "of its 3 nodes" in answer.reason
 
 
 def test_an_invalid_budget_for_another_reason_stops_every_reason() -> None:

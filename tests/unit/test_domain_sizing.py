@@ -125,7 +125,7 @@ def test_the_claim_asks_for_the_pods_requests_plus_the_daemonsets_that_run_there
         GPU: "4",
         "pods": "4",
     }
-    assert "2 pod(s) and 2 DaemonSet pod(s) (kube-system/nvidia-device-plugin, kube-system/kube-proxy)" in why
+    assert "2 pods and 2 DaemonSet pods (kube-system/nvidia-device-plugin, kube-system/kube-proxy)" in why
 
 
 def test_a_daemonset_counts_where_its_taints_and_selectors_let_it_run() -> None:

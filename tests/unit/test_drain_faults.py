@@ -69,7 +69,7 @@ def test_an_involuntary_drain_retries_until_its_deadline_then_gives_up_naming_wh
     assert isinstance(gave_up, DrainGaveUp)
     text = str(gave_up)
     assert "deadline" in text
-    assert "2 pod(s): ml/train-0-worker: checkpointing; serving/inference-0: PDB" in text
+    assert "2 pods: ml/train-0-worker: checkpointing; serving/inference-0: PDB" in text
 
 
 def test_a_voluntary_drain_retries_a_bounded_number_of_times() -> None:

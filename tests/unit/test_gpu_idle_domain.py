@@ -108,7 +108,7 @@ def test_min_nodes_counts_only_schedulable_not_held_nodes_of_the_same_pool() -> 
     # Then with a minimum of 1, the free node keeps the pool alive; with 2 it refuses
     assert min_nodes_refusal(candidate, nodes, 1) is None
     reason = min_nodes_refusal(candidate, nodes, 2)
-    assert reason == "nodepool gpu would keep 1 schedulable node(s), below gpu_idle.min_nodes_per_nodepool 2"
+    assert reason == "nodepool gpu would keep 1 schedulable node, below gpu_idle.min_nodes_per_nodepool 2"
     assert min_nodes_refusal(candidate, [candidate], 0) is None
 
 
@@ -149,7 +149,7 @@ def test_cap_keeps_exactly_the_first_claimants() -> None:
     kept = [n.name for n in racers if cap_refusal(n.name, holders, 3) is None]
     assert kept == ["n0", "n1", "n2"]
     reason = cap_refusal("n4", holders, 3)
-    assert reason == "5 node(s) already reclaiming for gpu-idle, at gpu_idle.max_nodes_per_evaluation 3"
+    assert reason == "5 nodes already reclaiming for gpu-idle, at gpu_idle.max_nodes_per_evaluation 3"
 
 
 def test_an_established_holder_outranks_a_later_burst() -> None:

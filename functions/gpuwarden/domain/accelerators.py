@@ -13,6 +13,7 @@ from typing import Any
 from gpuwarden.domain.instance_labels import instance_label
 from gpuwarden.domain.placement import GPU_NAME_LABEL
 from gpuwarden.domain.views import NodeView, PodView
+from gpuwarden.domain.wording import count
 
 NVIDIA_GPU = "nvidia.com/gpu"
 #: MIG slices, one resource per profile (``nvidia.com/mig-1g.10gb``), with the device plugin's
@@ -237,7 +238,7 @@ def replacement_demand(pods: Sequence[PodView], claims: Sequence[ResourceClaimVi
             gpu, neuron = _family(device.driver)
             gpu_model, accelerator_model = gpu_model or gpu, accelerator_model or neuron
         if found.devices:
-            why.append(f"{pod.key} holds {len(found.devices)} DRA device(s) ({found.devices[0].driver})")
+            why.append(f"{pod.key} holds {count(len(found.devices), 'DRA device')} ({found.devices[0].driver})")
     return Demand(dict(sorted(totals.items())), gpu_model, accelerator_model, tuple(why))
 
 

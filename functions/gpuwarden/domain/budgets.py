@@ -40,6 +40,7 @@ from gpuwarden.domain.nodepools import Budget, NodeClaimView, NodePoolView, clai
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.domain.windows import Allowance
 from gpuwarden.domain.windows.cron import CronError, parse_robfig
+from gpuwarden.domain.wording import count
 
 UNDERUTILIZED = "Underutilized"
 EMPTY = "Empty"
@@ -164,7 +165,7 @@ def budget_answer(
     allowed = max(limit - len(busy), 0)
     shown = f" ({', '.join(busy[:5])}{', …' if len(busy) > 5 else ''})" if busy else ""
     words = (
-        f"NodePool {pool.name} {decider} allows {limit} of its {len(members)} node(s) for {_what(reason)}, "
+        f"NodePool {pool.name} {decider} allows {limit} of its {count(len(members), 'node')} for {_what(reason)}, "
         f"{len(busy)} being disrupted{shown}: {allowed} more"
     )
     return BudgetAnswer(pool.name, allowed, decider, words)

@@ -32,6 +32,7 @@ from gpuwarden.domain.errors import (
     KubeError,
     WriteConflicts,
 )
+from gpuwarden.domain.wording import count
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ def left_on_node(facts: RoundFacts) -> str:
     if not facts.left and not facts.remaining:
         return "not yet counted (no round finished)"
     shown = "; ".join(facts.left[:10])
-    return f"{facts.remaining} pod(s): {shown}" if shown else f"{facts.remaining} pod(s)"
+    return f"{count(facts.remaining, 'pod')}: {shown}" if shown else f"{count(facts.remaining, 'pod')}"
 
 
 def drain_failure(err: GpuwardenError, facts: RoundFacts, *, retries: int, now: datetime) -> GpuwardenError:

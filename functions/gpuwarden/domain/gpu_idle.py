@@ -16,6 +16,7 @@ from gpuwarden.domain.accelerators import ACCELERATOR_RESOURCES, node_accelerato
 from gpuwarden.domain.nodepools import claim_of, nodeclaim_from_json
 from gpuwarden.domain.notice import Kind
 from gpuwarden.domain.views import NodeView
+from gpuwarden.domain.wording import count
 
 #: The alarm state that asks for a reclaim; OK and INSUFFICIENT_DATA never do.
 ACTING_STATE = "ALARM"
@@ -72,7 +73,8 @@ def min_nodes_refusal(node: NodeView, nodes: Sequence[NodeView], minimum: int) -
     if len(available) >= minimum:
         return None
     where = f"nodepool {pool}" if pool else "the nodes outside any NodePool or node group"
-    return f"{where} would keep {len(available)} schedulable node(s), below gpu_idle.min_nodes_per_nodepool {minimum}"
+    kept = count(len(available), "schedulable node")
+    return f"{where} would keep {kept}, below gpu_idle.min_nodes_per_nodepool {minimum}"
 
 
 #: The accelerator-utilisation metrics a GPU-idle alarm may watch: Container Insights' GPU metric,
@@ -197,7 +199,7 @@ def cap_refusal(node_name: str, holders: Sequence[NodeView], cap: int) -> str | 
     names = [n.name for n in holders]
     if node_name in names[:cap]:
         return None
-    return f"{len(holders)} node(s) already reclaiming for gpu-idle, at gpu_idle.max_nodes_per_evaluation {cap}"
+    return f"{count(len(holders), 'node')} already reclaiming for gpu-idle, at gpu_idle.max_nodes_per_evaluation {cap}"
 
 
 def cap_precheck(node_name: str, holders: Sequence[NodeView], cap: int) -> str | None:
@@ -205,7 +207,7 @@ def cap_precheck(node_name: str, holders: Sequence[NodeView], cap: int) -> str |
     others = [n for n in holders if n.name != node_name]
     if len(others) < cap:
         return None
-    return f"{len(others)} node(s) already reclaiming for gpu-idle, at gpu_idle.max_nodes_per_evaluation {cap}"
+    return f"{count(len(others), 'node')} already reclaiming for gpu-idle, at gpu_idle.max_nodes_per_evaluation {cap}"
 
 
 def claim_stamp(at: datetime) -> str:

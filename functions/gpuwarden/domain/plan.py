@@ -25,6 +25,7 @@ from gpuwarden.domain.checkpoint import requested_by
 from gpuwarden.domain.drain import DrainContext, PodStep, decide_round
 from gpuwarden.domain.pdb import PdbView, pdbs_guarding
 from gpuwarden.domain.views import PodView
+from gpuwarden.domain.wording import count
 
 PlanStep = Literal["signal", "evict", "delete", "blocked", "skip"]
 
@@ -92,7 +93,7 @@ def plan_round(pods: Iterable[PodView], ctx: DrainContext, pdbs: Iterable[PdbVie
         allowed = full.disruptions_allowed or 0
         guarded = sum(1 for r in acting if full in pdbs_guarding(by_key[r.pod], pdbs))
         taken = (
-            f"allows {allowed} disruption(s) now for the {guarded} pods it guards here: "
+            f"allows {count(allowed, 'disruption')} now for the {guarded} pods it guards here: "
             f"{allowed} of them go (whichever eviction the API server admits first), the rest wait"
             if allowed
             else "allows no disruption now"

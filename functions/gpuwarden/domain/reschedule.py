@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from gpuwarden.domain.predicates import requirement_matches, tolerates
 from gpuwarden.domain.views import GPU_RESOURCE, NodeView, PodView
+from gpuwarden.domain.wording import count
 
 #: Controller kinds that do not recreate a pod elsewhere (Karpenter's IsOwnedByDaemonSet / ByNode).
 _NOT_RECREATED = frozenset({"DaemonSet", "Node"})
@@ -69,7 +70,7 @@ class ComesBack:
     def reason(self) -> str:
         return (
             f"{self.pod} ({self.owner}) would come straight back on new capacity: no schedulable node that "
-            f"stays has {self.gpus} free GPU(s) it may use"
+            f"stays has {count(self.gpus, 'free GPU')} it may use"
         )
 
 

@@ -35,6 +35,7 @@ from gpuwarden.domain.nodepools import NodePoolView
 from gpuwarden.domain.placement import Req, conflict, untolerated
 from gpuwarden.domain.quantity import format_quantity
 from gpuwarden.domain.views import NODEPOOL_LABEL, PodView, Taint, pod_from_json
+from gpuwarden.domain.wording import count
 
 #: The resources every instance type advertises besides its devices (Karpenter's AWS provider,
 #: pkg/providers/instancetype/types.go ``computeCapacity``): what a claim asks for of them.
@@ -164,8 +165,10 @@ class Sizing:
     @property
     def why(self) -> str:
         shown = ", ".join(f"{name} {q}" for name, q in self.manifest().items() if name != PODS)
-        daemons = f" and {len(self.daemons)} DaemonSet pod(s) ({', '.join(self.daemons)})" if self.daemons else ""
-        return f"requests {shown}: {len(self.pods)} pod(s){daemons}"
+        daemons = (
+            f" and {count(len(self.daemons), 'DaemonSet pod')} ({', '.join(self.daemons)})" if self.daemons else ""
+        )
+        return f"requests {shown}: {count(len(self.pods), 'pod')}{daemons}"
 
 
 def size(pods: Sequence[PodView], daemons: Sequence[PodView] = (), claims: Sequence[ResourceClaimView] = ()) -> Sizing:

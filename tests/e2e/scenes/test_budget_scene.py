@@ -60,7 +60,7 @@ def test_a_budget_of_zero_holds_real_karpenters_consolidation_and_gpuwardens_gpu
 
         # Then gpuwarden refuses too, naming the pool's budget, and writes nothing but its Event
         assert result["outcome"] == "ignored", dump(result)
-        refusal = f"NodePool {POOL} budget #1 (nodes '0', reasons Underutilized, Empty) allows 0 of its 2 node(s)"
+        refusal = f"NodePool {POOL} budget #1 (nodes '0', reasons Underutilized, Empty) allows 0 of its 2 nodes"
         assert refusal in result["reason"], result["reason"]
         assert "for reason Empty" in result["reason"], result["reason"]
         writes = [

@@ -16,6 +16,7 @@ from gpuwarden.domain.actions import ActionType, Metric
 from gpuwarden.domain.reschedule import ComesBack, candidates, free_gpus, must_place, would_come_back
 from gpuwarden.domain.views import NodeView
 from gpuwarden.domain.volumes import pod_zones
+from gpuwarden.domain.wording import count
 from gpuwarden.observability import put
 from gpuwarden.services.engine.pipeline import Disruption
 from gpuwarden.services.engine.replace import volumes_of
@@ -57,7 +58,7 @@ def _held(d: Disruption, stranded: Sequence[ComesBack]) -> None:
             owner=s.owner,
             gpus=s.gpus,
             idle_gpu_hours=hours,
-            reason=f"{s.owner} holds {s.gpus} idle GPU(s) on {d.node.name} ({hours} GPU-hours so far at least)",
+            reason=f"{s.owner} holds {count(s.gpus, 'idle GPU')} on {d.node.name} ({hours} GPU-hours so far at least)",
         )
         if not d.deps.dry_run:
             put(Metric.IDLE_GPU_HOURS_HELD, hours, "Count")

@@ -21,6 +21,7 @@ from gpuwarden.domain.nodepools import claim_of, nodeclaim_from_json
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.protections import FORCED_AT
 from gpuwarden.domain.views import NodeView
+from gpuwarden.domain.wording import count
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.disrupt import disrupt
 from gpuwarden.services.engine.node_ops import voluntary_verdict_of
@@ -143,6 +144,7 @@ def reconcile_expiries(recorder: Recorder, hooks: KindHooks, drain_locally: bool
     planned += results
     if not results and not known:
         return ""
-    return f"; Karpenter expiry: {len(results)} node(s) planned or drained now, {known} planned before" + "".join(
-        f"; {r.reason}" for r in results
+    return (
+        f"; Karpenter expiry: {count(len(results), 'node')} planned or drained now, {known} planned before"
+        + "".join(f"; {r.reason}" for r in results)
     )

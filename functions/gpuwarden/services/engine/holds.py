@@ -18,6 +18,7 @@ from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.errors import NotFound
 from gpuwarden.domain.ports import KubePort
 from gpuwarden.domain.views import DO_NOT_DISRUPT, NodeView
+from gpuwarden.domain.wording import count
 from gpuwarden.services.engine.context import Recorder
 from gpuwarden.services.engine.writes import annotate
 
@@ -121,4 +122,4 @@ def reconcile_holds(recorder: Recorder, hooks: object, drain_locally: bool, plan
     """The periodic reconcile's part (`KindSpec.reconcile`): a hold the drain's last round left
     behind (its pods were not there yet) is taken back once they are, or its time has passed."""
     released = release_holds(recorder)
-    return f"; {len(released)} replacement hold(s) released" if released else ""
+    return f"; {count(len(released), 'replacement hold')} released" if released else ""

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from gpuwarden.domain.notice import Kind
 from gpuwarden.domain.views import NodeView
+from gpuwarden.domain.wording import count
 from gpuwarden.services.engine.checkpoint import Asking
 from gpuwarden.services.engine.context import Deps, Recorder, worker_pool
 from gpuwarden.services.engine.gangs import ask_gangs
@@ -39,7 +40,7 @@ def _ask(deps: Deps, node: NodeView) -> Result | None:
     if not requested:
         return None  # asked by an earlier scan already, or nothing on it takes a checkpoint request
     reason = (
-        f"Karpenter is disrupting {node.name} (tainted karpenter.sh/disrupted): asked {len(requested)} pod(s) "
+        f"Karpenter is disrupting {node.name} (tainted karpenter.sh/disrupted): asked {count(len(requested), 'pod')} "
         "to checkpoint now; Karpenter drains and replaces the node"
     )
     return Result(
@@ -62,5 +63,7 @@ def scan(deps: Deps, hooks: KindHooks, drain_locally: bool, listed: Sequence[Nod
         )
     disrupted = [n for n in listed if n.karpenter_disrupted]
     results = [r for r in (_ask(deps, n) for n in disrupted) if r is not None]
-    reason = f"{len(disrupted)} node(s) Karpenter is disrupting; {len(results)} with pods asked to checkpoint now"
+    reason = (
+        f"{count(len(disrupted), 'node')} Karpenter is disrupting; {len(results)} with pods asked to checkpoint now"
+    )
     return Result(outcome=summed_outcome(results), kind=KIND.value, reason=reason, results=results)

@@ -35,6 +35,7 @@ from gpuwarden.domain.windows.nodepool import (
     nodepool_patch,
     plan_nodepool,
 )
+from gpuwarden.domain.wording import count
 from gpuwarden.observability import Metric, logger, put
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.result import Result, finished
@@ -206,7 +207,7 @@ def _summary(label: str, now: datetime, reports: list[PoolReport], changes: list
     failed = [r for r in reports if r.outcome == "failed"]
     if failed and not changes:
         what = "nothing written"
-    text = f"{label} at {ann.rfc3339(now)}: {len(reports)} NodePool(s) checked, {what}"
+    text = f"{label} at {ann.rfc3339(now)}: {count(len(reports), 'NodePool')} checked, {what}"
     if failed:
         text += f"; {len(failed)} not written: " + "; ".join(f"{r.nodepool}: {r.reason}" for r in failed)
     return text
