@@ -17,6 +17,8 @@ from gpuwarden.services.dispatch import handle_batch, handle_runbook
 from gpuwarden.sources import parse_runbook
 from gpuwarden.wiring import runbook_deps
 from sim.builders import gpu_node
+from sim.builders.owners import pdb
+from sim.builders.pods import pod
 from sim.clock import rfc3339
 from sim.scenes.base import NODE, build_cluster
 from sim.training_jobs import indexed_job_pod
@@ -120,6 +122,26 @@ def test_the_plan_for_a_rank_of_a_gang_asks_every_rank_as_the_checkpoint_does(wo
     assert pods_of(warned, "checkpoint-requested") == set()
     (gang,) = warned["checkpoints"]
     assert (gang["asked"], gang["asked_earlier"]) == ([], sorted(ranks))
+
+
+def test_pending_pods_behind_a_pdb_are_planned_as_evicted_as_the_eviction_api_admits_them(world: World) -> None:
+    # Given two pods bound to the node but still Pending (an image pull), under a PDB that allows no
+    # disruption: kube-apiserver's `canIgnorePDB` lets a Pending pod go without reading any PDB
+    build_cluster(world.sim)
+    world.sim.create(pdb("warmup", "serving", {"app": "warmup"}, min_available=2))
+    for name in ("warmup-0", "warmup-1"):
+        pending = pod(name, NODE, "serving", owner=("apps/v1", "ReplicaSet", "warmup-5c9"), labels={"app": "warmup"})
+        pending["status"] = {"phase": "Pending"}
+        world.sim.create(pending)
+    # When the node is planned, then drained
+    planned = runbook(world, "plan", NODE, dry_run=True)
+    ran = runbook(world, "drain", NODE, dry_run=False)
+    # Then the plan evicts them (was: blocked by serving/warmup), and the drain did
+    pending = {"serving/warmup-0", "serving/warmup-1"}
+    assert steps(planned, "evict") >= pending, planned["plan"]
+    assert not steps(planned, "blocked") & pending
+    assert pods_of(ran, "evict") >= pending
+    assert not pods_of(ran, "eviction-blocked") & pending
 
 
 @pytest.mark.parametrize("sample", EVENTS, ids=[p.stem for p in EVENTS])

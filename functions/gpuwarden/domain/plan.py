@@ -11,7 +11,9 @@ It is `drain.decide_round`'s answer, told as the step each pod will take:
   that first checkpoint): a PDB that allows one disruption over two pods lets one go and blocks
   the other (``blocked``, naming the PDB). Two pods of one priority are evicted at once, so which
   of them the API server admits is not known before: the plan names the first by name as going.
-  A delete (involuntary, at deadline - grace) is not an eviction and takes no PDB's disruption.
+  A delete (involuntary, at deadline - grace) is not an eviction and takes no PDB's disruption;
+  nor does the eviction of a Pending, finished or terminating pod, which the Eviction API admits
+  without reading any PDB (`PodView.ignores_pdbs`).
 """
 
 from __future__ import annotations
@@ -81,7 +83,7 @@ def plan_round(pods: Iterable[PodView], ctx: DrainContext, pdbs: Iterable[PdbVie
     pdbs = list(pdbs)
     left: dict[str, int | None] = {p.key: p.disruptions_allowed for p in pdbs}
     out: dict[str, PlanRow] = {r.pod: r for r in rows}
-    acting = [r for r in rows if r.step in ("evict", "signal")]
+    acting = [r for r in rows if r.step in ("evict", "signal") and not by_key[r.pod].ignores_pdbs]
     for row in sorted(acting, key=lambda r: _leave_rank(r, by_key[r.pod])):
         guards = pdbs_guarding(by_key[row.pod], pdbs)
         full = next((g for g in guards if (n := left[g.key]) is not None and n <= 0), None)

@@ -193,6 +193,13 @@ class PodView:
         return self.deletion_timestamp is not None
 
     @property
+    def ignores_pdbs(self) -> bool:
+        """The Eviction API deletes this pod without consulting any PodDisruptionBudget, and takes no
+        disruption from them: kube-apiserver `canIgnorePDB` (pkg/registry/core/pod/storage/eviction.go),
+        a pod that is Pending, Succeeded or Failed, or already terminating."""
+        return self.phase in ("Pending", "Succeeded", "Failed") or self.terminating
+
+    @property
     def do_not_disrupt(self) -> bool:
         """The owner asked Karpenter (and gpuwarden's voluntary kinds) to leave this pod alone. A mark
         gpuwarden added itself to shield a checkpoint from Karpenter's drain is not the owner's."""
