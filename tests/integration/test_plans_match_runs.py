@@ -111,6 +111,8 @@ def test_the_plan_for_a_rank_of_a_gang_asks_every_rank_as_the_checkpoint_does(wo
     asked = runbook(world, "checkpoint", node, dry_run=False)
     # Then the plan says every rank is asked, as the checkpoint then asked them
     assert "would ask 4 pods to checkpoint (3 of them on other nodes" in planned["reason"], planned["reason"]
+    # naming the three on other nodes (was: only the one on this node, in its plan row)
+    assert all(rank in planned["reason"] for rank in ranks if rank != ranks[1]), planned["reason"]
     assert pods_of(asked, "checkpoint-requested") == set(ranks)
     (gang,) = asked["checkpoints"]
     assert sorted(gang["asked"]) == sorted(ranks)

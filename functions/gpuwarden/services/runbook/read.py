@@ -57,12 +57,18 @@ def plan_steps(run: Run, plan: Plan | None = None) -> list[dict[str, Any]]:
     return rows
 
 
+#: How many of the pods a gang asks on other nodes a plan's reason names (the rest are counted).
+NAMED = 8
+
+
 def plan_answer(run: Run, plan: list[dict[str, Any]]) -> Answer:
     drain = drain_plan(run)
     counts = plan_counts(drain.rows)
-    here = sum(1 for r in drain.rows if r.asks)
+    here = {r.pod for r in drain.rows if r.asks}
     asks = len(drain.asks)
-    elsewhere = f" ({asks - here} of them on other nodes, with their gangs)" if asks > here else ""
+    others = [pod for pod in drain.asks if pod not in here]
+    shown = ", ".join(others[:NAMED]) + (f" and {len(others) - NAMED} more" if len(others) > NAMED else "")
+    elsewhere = f" ({len(others)} of them on other nodes, with their gangs: {shown})" if others else ""
     reason = (
         f"a drain of {run.node.name} now would ask {count(asks, 'pod')} to checkpoint{elsewhere}, "
         f"evict {counts['evict'] + counts['signal']} and leave {counts['skip']}"
