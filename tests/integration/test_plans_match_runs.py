@@ -146,6 +146,28 @@ def test_pending_pods_behind_a_pdb_are_planned_as_evicted_as_the_eviction_api_ad
     assert not pods_of(ran, "eviction-blocked") & pending
 
 
+def test_an_empty_node_is_planned_and_run_without_a_replacement(world: World) -> None:
+    # Given the demo's node with its pods gone (a DaemonSet's pod and the mirror pod stay)
+    build_cluster(world.sim)
+    for obj in world.sim.list("Pod"):
+        meta = obj["metadata"]
+        owners = {ref["kind"] for ref in meta.get("ownerReferences", ())}
+        if obj["spec"].get("nodeName") == NODE and not owners & {"DaemonSet", "Node"}:
+            world.sim.delete_direct("Pod", meta["name"], meta["namespace"], grace_seconds=0)
+    event = load_event("spot-interruption.json", time=rfc3339(world.sim.clock.now()))
+    # When the Spot warning is handled as a dry run, then for real
+    planned = handle_batch(parse_notices(event), world.deps(POLICY, dry_run=True)).to_json()
+    ran = handle_batch(parse_notices(event), world.deps(POLICY)).to_json()
+    # Then neither launches capacity no pod needs (was: both, "requests : 0 pods"), and both say so
+    for answer in (planned, ran):
+        types = [a["type"] for a in answer["actions"]]
+        assert "replacement" not in types, answer["actions"]
+        assert "replacement-skipped" in types, answer["actions"]
+    assert world.sim.list("NodeClaim") == [
+        c for c in world.sim.list("NodeClaim") if "gpuwarden" not in c["metadata"]["name"]
+    ]
+
+
 @pytest.mark.parametrize("sample", EVENTS, ids=[p.stem for p in EVENTS])
 def test_every_kinds_dry_run_says_what_its_run_then_does(world: World, sample: Path) -> None:
     # Given the demo's cluster, and a sample event (rebased on the simulator's clock where it carries a time)

@@ -33,6 +33,7 @@ from gpuwarden.domain.views import (
     PodView,
 )
 from gpuwarden.domain.volumes import ClaimView, VolumePin, VolumeView, pv_from_json, pvc_from_json, volume_pin
+from gpuwarden.domain.wording import count
 from gpuwarden.services.engine.context import Recorder
 from gpuwarden.services.engine.gangs import find_gangs
 from gpuwarden.services.engine.holds import NODECLAIM, held
@@ -243,6 +244,8 @@ def ensure_replacement(
     existing = node.annotations.get(ann.REPLACEMENT)
     if existing and not existing.startswith(PENDING) and existing != NODECLAIM + claim_name:
         return _skip(recorder, f"already launched: {existing}")
+    if not movers(pods):  # Karpenter's provisioner launches capacity only for pods that need it
+        return _skip(recorder, f"no pod moves off the node ({count(len(pods), 'pod')} on it, none to reschedule)")
     asg = deps.cloud.asg_of(notice.instance_id or node.instance_id or "") if not node.nodepool else None
     choice = choose_replacement(node, asg, deps.policy.replacement)
     if choice.strategy == "none":
