@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from gpuwarden.domain.alerts_received import ReceivedAlert
 from gpuwarden.domain.errors import GpuwardenError
 from gpuwarden.domain.policy import Policy
 from gpuwarden.domain.switches import behaviours
@@ -100,7 +101,9 @@ def _unreachable(why: str) -> list[Finding]:
     return [first, *rest]
 
 
-def _cluster_findings(reads: DoctorReads, policy: Policy, now: datetime) -> list[Finding]:
+def _cluster_findings(
+    reads: DoctorReads, policy: Policy, now: datetime, received: Sequence[ReceivedAlert] | str | None
+) -> list[Finding]:
     try:
         facts: ClusterFacts = read_facts(reads)
         access = check_cluster_access(reads, policy)
@@ -117,7 +120,7 @@ def _cluster_findings(reads: DoctorReads, policy: Policy, now: datetime) -> list
         check_static_gpu_limit(facts, policy),
         _gpu_health(facts, policy),
         check_karpenter_expiry(facts, policy, now),
-        check_alert_node_labels(policy, facts.daemonsets),
+        check_alert_node_labels(policy, facts.daemonsets, received, facts.nodes),
         check_eks_auto_mode(facts.nodes, facts.nodeclaims),
     ]
 
@@ -137,12 +140,15 @@ def diagnose(
     policy_source: str | None = "the policy",
     *,
     switches: Sequence[str],
+    received: Sequence[ReceivedAlert] | str | None = None,
 ) -> DoctorReport:
     """Every check. ``reads`` is the cluster, or why it could not be reached; ``policy`` is None
     when it does not validate (``policy_error`` says why; the cluster checks then use the defaults).
-    ``switches``: every policy switch, as the kinds' specs name them (`kinds.registry.SWITCHES`)."""
+    ``switches``: every policy switch, as the kinds' specs name them (`kinds.registry.SWITCHES`).
+    ``received``: the alerts last received (the state table's record), why they could not be read,
+    or None (no state table)."""
     effective = policy or Policy(cluster=cluster)
-    cluster_part = _unreachable(reads) if isinstance(reads, str) else _cluster_findings(reads, effective, now)
+    cluster_part = _unreachable(reads) if isinstance(reads, str) else _cluster_findings(reads, effective, now, received)
     findings = [
         *cluster_part,
         check_gpu_metrics(effective, has_gpu_metric),
