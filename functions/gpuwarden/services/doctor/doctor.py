@@ -32,6 +32,7 @@ from gpuwarden.services.doctor.expiry import check_karpenter_expiry
 from gpuwarden.services.doctor.facts import ClusterFacts, DoctorReads, Finding, Severity, read_facts
 from gpuwarden.services.doctor.gangs import check_checkpoint_gangs
 from gpuwarden.services.doctor.gpu_health import check_gpu_health
+from gpuwarden.services.doctor.versions import check_karpenter_version
 
 
 def check_behaviours(policy: Policy, switches: Sequence[str]) -> Finding:
@@ -68,6 +69,7 @@ CLUSTER_CHECKS = (
     "karpenter-expiry",
     "alert-node-labels",
     "eks-auto-mode",
+    "karpenter-version",
 )
 
 
@@ -122,6 +124,7 @@ def _cluster_findings(
         check_karpenter_expiry(facts, policy, now),
         check_alert_node_labels(policy, facts.daemonsets, received, facts.nodes),
         check_eks_auto_mode(facts.nodes, facts.nodeclaims),
+        check_karpenter_version(facts.karpenter_deployments),
     ]
 
 
