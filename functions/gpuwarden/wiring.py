@@ -16,6 +16,7 @@ from gpuwarden.domain.ports import CloudPort, HttpPort, KubePort, LedgerPort, Sc
 from gpuwarden.services.engine.context import Deps, utcnow
 
 if TYPE_CHECKING:
+    from gpuwarden.domain.alerts_received import ReceivedAlert
     from gpuwarden.services.doctor.doctor import DoctorReport
     from gpuwarden.sources import RunbookRequest
     from gpuwarden.sources.rules import Rule
@@ -228,4 +229,17 @@ def doctor_report() -> DoctorReport:
         effective.cluster,
         policy_source=source,
         switches=SWITCHES,
+        received=alerts_received(settings),
     )
+
+
+def alerts_received(settings: Settings) -> list[ReceivedAlert] | str | None:
+    """The alerts last received, from the state table (None: no table configured; a str: why not read)."""
+    if not settings.state_table:
+        return None
+    from gpuwarden.adapters.alerts_received import recall
+
+    try:
+        return recall(settings.state_table, settings.region)
+    except GpuwardenError as err:
+        return str(err)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +52,23 @@ class Synth:
 
     def resources(self, type_: str) -> dict[str, dict[str, Any]]:
         return {k: v for k, v in self.template_json["Resources"].items() if v["Type"] == type_}
+
+
+def iam_statements(resources: Mapping[str, dict[str, Any]], ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """Every statement of the IAM policies, and of the roles' inline policies, among a template's
+    ``resources`` (``ids``: only those logical ids)."""
+    chosen = resources if ids is None else {i: resources[i] for i in ids}
+    documents = [
+        document
+        for resource in chosen.values()
+        if resource["Type"] in ("AWS::IAM::Policy", "AWS::IAM::Role")
+        for document in (
+            [resource["Properties"].get("PolicyDocument")]
+            + [p["PolicyDocument"] for p in resource["Properties"].get("Policies", [])]
+        )
+        if document
+    ]
+    return [statement for document in documents for statement in document["Statement"]]
 
 
 @pytest.fixture(scope="session")

@@ -23,6 +23,7 @@ from cdk_nag import AwsSolutionsChecks
 from infra import checkov
 from infra.config import SettingsError
 from infra.construct import Gpuwarden
+from tests.infra.conftest import iam_statements
 
 STACK = "MlPlatform"
 #: one synth of a VPC, a cluster and two gpuwardens, then cfn-lint and checkov on ~280 resources
@@ -73,20 +74,6 @@ def users_app(tmp_path_factory: pytest.TempPathFactory) -> UserApp:
     return _users_app(tmp_path_factory.mktemp("users-app"))
 
 
-def _statements(resources: dict[str, Any], ids: set[str]) -> list[dict[str, Any]]:
-    return [
-        statement
-        for logical_id in ids
-        if resources[logical_id]["Type"] in ("AWS::IAM::Policy", "AWS::IAM::Role")
-        for document in (
-            [resources[logical_id]["Properties"].get("PolicyDocument")]
-            + [p["PolicyDocument"] for p in resources[logical_id]["Properties"].get("Policies", [])]
-        )
-        if document
-        for statement in document["Statement"]
-    ]
-
-
 def test_two_clusters_in_one_stack_name_nothing_twice(users_app: UserApp) -> None:
     names: list[str] = []
     for resource in users_app.template["Resources"].values():
@@ -107,7 +94,7 @@ def test_each_gpuwarden_may_touch_only_its_own_cluster(users_app: UserApp) -> No
     resources = users_app.template["Resources"]
     for mine, other in (("ml-a", "ml-b"), ("ml-b", "ml-a")):
         ids = users_app.ids(mine)
-        statements = _statements(resources, ids)
+        statements = iam_statements(resources, ids)
         text = json.dumps(statements)
         assert f"kubernetes.io/cluster/{mine}" in text  # scaling/termination by this cluster's tag
         assert f":cluster/{mine}" in text or f'"{mine}"' in text  # eks:DescribeCluster on its own cluster

@@ -13,7 +13,7 @@ import pytest
 from aws_cdk.assertions import Annotations, Match
 
 from infra.app import STACK_NAME
-from tests.infra.conftest import Synth
+from tests.infra.conftest import Synth, iam_statements
 
 INTERRUPTION_HANDLER = "gpuwarden.handlers.interruption.handler"
 DRAIN_HANDLER = "gpuwarden.handlers.drain.handler"
@@ -291,13 +291,7 @@ def test_every_queue_is_encrypted_tls_only_and_alarmed_when_not_empty(synth: Syn
 
 
 def _statements(synth: Synth) -> list[dict[str, Any]]:
-    docs = [p["Properties"]["PolicyDocument"] for p in synth.resources("AWS::IAM::Policy").values()]
-    docs += [
-        p["PolicyDocument"]
-        for r in synth.resources("AWS::IAM::Role").values()
-        for p in r["Properties"].get("Policies", [])
-    ]
-    return [st for doc in docs for st in doc["Statement"]]
+    return iam_statements(synth.template_json["Resources"])
 
 
 def test_no_iam_action_star_and_resource_star_only_where_aws_requires_it(synth: Synth) -> None:

@@ -32,6 +32,7 @@ CHECKS = [
     "karpenter-expiry",
     "alert-node-labels",
     "eks-auto-mode",
+    "karpenter-version",
     "gpu-metrics",
     "policy",
     "behaviours",

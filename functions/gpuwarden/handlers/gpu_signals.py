@@ -9,10 +9,14 @@ from typing import Any
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from gpuwarden.handlers._runtime import handle_notices, invocation_deps, prepare, respond, rules
+from gpuwarden.adapters.alerts_received import remember
+from gpuwarden.domain.alerts_received import received
+from gpuwarden.domain.errors import GpuwardenError
+from gpuwarden.handlers._runtime import handle_notices, invocation_deps, prepare, respond, rules, settings
 from gpuwarden.observability import logger, metrics
 from gpuwarden.services.dispatch import handle_alerts, handle_scan
 from gpuwarden.sources import SCAN_MARKER, is_sns_event, parse_scan_tick, parse_sns
+from gpuwarden.sources.sns import AlertBatch
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.EVENT_BRIDGE)
@@ -22,8 +26,22 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if event.get("gpuwarden") == SCAN_MARKER:
         return respond(handle_scan(parse_scan_tick(event), invocation_deps(context), drain_locally=False))
     if is_sns_event(event):
-        return respond(handle_alerts(parse_sns(event), invocation_deps(context), drain_locally=False))
+        batch = parse_sns(event)
+        remember_alerts(batch)
+        return respond(handle_alerts(batch, invocation_deps(context), drain_locally=False))
     return handle_notices(event, context)
+
+
+def remember_alerts(batch: AlertBatch) -> None:
+    """The node labels of the notification's firing alerts, by alert name, for `gpuwarden doctor`
+    (docs/gpu-signals.md, "Checking the node label"). A failure is logged: handling never waits on it."""
+    table = settings().state_table
+    if not table:
+        return
+    try:
+        remember(table, settings().region, received(batch.alerts, batch.published))
+    except GpuwardenError as err:
+        logger.warning("alerts received not recorded", extra={"error": str(err)})
 
 
 prepare(rules)  # Lambda's init phase: the client built and the imports frozen before the first event

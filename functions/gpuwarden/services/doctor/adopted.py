@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpuwarden.domain.alerts import NODE_LABELS
+from gpuwarden.domain.alerts_received import ReceivedAlert, unknown
 from gpuwarden.domain.instance_labels import COMPUTE_TYPE_LABEL, is_auto_mode, is_auto_mode_class
 from gpuwarden.domain.policy import Policy
 from gpuwarden.domain.views import NODEPOOL_LABEL, NodeView
@@ -61,11 +62,51 @@ def hostname_source(exporter: Mapping[str, Any]) -> tuple[bool, str]:
     return False, "the exporter pod's own name (no NODE_NAME, no hostNetwork)"
 
 
-def check_alert_node_labels(policy: Policy, daemonsets: Sequence[Mapping[str, Any]]) -> Finding:
+def check_alert_node_labels(
+    policy: Policy,
+    daemonsets: Sequence[Mapping[str, Any]],
+    received: Sequence[ReceivedAlert] | str | None = None,
+    nodes: Sequence[NodeView] = (),
+) -> Finding:
     """An alert mapped in ``alerts`` names its node by ``Hostname`` first (domain/alerts.py NODE_LABELS):
-    a dcgm-exporter whose ``Hostname`` is its pod's name makes every such alert 'not a node of the cluster'."""
+    a label that names no node makes every such alert 'not a node of the cluster'. The alerts last
+    received (``received``: the state table's record; a str: why it could not be read; None: no state
+    table to read) are the evidence; without them, dcgm-exporter's settings say where ``Hostname`` comes from."""
     if not policy.alerts:
         return Finding(ALERT_CHECK, Severity.OK, "no Alertmanager alert is mapped in the policy's alerts")
+    exporters = _exporter_finding(policy, daemonsets)
+    if isinstance(received, str) or received is None:
+        why = received or "no state table (GPUWARDEN_STATE_TABLE) to read the alerts received from"
+        return Finding(
+            exporters.check, exporters.severity, f"{exporters.message}; alerts received not read: {why}", exporters.fix
+        )
+    records = [r for r in received if r.name in policy.alerts]
+    if not records:
+        return Finding(
+            exporters.check, exporters.severity, f"{exporters.message}; no mapped alert received yet", exporters.fix
+        )
+    bad = unknown(records, policy.alerts, nodes)
+    if bad:
+        return Finding(
+            ALERT_CHECK,
+            Severity.WARN,
+            f"the last alerts received name no node of the cluster: {names(bad)}: each is ignored as 'not a "
+            f"node of the cluster'",
+            exporters.fix or _FIX,
+        )
+    seen = sorted({t for r in records for t in r.targets})
+    last = max(r.received_at for r in records)
+    return Finding(
+        ALERT_CHECK,
+        exporters.severity,
+        f"the last alerts received ({', '.join(r.name for r in records)}, latest {last}) name nodes of the "
+        f"cluster: {names(seen)}; {exporters.message}",
+        exporters.fix,
+    )
+
+
+def _exporter_finding(policy: Policy, daemonsets: Sequence[Mapping[str, Any]]) -> Finding:
+    """What dcgm-exporter's settings say about its ``Hostname`` label."""
     mapped = ", ".join(sorted(policy.alerts))
     exporters = [d for d in daemonsets if is_dcgm_exporter(d)]
     if not exporters:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from gpuwarden.domain.alerts_received import ReceivedAlert
 from gpuwarden.domain.errors import GpuwardenError
 from gpuwarden.domain.policy import Policy
 from gpuwarden.domain.switches import behaviours
@@ -31,6 +32,7 @@ from gpuwarden.services.doctor.expiry import check_karpenter_expiry
 from gpuwarden.services.doctor.facts import ClusterFacts, DoctorReads, Finding, Severity, read_facts
 from gpuwarden.services.doctor.gangs import check_checkpoint_gangs
 from gpuwarden.services.doctor.gpu_health import check_gpu_health
+from gpuwarden.services.doctor.versions import check_karpenter_version
 
 
 def check_behaviours(policy: Policy, switches: Sequence[str]) -> Finding:
@@ -67,6 +69,7 @@ CLUSTER_CHECKS = (
     "karpenter-expiry",
     "alert-node-labels",
     "eks-auto-mode",
+    "karpenter-version",
 )
 
 
@@ -100,7 +103,9 @@ def _unreachable(why: str) -> list[Finding]:
     return [first, *rest]
 
 
-def _cluster_findings(reads: DoctorReads, policy: Policy, now: datetime) -> list[Finding]:
+def _cluster_findings(
+    reads: DoctorReads, policy: Policy, now: datetime, received: Sequence[ReceivedAlert] | str | None
+) -> list[Finding]:
     try:
         facts: ClusterFacts = read_facts(reads)
         access = check_cluster_access(reads, policy)
@@ -117,8 +122,9 @@ def _cluster_findings(reads: DoctorReads, policy: Policy, now: datetime) -> list
         check_static_gpu_limit(facts, policy),
         _gpu_health(facts, policy),
         check_karpenter_expiry(facts, policy, now),
-        check_alert_node_labels(policy, facts.daemonsets),
+        check_alert_node_labels(policy, facts.daemonsets, received, facts.nodes),
         check_eks_auto_mode(facts.nodes, facts.nodeclaims),
+        check_karpenter_version(facts.karpenter_deployments),
     ]
 
 
@@ -137,12 +143,15 @@ def diagnose(
     policy_source: str | None = "the policy",
     *,
     switches: Sequence[str],
+    received: Sequence[ReceivedAlert] | str | None = None,
 ) -> DoctorReport:
     """Every check. ``reads`` is the cluster, or why it could not be reached; ``policy`` is None
     when it does not validate (``policy_error`` says why; the cluster checks then use the defaults).
-    ``switches``: every policy switch, as the kinds' specs name them (`kinds.registry.SWITCHES`)."""
+    ``switches``: every policy switch, as the kinds' specs name them (`kinds.registry.SWITCHES`).
+    ``received``: the alerts last received (the state table's record), why they could not be read,
+    or None (no state table)."""
     effective = policy or Policy(cluster=cluster)
-    cluster_part = _unreachable(reads) if isinstance(reads, str) else _cluster_findings(reads, effective, now)
+    cluster_part = _unreachable(reads) if isinstance(reads, str) else _cluster_findings(reads, effective, now, received)
     findings = [
         *cluster_part,
         check_gpu_metrics(effective, has_gpu_metric),

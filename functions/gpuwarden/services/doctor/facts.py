@@ -76,6 +76,8 @@ class ClusterFacts:
     nodepools: list[dict[str, Any]] = field(default_factory=list)
     nodeclaims: list[dict[str, Any]] = field(default_factory=list)
     karpenter: list[KarpenterInstall] = field(default_factory=list)
+    #: Karpenter's Deployments as read, for their version (services/doctor/versions.py)
+    karpenter_deployments: list[dict[str, Any]] = field(default_factory=list)
     termination_handlers: list[str] = field(default_factory=list)  # "DaemonSet kube-system/aws-node-…"
     daemonsets: list[dict[str, Any]] = field(default_factory=list)  # as read (dcgm-exporter: doctor/adopted.py)
     nodes: list[NodeView] = field(default_factory=list)
@@ -181,6 +183,7 @@ def read_facts(reads: DoctorReads) -> ClusterFacts:
     facts.daemonsets = daemonsets
     karpenters = [d for d in deployments if _is_karpenter(d)]
     facts.karpenter = [karpenter_install(d, reads) for d in karpenters]
+    facts.karpenter_deployments = karpenters
     facts.node_repair = [k.where for d, k in zip(karpenters, facts.karpenter, strict=True) if node_repair_on(d)]
     for kind, items in (("DaemonSet", daemonsets), ("Deployment", deployments)):
         for obj in items:
