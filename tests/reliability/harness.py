@@ -284,7 +284,7 @@ def check_involuntary_deletes(observer: Observer, cluster: Cluster, deadline: da
 def check_drained_or_reported(sim: KubeSim, cluster: Cluster, result: dict[str, Any]) -> None:
     node = sim.get("Node", cluster.node)
     assert node is not None
-    assert node["spec"].get("unschedulable") is True
+    assert node["spec"].get("unschedulable") is True, (result["outcome"], result.get("reason"))
     taints = node["spec"].get("taints") or []
     assert {"key": TAINT_KEY, "value": "spot-interruption", "effect": "NoSchedule"} in taints, taints
     drain = result.get("drain") or {}

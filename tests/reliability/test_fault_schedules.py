@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpuwarden.adapters.ledger import MemoryLedger
+from gpuwarden.domain.decide import STALE_AFTER
 from gpuwarden.domain.errors import GpuwardenError
 from gpuwarden.kinds.inputs import parse_notices
 from gpuwarden.services.dispatch import handle_batch
@@ -220,7 +221,7 @@ def _desired(group: str) -> int:
 
 # ----------------------------------------------------------------------------- the property
 
-STATS = {"schedules": 0, "faults": 0, "faults_hit": 0, "redeliveries": 0}
+STATS = {"schedules": 0, "faults": 0, "faults_hit": 0, "redeliveries": 0, "stale": 0}
 #: Lambda retries a failed asynchronous invocation twice (EventBridge's target invokes it so)
 ASYNC_RETRIES = 2
 
@@ -274,6 +275,13 @@ def run_schedule(schedule: dict[str, Any]) -> dict[str, Any]:
         STATS["faults"] += len(schedule["faults"])
         STATS["faults_hit"] += sum(f.hits for f in sim.faults.active[1:])
 
+        if result["outcome"] == "ignored" and sim.clock.now() - deadline > STALE_AFTER:
+            # The simulator's clock runs 40x: on a machine slow enough (load 16 on 2 cores), the
+            # warning was more than STALE_AFTER past its deadline when the guard read the clock, and
+            # the stale guard rightly wrote nothing. Not a finding about gpuwarden: counted, checked.
+            STATS["stale"] += 1
+            assert observer.taint_writes(cluster.node) == [], result
+            return {}
         check_drained_or_reported(sim, cluster, result)
         check_untouched(sim, observer, cluster, before)
         check_checkpoint_before_removal(observer, cluster, result.get("actions", []))
