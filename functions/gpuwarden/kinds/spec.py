@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.engine.context import Deps, Recorder
-from gpuwarden.services.engine.pipeline import KindHooks
+from gpuwarden.services.engine.hooks import KindHooks
 from gpuwarden.services.engine.result import Result
 from gpuwarden.sources import Envelope, Rule, SchedulerTick
 from gpuwarden.sources.rules import detail_types_of

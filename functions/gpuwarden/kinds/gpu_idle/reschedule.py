@@ -17,7 +17,7 @@ from gpuwarden.domain.reschedule import ComesBack, candidates, free_gpus, must_p
 from gpuwarden.domain.views import NodeView
 from gpuwarden.domain.volumes import pod_zones
 from gpuwarden.observability import put
-from gpuwarden.services.engine.pipeline import Disruption
+from gpuwarden.services.engine.hooks import Disruption
 from gpuwarden.services.engine.replace import volumes_of
 
 
