@@ -251,3 +251,25 @@ def test_the_dispatch_reads_the_kinds_only_through_the_registry() -> None:
         d for d in graph[f"{SERVICES}.dispatch"] if d.startswith(f"{KINDS}.") and d.split(".")[2] not in _NOT_KINDS
     ]
     assert rooms == []
+
+
+def _kinds_named(source: str) -> list[str]:
+    """Every ``Kind.X`` a module's code names (what it would branch on, instead of a spec's field)."""
+    return sorted(
+        f"Kind.{node.attr}"
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "Kind"
+    )
+
+
+def test_the_dispatch_and_the_entries_name_no_kind() -> None:
+    """What the dispatch, the command line's runner and the handlers branch on is a field of a
+    kind's spec (`KindSpec.route`, `unrouted`, `ticks`, `scan`, …), read in the registry."""
+    entries = [ROOT / "functions/gpuwarden/services/dispatch.py", ROOT / "functions/gpuwarden/local.py"]
+    entries += sorted((ROOT / "functions/gpuwarden/handlers").glob("*.py"))
+    named = {str(p.relative_to(ROOT)): found for p in entries if (found := _kinds_named(p.read_text(encoding="utf-8")))}
+    assert named == {}
+
+
+def test_the_kind_finder_finds_a_kind_named() -> None:
+    assert _kinds_named("spec_of(Kind.MANUAL).hooks\nkind.value") == ["Kind.MANUAL"]

@@ -14,4 +14,5 @@ SPEC = KindSpec(
     # the windows and do-not-disrupt refuse it unless forced
     hooks=KindHooks(admission=Admission(guard=actions.manual_guard)),
     samples=("runbook-drain.json", "runbook-plan.json"),
+    unrouted="operator",  # a runbook request, `gpuwarden release`, or an input nothing recognises
 )

@@ -18,9 +18,9 @@ from dataclasses import replace
 
 from gpuwarden.domain.alerts import UNMAPPED_KIND, alert_plan
 from gpuwarden.domain.errors import GpuwardenError
-from gpuwarden.domain.notice import Kind, Notice, other_cluster
+from gpuwarden.domain.notice import Notice, other_cluster
 from gpuwarden.domain.switches import is_on, off_reason
-from gpuwarden.kinds.registry import KIND_OF, SCAN_KIND, SPECS, spec_of, tick_spec, tick_switch
+from gpuwarden.kinds.registry import KIND_OF, RUNBOOK, SCAN_KIND, SPECS, UNROUTED, spec_of, tick_spec, tick_switch
 from gpuwarden.kinds.spec import TickCall
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.drain import DrainState
@@ -165,10 +165,9 @@ def _reconcile_parts(deps: Deps, drain_locally: bool, planned: list[Result]) -> 
 def handle_runbook(
     request: RunbookRequest, deps: Deps, *, drain_locally: bool = True, progress: Progress | None = None
 ) -> Result:
-    """One runbook action, with the manual kind's hooks (its caller records and counts it)."""
-    return runbook.run_runbook(
-        request, deps, spec_of(Kind.MANUAL).hooks, drain_locally=drain_locally, progress=progress
-    )
+    """One runbook action, with the hooks of the kind routed to the runbook (its caller records and
+    counts it)."""
+    return runbook.run_runbook(request, deps, RUNBOOK.hooks, drain_locally=drain_locally, progress=progress)
 
 
 # --------------------------------------------------------------------------- the way back
@@ -182,7 +181,7 @@ def handle_release(deps: Deps, node: str | None) -> Result:
     try:
         result = release.release(deps, node, event_id=event_id, also=also)
     except GpuwardenError as err:
-        return failed(failed_result(Kind.MANUAL.value, err, event_id=event_id, node=node), deps)
+        return failed(failed_result(UNROUTED["operator"].value, err, event_id=event_id, node=node), deps)
     return answered(result, deps)
 
 
@@ -208,5 +207,5 @@ def fallback_kind(raw: object) -> str:
         if "Records" in raw:  # an Alertmanager notification
             return UNMAPPED_KIND.value
         if "gpuwarden" in raw:
-            return Kind.BUDGET_WINDOW.value
-    return Kind.MANUAL.value
+            return UNROUTED["scheduler"].value
+    return UNROUTED["operator"].value
