@@ -273,3 +273,24 @@ def test_the_dispatch_and_the_entries_name_no_kind() -> None:
 
 def test_the_kind_finder_finds_a_kind_named() -> None:
     assert _kinds_named("spec_of(Kind.MANUAL).hooks\nkind.value") == ["Kind.MANUAL"]
+
+
+#: What the entries may take from the dispatch besides `handle`: the way back, the drain
+#: workflow's round, and what an input that failed before it was routed reports as.
+_NOT_INPUTS = {"handle_release", "drain_round", "fallback_kind", "tick_kind"}
+
+
+def _dispatch_entries(source: str) -> set[str]:
+    """The names a module imports from the dispatch to run an input with."""
+    return {
+        alias.name
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ImportFrom) and node.module == f"{SERVICES}.dispatch"
+        for alias in node.names
+    } - _NOT_INPUTS
+
+
+def test_the_handlers_and_the_local_runner_enter_the_dispatch_at_one_place() -> None:
+    entries = [ROOT / "functions/gpuwarden/local.py", *sorted((ROOT / "functions/gpuwarden/handlers").glob("*.py"))]
+    used = {str(p.relative_to(ROOT)): names for p in entries if (names := _dispatch_entries(p.read_text()))}
+    assert set().union(*used.values()) == {"handle"}, used

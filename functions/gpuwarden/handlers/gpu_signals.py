@@ -11,7 +11,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from gpuwarden.handlers._runtime import handle_notices, invocation_deps, prepare, respond, rules
 from gpuwarden.observability import logger, metrics
-from gpuwarden.services.dispatch import handle_alerts, handle_scan
+from gpuwarden.services.dispatch import handle
 from gpuwarden.sources import SCAN_MARKER, is_sns_event, parse_scan_tick, parse_sns
 
 
@@ -20,9 +20,9 @@ from gpuwarden.sources import SCAN_MARKER, is_sns_event, parse_scan_tick, parse_
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     # each parse raises InvalidEvent: the async invoke fails into the DLQ
     if event.get("gpuwarden") == SCAN_MARKER:
-        return respond(handle_scan(parse_scan_tick(event), invocation_deps(context), drain_locally=False))
+        return respond(handle(parse_scan_tick(event), invocation_deps(context), drain_locally=False))
     if is_sns_event(event):
-        return respond(handle_alerts(parse_sns(event), invocation_deps(context), drain_locally=False))
+        return respond(handle(parse_sns(event), invocation_deps(context), drain_locally=False))
     return handle_notices(event, context)
 
 
