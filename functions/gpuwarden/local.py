@@ -16,21 +16,13 @@ from gpuwarden.config import Settings
 from gpuwarden.domain.errors import GpuwardenError, InvalidPolicy
 from gpuwarden.kinds.inputs import parse_event
 from gpuwarden.kinds.registry import SCAN_KIND
-from gpuwarden.services.dispatch import (
-    fallback_kind,
-    handle_alerts,
-    handle_batch,
-    handle_release,
-    handle_runbook,
-    handle_scan,
-    handle_tick,
-    tick_kind,
-)
+from gpuwarden.services.dispatch import fallback_kind, handle, handle_release, tick_kind
 from gpuwarden.services.engine.failures import failed_result
 from gpuwarden.sources import AlertBatch, NoticeBatch, RunbookRequest, ScanTick, SchedulerTick
 from gpuwarden.wiring import build_deps, deployed_rules, runbook_deps
 
 if TYPE_CHECKING:
+    from gpuwarden.kinds.inputs import Parsed
     from gpuwarden.services.engine.context import Deps
     from gpuwarden.services.runbook.actions import DrainProgress
 
@@ -45,31 +37,30 @@ def run_event(raw: object, deps: Deps | None = None, *, dry_run: bool = False) -
     parsed = parse_event(raw, deployed=deployed_rules(settings))
     if isinstance(parsed, RunbookRequest):  # as a direct invoke of the runbook function would
         return run_runbook(parsed.model_copy(update={"dry_run": True}) if dry_run else parsed)
+    kind, event_id, node, instance_id = _reported_as(parsed, raw)
+    return _answered(
+        lambda: handle(parsed, deps or build_deps(settings, caller="cli")).to_json(),
+        kind,
+        event_id=event_id,
+        node=node,
+        instance_id=instance_id,
+    )
+
+
+def _reported_as(parsed: Parsed, raw: object) -> tuple[str, str | None, str | None, str | None]:
+    """What a failure of ``parsed`` reports: its kind, event id, node and instance."""
     if isinstance(parsed, SchedulerTick):
-        return _answered(
-            lambda: handle_tick(parsed, deps or build_deps(settings, caller="cli")).to_json(),
-            tick_kind(parsed),
-            event_id=parsed.execution_id,
-        )
+        return tick_kind(parsed), parsed.execution_id, None, None
     if isinstance(parsed, ScanTick):
-        return run_scan(deps)
+        return SCAN_KIND.value, None, None, None
     if isinstance(parsed, AlertBatch):
-        batch = parsed
-        return _answered(
-            lambda: handle_alerts(batch, deps or build_deps(settings, caller="cli"), drain_locally=True).to_json(),
-            fallback_kind(raw),
-            event_id=batch.message_id,
-        )
-    if not isinstance(parsed, NoticeBatch):
+        return fallback_kind(raw), parsed.message_id, None, None
+    if not isinstance(parsed, NoticeBatch):  # a runbook request is run by `run_runbook`
         raise GpuwardenError(f"{type(parsed).__name__} inputs are not handled by this version")
     first = parsed.notices[0] if parsed.notices else None
-    return _answered(
-        lambda: handle_batch(parsed, deps or build_deps(settings, caller="cli"), drain_locally=True).to_json(),
-        parsed.kind.value,
-        event_id=first.event_id if first else parsed.event_id,
-        node=first.node_name if first else None,
-        instance_id=first.instance_id if first else None,
-    )
+    if first is None:
+        return parsed.kind.value, parsed.event_id, None, None
+    return parsed.kind.value, first.event_id, first.node_name, first.instance_id
 
 
 def run_scan(deps: Deps | None = None) -> dict[str, Any]:
@@ -77,7 +68,7 @@ def run_scan(deps: Deps | None = None) -> dict[str, Any]:
     schedule runs it; each unhealthy node's drain runs here to its end."""
 
     def answer() -> dict[str, Any]:
-        return handle_scan(None, deps or build_deps(Settings.from_env(), caller="cli"), drain_locally=True).to_json()
+        return handle(ScanTick(), deps or build_deps(Settings.from_env(), caller="cli")).to_json()
 
     return _answered(answer, SCAN_KIND.value)
 
@@ -88,7 +79,7 @@ def run_runbook(request: RunbookRequest, progress: Callable[[DrainProgress], Non
 
     def answer() -> dict[str, Any]:
         deps = runbook_deps(build_deps(Settings.from_env()), request)
-        return handle_runbook(request, deps, drain_locally=True, progress=progress).to_json()
+        return handle(request, deps, progress=progress).to_json()
 
     extra = {"action": request.action, "dry_run": request.dry_run}
     return _answered(answer, "manual", node=request.node, instance_id=request.instance_id, extra=extra)

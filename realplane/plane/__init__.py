@@ -1,2 +1,3 @@
-"""The real control plane a test or the demo starts: its processes, PKI (`certs`), etcd and
-kube-apiserver, KWOK and Karpenter (`harness`: `Plane`)."""
+"""The real control plane a test or the demo starts (`harness`: `Plane`), by concern: its processes
+(`process`), PKI (`certs`), etcd and the Kubernetes programs (`control_plane`), KWOK (`kwok`),
+Karpenter (`karpenter`), objects as JSON for assertion messages (`dumps`)."""

@@ -14,161 +14,56 @@ ready/completed/deleted, and ``pods/exec`` run as a local command); then Karpent
 Everything runs from the binaries ``make setup-real`` built, in a temporary directory, on free
 ports; each component's log is kept in ``artifacts``. ``stop`` (also on exit, on SIGTERM, on
 Ctrl-C, and if the test process dies: each child has a parent-death signal) ends them all.
+
+This module runs the plane; by concern: its processes (`process`), PKI (`certs`), the control
+plane's programs (`control_plane`), KWOK (`kwok`), Karpenter (`karpenter`), and the dumps of
+Kubernetes objects for assertion messages (`dumps`).
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import json
-import os
 import shutil
-import signal
-import socket
 import ssl
-import subprocess
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 
 from realplane.build import pins
+from realplane.plane import control_plane, karpenter, kwok
 from realplane.plane.certs import client_cert, make_pki
+from realplane.plane.control_plane import CLUSTER_NAME
+from realplane.plane.dumps import dump, dump_full
+from realplane.plane.karpenter import NODE_CLASS_REF, tour_nodepool
+from realplane.plane.kwok import KWOK_NODE_ANNOTATION
+from realplane.plane.process import Component, PlaneError, bind_failed, free_port, insecure, stop_on_sigterm
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
+__all__ = [
+    "CLUSTER_NAME",
+    "KWOK_NODE_ANNOTATION",
+    "NODE_CLASS_REF",
+    "Plane",
+    "PlaneError",
+    "dump",
+    "dump_full",
+    "tour_nodepool",
+]
+
 T = TypeVar("T")
 
-#: The annotation Karpenter's KWOK provider puts on every node it creates; KWOK manages those.
-KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
-KWOK_NODE_SELECTOR = f"{KWOK_NODE_ANNOTATION}=fake"
-#: The KWOK node class every NodePool of the plane points at (the real plane's EC2NodeClass).
-NODE_CLASS_REF = {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}
-INSTANCE_TYPES = Path(__file__).resolve().parent / "instance_types.json"
-SERVICE_CIDR = "10.0.0.0/24"
 READY_TIMEOUT = 90.0
-_PR_SET_PDEATHSIG = 1
-
-
-class PlaneError(RuntimeError):
-    """One line: which component, what went wrong, where its log is, how to fix it if we know."""
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-@dataclass
-class Component:
-    """One program of the plane: how it is run, where it logs, and its process."""
-
-    name: str
-    argv: list[str]
-    log: Path
-    env: dict[str, str] = field(default_factory=dict)
-    proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.log.parent.mkdir(parents=True, exist_ok=True)
-        with self.log.open("ab") as out:
-            out.write(f"$ {' '.join(self.argv)}\n".encode())
-            out.flush()
-            self.proc = subprocess.Popen(  # noqa: S603 - our own binaries, our own arguments
-                self.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, **self.env},
-                start_new_session=True,  # its own process group: stop() ends it and its children
-                preexec_fn=_die_with_parent,  # runs between fork and exec: no threads there
-            )
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def last_line(self) -> str:
-        try:
-            lines = [ln for ln in self.log.read_text(errors="replace").splitlines() if ln.strip()]
-        except OSError:
-            return ""
-        return lines[-1][:300] if lines else ""
-
-    def pause(self) -> None:
-        """SIGSTOP the program (and its children): it holds its sockets and answers nothing."""
-        if self.proc is not None:
-            os.killpg(self.proc.pid, signal.SIGSTOP)
-
-    def resume(self) -> None:
-        if self.proc is not None:
-            os.killpg(self.proc.pid, signal.SIGCONT)
-
-    def stop(self, grace: float = 10.0) -> None:
-        proc = self.proc
-        if proc is None or proc.poll() is not None:
-            return
-        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, sig)
-            try:
-                proc.wait(timeout=wait)
-                return
-            except subprocess.TimeoutExpired:
-                continue
-
-
-#: The cluster the plane's kubeconfigs name: the policy's of the scenes and the sandbox (gpuwarden
-#: checks one against the other: docs/cli.md#the-right-cluster)
-CLUSTER_NAME = "ml-prod"
-
-
-def _kubeconfig(server: str, ca: Path, user: str, cert: Path, key: Path) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": CLUSTER_NAME, "cluster": {"server": server, "certificate-authority": str(ca)}}],
-        "users": [{"name": user, "user": {"client-certificate": str(cert), "client-key": str(key)}}],
-        "contexts": [{"name": "realplane", "context": {"cluster": CLUSTER_NAME, "user": user}}],
-        "current-context": "realplane",
-    }
-
-
-# Everything the API server receives, at Metadata level: the artifacts show what each client did.
-_AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "rules": [{"level": "Metadata"}]}
-
-# `kill` for pods/exec: KWOK runs an exec'd command on this machine, so the `kill -s USR1 1` of a
-# `signal:` checkpoint would signal this machine's PID 1. This one, first on KWOK's PATH, records
-# the signal (one line per call in $REALPLANE_SIGNALS) and signals nothing.
-_KILL_SHIM = """#!/bin/sh
-printf '%s %s\\n' "$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)" "$*" >> "${REALPLANE_SIGNALS:?}"
-"""
-
-
-def tour_nodepool(**overrides: Any) -> dict[str, Any]:
-    """The tour's GPU NodePool (sim/builders/nodes.py's ``nodepool``), on the plane's KWOKNodeClass."""
-    from sim.builders.nodes import nodepool
-
-    pool = nodepool(**overrides)
-    pool["spec"]["template"]["spec"]["nodeClassRef"] = dict(NODE_CLASS_REF)
-    return pool
 
 
 class Plane:
@@ -210,9 +105,10 @@ class Plane:
             self.kubeconfig: ("admin", self.pki.admin_cert, self.pki.admin_key)
         }
         self._write_kubeconfigs()
-        #: Every `kill` a `signal:` checkpoint ran through pods/exec (see _KILL_SHIM).
+        #: Every `kill` a `signal:` checkpoint ran through pods/exec (`kwok`'s shim).
         self.signals = self.artifacts / "signals.log"
         self.exec_dir = self.workdir / "exec"
+        self._shims = self.workdir / "exec-bin"
         self._stopped = False
         self._client: ApiClient | None = None
         #: How each component's readiness is probed (its URL, with the admin certificate, verified).
@@ -240,7 +136,7 @@ class Plane:
             old.unlink()
         self.signals.touch()
         atexit.register(self.stop)
-        _stop_on_sigterm()
+        stop_on_sigterm()
         self._start(self._start_etcd, "etcd", ("etcd", "etcd-peer"))
         self._start(self._start_apiserver, "kube-apiserver", ("apiserver",))
         self._start(self._start_controller_manager, "kube-controller-manager", ("controller-manager",))
@@ -265,7 +161,7 @@ class Plane:
                 return
             except PlaneError:
                 component = self.components.get(name)
-                if attempt == tries or component is None or component.running or not _bind_failed(log, mark):
+                if attempt == tries or component is None or component.running or not bind_failed(log, mark):
                     raise
             for port in ports:
                 self.ports[port] = free_port()
@@ -312,7 +208,7 @@ class Plane:
 
     def _write_kubeconfigs(self) -> None:
         for path, (user, cert, key) in self._kubeconfigs.items():
-            path.write_text(yaml.safe_dump(_kubeconfig(self.server, self.pki.ca_cert, user, cert, key)))
+            path.write_text(yaml.safe_dump(control_plane.kubeconfig(self.server, self.pki.ca_cert, user, cert, key)))
 
     def mark_audit(self) -> None:
         """From now on `audit` answers only what follows: a scene on a plane shared by several
@@ -376,7 +272,7 @@ class Plane:
 
     def _ready(self, component: Component, url: str, *, client_cert: bool = False, verify: bool = False) -> None:
         self._probes[component.name] = (url, client_cert, verify)
-        context = ssl.create_default_context(cafile=str(self.pki.ca_cert)) if verify else _insecure()
+        context = ssl.create_default_context(cafile=str(self.pki.ca_cert)) if verify else insecure()
         if client_cert:
             context.load_cert_chain(str(self.pki.admin_cert), str(self.pki.admin_key))
 
@@ -405,273 +301,50 @@ class Plane:
     # ------------------------------------------------------------------ the components
 
     def _start_etcd(self) -> None:
-        p, peer = self.ports["etcd"], self.ports["etcd-peer"]
-        etcd = self._add(
-            "etcd",
-            [
-                "etcd",
-                "--name=realplane",
-                f"--data-dir={self.workdir / 'etcd'}",
-                f"--listen-client-urls=http://127.0.0.1:{p}",
-                f"--advertise-client-urls=http://127.0.0.1:{p}",
-                f"--listen-peer-urls=http://127.0.0.1:{peer}",
-                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
-                f"--initial-cluster=realplane=http://127.0.0.1:{peer}",
-                "--unsafe-no-fsync",  # a throw-away store: no fsync cost on a shared 2-core machine
-                "--log-level=warn",
-            ],
-        )
+        p = self.ports["etcd"]
+        etcd = self._add("etcd", control_plane.etcd_argv(self.workdir, p, self.ports["etcd-peer"]))
         self._ready(etcd, f"http://127.0.0.1:{p}/readyz")
 
     def _start_apiserver(self) -> None:
-        pki = self.pki
         policy = self.workdir / "audit-policy.yaml"
-        policy.write_text(yaml.safe_dump(_AUDIT_POLICY))
-        apiserver = self._add(
-            "kube-apiserver",
-            [
-                "kube-apiserver",
-                f"--etcd-servers=http://127.0.0.1:{self.ports['etcd']}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--secure-port={self.ports['apiserver']}",
-                f"--cert-dir={self.workdir / 'apiserver'}",
-                f"--tls-cert-file={pki.apiserver_cert}",
-                f"--tls-private-key-file={pki.apiserver_key}",
-                f"--client-ca-file={pki.ca_cert}",
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                f"--service-account-key-file={pki.sa_pub}",
-                f"--service-account-signing-key-file={pki.sa_key}",
-                f"--service-cluster-ip-range={SERVICE_CIDR}",
-                "--authorization-mode=Node,RBAC",
-                "--enable-priority-and-fairness=true",
-                "--endpoint-reconciler-type=none",
-                "--allow-privileged=true",
-                # pods/exec goes to KWOK's server, which presents a certificate of the plane's CA
-                f"--kubelet-certificate-authority={pki.ca_cert}",
-                f"--kubelet-client-certificate={pki.admin_cert}",
-                f"--kubelet-client-key={pki.admin_key}",
-                "--kubelet-preferred-address-types=InternalIP",
-                f"--audit-policy-file={policy}",
-                f"--audit-log-path={self.artifacts / 'audit.log'}",
-                "--audit-log-maxsize=200",
-            ],
-        )
+        policy.write_text(yaml.safe_dump(control_plane.AUDIT_POLICY))
+        argv = control_plane.apiserver_argv(self.workdir, self.artifacts, self.pki, self.ports, policy)
+        apiserver = self._add("kube-apiserver", argv)
         self._ready(apiserver, f"{self.server}/readyz", client_cert=True, verify=True)
 
     def _start_control_plane_program(self, name: str, port_name: str, health: str, flags: list[str]) -> None:
-        """kube-controller-manager or kube-scheduler, as its own user (``system:<name>``),
-        authorized by the API server's bootstrap RBAC as in a real cluster."""
         port = self.ports[port_name]
         kubeconfig = self.kubeconfig_for(f"system:{name}", groups=())
-        program = self._add(
-            name,
-            [
-                name,
-                f"--kubeconfig={kubeconfig}",
-                f"--authentication-kubeconfig={kubeconfig}",
-                f"--authorization-kubeconfig={kubeconfig}",
-                "--bind-address=127.0.0.1",
-                "--leader-elect=false",
-                f"--secure-port={port}",
-                f"--cert-dir={self.workdir / name}",
-                *flags,
-            ],
-        )
+        program = self._add(name, control_plane.program_argv(name, kubeconfig, port, self.workdir, flags))
         self._ready(program, f"https://127.0.0.1:{port}/{health}")
 
     def _start_controller_manager(self) -> None:
-        self._start_control_plane_program(
-            "kube-controller-manager",
-            "controller-manager",
-            "healthz",
-            [
-                "--controllers=*",  # every default one: disruption, garbagecollector, job, namespace, ...
-                "--use-service-account-credentials=true",
-                f"--service-account-private-key-file={self.pki.sa_key}",
-                f"--root-ca-file={self.pki.ca_cert}",
-            ],
-        )
+        flags = control_plane.controller_manager_flags(self.pki)
+        self._start_control_plane_program("kube-controller-manager", "controller-manager", "healthz", flags)
 
     def _start_scheduler(self) -> None:
         self._start_control_plane_program("kube-scheduler", "scheduler", "readyz", [])
 
-    def _kwok_config(self) -> Path:
-        stages = sorted((pins.share_dir() / "kwok-stages").glob("*.yaml"))
-        if not self.complete_jobs:
-            stages = [p for p in stages if p.name != "pod-complete.yaml"]
-        cluster_exec = {
-            "apiVersion": "kwok.x-k8s.io/v1alpha1",
-            "kind": "ClusterExec",
-            "metadata": {"name": "local"},
-            "spec": {
-                "execs": [
-                    {
-                        "local": {
-                            "workDir": str(self.exec_dir),
-                            "envs": [{"name": "REALPLANE_SIGNALS", "value": str(self.signals)}],
-                        }
-                    }
-                ]
-            },
-        }
-        docs = [p.read_text() for p in stages] + [yaml.safe_dump(cluster_exec)]
-        path = self.workdir / "kwok.yaml"
-        path.write_text("\n---\n".join(docs))
-        return path
-
     def _prepare_kwok(self) -> None:
-        shims = self.workdir / "exec-bin"
-        shims.mkdir()
-        (shims / "kill").write_text(_KILL_SHIM)
-        (shims / "kill").chmod(0o755)
-        self.exec_dir.mkdir()
+        kwok.prepare(self._shims, self.exec_dir)
 
     def _start_kwok(self) -> None:
         port = self.ports["kwok"]
-        shims = self.workdir / "exec-bin"
-        kwok = self._add(
-            "kwok",
-            [
-                "kwok",
-                f"--kubeconfig={self.kubeconfig_for('kwok')}",
-                f"--config={self._kwok_config()}",
-                "--manage-all-nodes=false",
-                f"--manage-nodes-with-annotation-selector={KWOK_NODE_SELECTOR}",
-                "--node-ip=127.0.0.1",
-                f"--node-port={port}",
-                f"--server-address=127.0.0.1:{port}",
-                f"--tls-cert-file={self.pki.kubelet_cert}",
-                f"--tls-private-key-file={self.pki.kubelet_key}",
-                "--node-lease-duration-seconds=40",
-            ],
-            # an exec'd command is looked up on KWOK's own PATH: the shims come first
-            env={"PATH": f"{shims}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}"},
-        )
-        self._ready(kwok, f"https://127.0.0.1:{port}/healthz")
+        config = kwok.config(self.workdir, self.exec_dir, self.signals, complete_jobs=self.complete_jobs)
+        argv = kwok.argv(self.kubeconfig_for("kwok"), config, port, self.pki)
+        started = self._add("kwok", argv, env=kwok.environment(self._shims))
+        self._ready(started, f"https://127.0.0.1:{port}/healthz")
 
     def _install_karpenter_objects(self) -> None:
-        """Karpenter's CRDs (Established), the KWOKNodeClass ``default`` and the NodePools."""
-        from kubernetes import client
-
-        self.install_crds("karpenter-crds")
-        custom: Any = client.CustomObjectsApi(self.api_client())
-        custom.create_cluster_custom_object(
-            "karpenter.kwok.sh",
-            "v1alpha1",
-            "kwoknodeclasses",
-            {"apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass", "metadata": {"name": "default"}},
-        )
-        for pool in self.nodepools:
-            custom.create_cluster_custom_object("karpenter.sh", "v1", "nodepools", pool)
+        karpenter.install_objects(self.api_client(), self.nodepools, self.wait_for, self.ready_timeout)
 
     def install_crds(self, folder: str) -> None:
         """The CRDs the build copied into ``share/<folder>``, each waited for until Established."""
-        from kubernetes import client
-
-        ext: Any = client.ApiextensionsV1Api(self.api_client())
-        names = []
-        for path in sorted((pins.share_dir() / folder).glob("*.yaml")):
-            crd = yaml.safe_load(path.read_text())
-            ext.create_custom_resource_definition(crd)
-            names.append(crd["metadata"]["name"])
-        for name in names:
-            self.wait_for(f"CRD {name} Established", partial(_established, ext, name), timeout=self.ready_timeout)
+        karpenter.install_crds(self.api_client(), folder, self.wait_for, self.ready_timeout)
 
     def _start_karpenter(self) -> None:
-        from kubernetes import client
-
-        custom: Any = client.CustomObjectsApi(self.api_client())
         health = self.ports["karpenter"]
-        karpenter = self._add(
-            "karpenter",
-            ["karpenter-kwok"],
-            env={
-                "KUBECONFIG": str(self.kubeconfig_for("karpenter")),
-                "DISABLE_LEADER_ELECTION": "true",
-                "INSTANCE_TYPES_FILE_PATH": str(INSTANCE_TYPES),
-                "HEALTH_PROBE_PORT": str(health),
-                "METRICS_PORT": str(self.ports["karpenter-metrics"]),
-                "LOG_LEVEL": "debug",
-            },
-        )
-        self._ready(karpenter, f"http://127.0.0.1:{health}/readyz")
-        # The node class is Ready once Karpenter's status controller has seen it: before that
-        # Karpenter launches nothing for the NodePools that use it.
-        self.wait_for(
-            "KWOKNodeClass default Ready",
-            partial(
-                _custom_condition, custom, ("karpenter.kwok.sh", "v1alpha1", "kwoknodeclasses", "default"), "Ready"
-            ),
-            timeout=self.ready_timeout,
-        )
-        for pool in self.nodepools:
-            name = pool["metadata"]["name"]
-            self.wait_for(
-                f"NodePool {name} Ready",
-                partial(_custom_condition, custom, ("karpenter.sh", "v1", "nodepools", name), "Ready"),
-                timeout=self.ready_timeout,
-            )
-
-
-def _bind_failed(log: Path, since: int) -> bool:
-    """The component's log, from byte ``since``, says a port it was given was taken."""
-    with log.open("rb") as f:
-        f.seek(since)
-        return b"address already in use" in f.read()
-
-
-def _insecure() -> ssl.SSLContext:
-    """For the controller-manager's and scheduler's self-signed health endpoints only."""
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    return context
-
-
-def _established(ext: Any, name: str) -> bool:
-    crd = ext.read_custom_resource_definition(name)
-    return any(c.type == "Established" and c.status == "True" for c in (crd.status.conditions or []))
-
-
-def _custom_condition(custom: Any, ref: tuple[str, str, str, str], kind: str) -> bool:
-    return _condition(custom.get_cluster_custom_object(*ref), kind)
-
-
-def _condition(obj: Mapping[str, Any], kind: str) -> bool:
-    return any(c.get("type") == kind and c.get("status") == "True" for c in obj.get("status", {}).get("conditions", []))
-
-
-_SIGTERM_INSTALLED = False
-
-
-def _stop_on_sigterm() -> None:
-    """SIGTERM (CI's or a user's kill) exits through Python, so atexit and finalizers stop the plane."""
-    global _SIGTERM_INSTALLED
-    if _SIGTERM_INSTALLED or threading.current_thread() is not threading.main_thread():
-        return
-    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
-        signal.signal(signal.SIGTERM, _exit_on_signal)
-    _SIGTERM_INSTALLED = True
-
-
-def _exit_on_signal(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
-
-
-def dump(obj: Any) -> str:
-    """JSON for an assertion message: without managedFields, cut at 4,000 characters."""
-    return dump_full(obj)[:4000]
-
-
-def dump_full(obj: Any) -> str:
-    """JSON of Kubernetes objects without their managedFields."""
-
-    def strip(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items() if k != "managedFields"}
-        if isinstance(value, list):
-            return [strip(v) for v in value]
-        return value
-
-    return json.dumps(strip(obj), indent=1, default=str)
+        env = karpenter.environment(self.kubeconfig_for("karpenter"), health, self.ports["karpenter-metrics"])
+        started = self._add("karpenter", ["karpenter-kwok"], env=env)
+        self._ready(started, f"http://127.0.0.1:{health}/readyz")
+        karpenter.wait_ready(self.api_client(), self.nodepools, self.wait_for, self.ready_timeout)

@@ -24,7 +24,6 @@ PACKAGE = ROOT / "functions" / "gpuwarden"
 #: The toy kind: an EventBridge event asking gpuwarden to take one node out before a deadline.
 TOY_SPEC = '''"""`toy-reclaim`: a toy kind, for tests/unit/test_adding_a_kind.py."""
 
-from dataclasses import replace
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -34,6 +33,7 @@ from gpuwarden.domain.notice import Kind
 from gpuwarden.kinds.spec import KindSpec, PolicySection
 from gpuwarden.services.engine import karpenter
 from gpuwarden.services.engine.disrupt import disrupt
+from gpuwarden.services.engine.hooks import Admission, KindHooks
 from gpuwarden.sources import Envelope, NoticeBatch
 from gpuwarden.sources._common import FrozenModel, NodeName, add_seconds
 from gpuwarden.sources.rules import rule_of
@@ -72,7 +72,10 @@ SPEC = KindSpec(
     voluntary=False,
     route="interruption",
     doc="docs/events.md#the-kinds",
-    hooks=replace(karpenter.INVOLUNTARY, plan=drain_with("toy reclaim: out before the deadline", replace=False)),
+    hooks=KindHooks(
+        admission=Admission(plan=drain_with("toy reclaim: out before the deadline", replace=False)),
+        delivery=karpenter.INVOLUNTARY,
+    ),
     handle=disrupt,
     switch="toy_reclaim.enabled",
     policy=PolicySection("toy_reclaim", ToyReclaimPolicy),

@@ -166,7 +166,7 @@ def plan_interruption(
     kind: Kind, node: NodeView, pods: list[PodView], policy: Policy, allowance: Allowance
 ) -> NodePlan:
     """The kind's own plan, as its spec names it (the windows' answer, no NodePool budget)."""
-    return spec_of(kind).hooks.plan(node, pods, policy, lambda: voluntary_verdict(allowance, None))
+    return spec_of(kind).hooks.admission.plan(node, pods, policy, lambda: voluntary_verdict(allowance, None))
 
 
 ANY = Allowance(allowed=None, window=None, reason="no budget windows configured")
@@ -234,7 +234,7 @@ def test_every_kind_that_disrupts_a_node_plans_it_with_a_reason() -> None:
         if spec.handle is None or spec.kind is Kind.INSTANCE_STOPPING:
             continue
         # When its plan is asked, Then it checkpoints (so cordons) and says why
-        plan = spec.hooks.plan(node(), [], Policy(cluster="c"), lambda: voluntary_verdict(ANY, None))
+        plan = spec.hooks.admission.plan(node(), [], Policy(cluster="c"), lambda: voluntary_verdict(ANY, None))
         assert plan.checkpoint, spec.kind
         assert plan.reason, spec.kind
 

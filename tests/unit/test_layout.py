@@ -162,7 +162,7 @@ def test_the_services_folder_holds_at_most_eight_modules() -> None:
     assert len(direct) <= 8, direct
 
 
-@pytest.mark.parametrize("tree", ["functions", "sim"])
+@pytest.mark.parametrize("tree", ["functions", "sim", "realplane"])
 def test_no_file_over_400_lines(tree: str) -> None:
     long = {
         str(p.relative_to(ROOT)): n for p in (ROOT / tree).rglob("*.py") if (n := len(p.read_text().splitlines())) > 400
@@ -251,3 +251,46 @@ def test_the_dispatch_reads_the_kinds_only_through_the_registry() -> None:
         d for d in graph[f"{SERVICES}.dispatch"] if d.startswith(f"{KINDS}.") and d.split(".")[2] not in _NOT_KINDS
     ]
     assert rooms == []
+
+
+def _kinds_named(source: str) -> list[str]:
+    """Every ``Kind.X`` a module's code names (what it would branch on, instead of a spec's field)."""
+    return sorted(
+        f"Kind.{node.attr}"
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "Kind"
+    )
+
+
+def test_the_dispatch_and_the_entries_name_no_kind() -> None:
+    """What the dispatch, the command line's runner and the handlers branch on is a field of a
+    kind's spec (`KindSpec.route`, `unrouted`, `ticks`, `scan`, …), read in the registry."""
+    entries = [ROOT / "functions/gpuwarden/services/dispatch.py", ROOT / "functions/gpuwarden/local.py"]
+    entries += sorted((ROOT / "functions/gpuwarden/handlers").glob("*.py"))
+    named = {str(p.relative_to(ROOT)): found for p in entries if (found := _kinds_named(p.read_text(encoding="utf-8")))}
+    assert named == {}
+
+
+def test_the_kind_finder_finds_a_kind_named() -> None:
+    assert _kinds_named("spec_of(Kind.MANUAL).hooks\nkind.value") == ["Kind.MANUAL"]
+
+
+#: What the entries may take from the dispatch besides `handle`: the way back, the drain
+#: workflow's round, and what an input that failed before it was routed reports as.
+_NOT_INPUTS = {"handle_release", "drain_round", "fallback_kind", "tick_kind"}
+
+
+def _dispatch_entries(source: str) -> set[str]:
+    """The names a module imports from the dispatch to run an input with."""
+    return {
+        alias.name
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ImportFrom) and node.module == f"{SERVICES}.dispatch"
+        for alias in node.names
+    } - _NOT_INPUTS
+
+
+def test_the_handlers_and_the_local_runner_enter_the_dispatch_at_one_place() -> None:
+    entries = [ROOT / "functions/gpuwarden/local.py", *sorted((ROOT / "functions/gpuwarden/handlers").glob("*.py"))]
+    used = {str(p.relative_to(ROOT)): names for p in entries if (names := _dispatch_entries(p.read_text()))}
+    assert set().union(*used.values()) == {"handle"}, used

@@ -15,7 +15,7 @@ from gpuwarden.config import Settings
 from gpuwarden.domain.errors import GpuwardenError, HandlingFailed
 from gpuwarden.kinds.inputs import parse_notices
 from gpuwarden.observability import logger
-from gpuwarden.services.dispatch import handle_batch
+from gpuwarden.services.dispatch import handle
 from gpuwarden.services.engine.context import Deps
 from gpuwarden.services.engine.result import Result
 from gpuwarden.sources.rules import Rule
@@ -106,4 +106,4 @@ def handle_notices(event: dict[str, Any], context: Any) -> dict[str, Any]:
     notice dispatched to its kind. A parse failure raises InvalidEvent: the asynchronous invoke
     fails into the dead-letter queue."""
     batch = parse_notices(event, deployed=rules())
-    return respond(handle_batch(batch, invocation_deps(context), drain_locally=False))
+    return respond(handle(batch, invocation_deps(context), drain_locally=False))

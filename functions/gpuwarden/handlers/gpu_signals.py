@@ -14,7 +14,7 @@ from gpuwarden.domain.alerts_received import received
 from gpuwarden.domain.errors import GpuwardenError
 from gpuwarden.handlers._runtime import handle_notices, invocation_deps, prepare, respond, rules, settings
 from gpuwarden.observability import logger, metrics
-from gpuwarden.services.dispatch import handle_alerts, handle_scan
+from gpuwarden.services.dispatch import handle
 from gpuwarden.sources import SCAN_MARKER, is_sns_event, parse_scan_tick, parse_sns
 from gpuwarden.sources.sns import AlertBatch
 
@@ -24,11 +24,11 @@ from gpuwarden.sources.sns import AlertBatch
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     # each parse raises InvalidEvent: the async invoke fails into the DLQ
     if event.get("gpuwarden") == SCAN_MARKER:
-        return respond(handle_scan(parse_scan_tick(event), invocation_deps(context), drain_locally=False))
+        return respond(handle(parse_scan_tick(event), invocation_deps(context), drain_locally=False))
     if is_sns_event(event):
         batch = parse_sns(event)
         remember_alerts(batch)
-        return respond(handle_alerts(batch, invocation_deps(context), drain_locally=False))
+        return respond(handle(batch, invocation_deps(context), drain_locally=False))
     return handle_notices(event, context)
 
 

@@ -18,7 +18,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from gpuwarden.domain.errors import InvalidEvent
 from gpuwarden.handlers._runtime import invocation_deps, prepare
 from gpuwarden.observability import count_event, logger, metrics
-from gpuwarden.services.dispatch import handle_runbook
+from gpuwarden.services.dispatch import handle
 from gpuwarden.sources import parse_runbook
 from gpuwarden.wiring import runbook_deps
 
@@ -51,7 +51,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         logger.warning("invalid runbook request", extra={"errors": err.errors})
         return invalid_answer(err)
     request_deps = runbook_deps(replace(invocation_deps(context), caller=caller_of(context)), request)
-    result = handle_runbook(request, request_deps, drain_locally=False)
+    result = handle(request, request_deps, drain_locally=False)
     count_event(result.kind, result.outcome)
     return result.to_json()
 

@@ -13,7 +13,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from gpuwarden.handlers._runtime import deps, invocation_deps, prepare, respond, settings
 from gpuwarden.kinds.inputs import parse_scheduler_tick
 from gpuwarden.observability import logger, metrics
-from gpuwarden.services.dispatch import handle_tick
+from gpuwarden.services.dispatch import handle
 from gpuwarden.services.engine.context import Deps
 from gpuwarden.wiring import scheduler_for
 
@@ -32,7 +32,7 @@ def _deps(own_arn: str) -> Deps:
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     tick = parse_scheduler_tick(event)  # raises InvalidEvent: the async invoke fails into the DLQ
     current = invocation_deps(context, _deps(context.invoked_function_arn))
-    return respond(handle_tick(tick, current, drain_locally=False))  # counted and recorded there
+    return respond(handle(tick, current, drain_locally=False))  # counted and recorded there
 
 
 prepare()  # Lambda's init phase: the client built and the imports frozen before the first event

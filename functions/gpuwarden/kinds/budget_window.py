@@ -19,5 +19,6 @@ SPEC = KindSpec(
     doc="docs/windows.md#budget-windows",
     switch="nodepool_windows.enabled",
     samples=("scheduler-window-open.json",),
+    unrouted="scheduler",  # its ticks carry ``"gpuwarden": "budget-window"`` (`sources.ticks`)
     ticks={"open": Tick(_reconcile), "close": Tick(_reconcile), "reconcile": Tick(_reconcile, switched=False)},
 )

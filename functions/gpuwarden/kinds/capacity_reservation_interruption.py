@@ -1,12 +1,11 @@
 """`capacity-reservation-interruption`: an interruptible Capacity Reservation reclaimed (docs/events.md)."""
 
-from dataclasses import replace
-
 from gpuwarden.domain.decide import loss_warning
 from gpuwarden.domain.notice import Kind
 from gpuwarden.kinds.spec import KindSpec
 from gpuwarden.services.engine import karpenter
 from gpuwarden.services.engine.disrupt import disrupt
+from gpuwarden.services.engine.hooks import Admission, KindHooks
 from gpuwarden.sources.ec2 import CapacityReservationInterruptionWarning
 from gpuwarden.sources.rules import rule_of
 
@@ -16,9 +15,12 @@ SPEC = KindSpec(
     voluntary=False,
     route="interruption",
     doc="docs/events.md#the-kinds",
-    hooks=replace(
-        karpenter.LOSS_WARNING,
-        plan=loss_warning("capacity reservation reclaimed: the instance stops at the deadline"),
+    hooks=KindHooks(
+        admission=Admission(
+            plan=loss_warning("capacity reservation reclaimed: the instance stops at the deadline"),
+            guard=karpenter.not_stale,
+        ),
+        delivery=karpenter.INVOLUNTARY,
     ),
     handle=disrupt,
     models=(CapacityReservationInterruptionWarning,),

@@ -2,7 +2,7 @@
 
 from gpuwarden.domain.notice import Kind
 from gpuwarden.kinds.spec import KindSpec
-from gpuwarden.services.engine.pipeline import KindHooks
+from gpuwarden.services.engine.hooks import Admission, KindHooks
 from gpuwarden.services.runbook import actions
 
 SPEC = KindSpec(
@@ -11,6 +11,8 @@ SPEC = KindSpec(
     voluntary=True,  # `force` overrides the windows and do-not-disrupt, never a PDB
     route="runbook",
     doc="docs/cli.md#runbook",
-    hooks=KindHooks(guard=actions.manual_guard),  # the windows and do-not-disrupt refuse it unless forced
+    # the windows and do-not-disrupt refuse it unless forced
+    hooks=KindHooks(admission=Admission(guard=actions.manual_guard)),
     samples=("runbook-drain.json", "runbook-plan.json"),
+    unrouted="operator",  # a runbook request, `gpuwarden release`, or an input nothing recognises
 )

@@ -10,7 +10,7 @@ from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.kinds.spec import KindSpec
 from gpuwarden.services.engine import karpenter
 from gpuwarden.services.engine.disrupt import disrupt
-from gpuwarden.services.engine.pipeline import KindHooks
+from gpuwarden.services.engine.hooks import Admission, Delivery, KindHooks
 from gpuwarden.sources.ec2 import RebalanceRecommendation
 from gpuwarden.sources.rules import rule_of
 
@@ -36,10 +36,8 @@ SPEC = KindSpec(
     doc="docs/events.md#the-kinds",
     # no do-not-disrupt mark (nothing is evicted unless the policy drains), no second replacement
     hooks=KindHooks(
-        plan=plan_rebalance,
-        replacement_guard=karpenter.left_to_karpenter,
-        claim_with_mark=True,
-        hand_off_at_once=True,
+        admission=Admission(plan=plan_rebalance),
+        delivery=Delivery(replacement_guard=karpenter.left_to_karpenter, claim_with_mark=True, hand_off_at_once=True),
     ),
     handle=disrupt,
     switch="rebalance.enabled",

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from gpuwarden import kinds as _package
 from gpuwarden.domain.notice import Kind
 from gpuwarden.domain.policy import Policy, with_sections
-from gpuwarden.kinds.spec import KarpenterReason, KindSpec, Route
+from gpuwarden.kinds.spec import KarpenterReason, KindSpec, Route, Unrouted
 from gpuwarden.sources.rules import DEFAULT_ALARM_PREFIX, Rule
 
 #: The modules of the package that are not kinds: they read the registry, or define what a spec is.
@@ -84,6 +84,22 @@ POLICY: type[Policy] = with_sections({spec.policy.key: spec.policy.model for spe
 
 #: The kind a GPU-health scan reports as (the first kind with a part in it).
 SCAN_KIND: Kind = next(spec.kind for spec in SPECS if spec.scan is not None)
+
+
+def _only(specs: list[KindSpec], what: str) -> KindSpec:
+    if len(specs) != 1:
+        raise TypeError(f"{what}: {len(specs)} kinds say so, one must ({', '.join(s.kind.value for s in specs)})")
+    return specs[0]
+
+
+#: The kind the runbook function's requests run as (the one spec routed to it).
+RUNBOOK: KindSpec = _only([s for s in SPECS if s.route == "runbook"], "the runbook's kind")
+
+#: The kind each input that fails before it reaches one reports as (`KindSpec.unrouted`).
+UNROUTED: dict[Unrouted, Kind] = {
+    which: _only([s for s in SPECS if s.unrouted == which], f"the kind of an unrouted {which} input").kind
+    for which in ("scheduler", "operator")
+}
 
 
 def spec_of(kind: Kind | str) -> KindSpec:

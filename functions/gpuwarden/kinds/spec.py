@@ -20,13 +20,18 @@ from pydantic import BaseModel
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.engine.context import Deps, Recorder
-from gpuwarden.services.engine.pipeline import KindHooks
+from gpuwarden.services.engine.hooks import KindHooks
 from gpuwarden.services.engine.result import Result
 from gpuwarden.sources import Envelope, Rule, SchedulerTick
 from gpuwarden.sources.rules import detail_types_of
 
 Route = Literal["interruption", "planning", "gpu_signals", "scheduled", "runbook"]
 """The deployed function (its handler module, `gpuwarden.handlers.<route>`) a kind's input goes to."""
+
+Unrouted = Literal["scheduler", "operator"]
+"""Inputs that report as one kind when they fail before reaching any (`dispatch.fallback_kind`): a
+Scheduler input that is not the GPU-health scan's (``scheduler``); an operator's — a runbook request,
+`gpuwarden release`, anything unrecognised (``operator``)."""
 
 #: One notice of the kind, run with the kind's hooks (``drain_locally``: the drain runs here to its
 #: end, as the command line does; deployed, the drain workflow takes it over).
@@ -130,6 +135,8 @@ class KindSpec:
     reconcile: Reconcile | None = None
     #: Its part of the GPU-health scan.
     scan: Scan | None = None
+    #: The inputs that report as this kind when they fail before they reach a kind (one kind each).
+    unrouted: Unrouted | None = None
 
     @property
     def detail_types(self) -> tuple[str, ...]:

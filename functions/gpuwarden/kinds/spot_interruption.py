@@ -1,13 +1,12 @@
 """`spot-interruption`: EC2's two-minute Spot warning (docs/events.md)."""
 
-from dataclasses import replace
-
 from gpuwarden.domain.decide import loss_warning
 from gpuwarden.domain.notice import Kind
 from gpuwarden.kinds.spec import KindSpec
 from gpuwarden.services.engine import karpenter
 from gpuwarden.services.engine.disrupt import disrupt
 from gpuwarden.services.engine.holds import reconcile_holds
+from gpuwarden.services.engine.hooks import Admission, KindHooks
 from gpuwarden.sources.ec2 import SpotInterruptionWarning
 from gpuwarden.sources.rules import rule_of
 
@@ -17,7 +16,12 @@ SPEC = KindSpec(
     voluntary=False,
     route="interruption",
     doc="docs/events.md#the-kinds",
-    hooks=replace(karpenter.LOSS_WARNING, plan=loss_warning("spot interruption: the instance stops at the deadline")),
+    hooks=KindHooks(
+        admission=Admission(
+            plan=loss_warning("spot interruption: the instance stops at the deadline"), guard=karpenter.not_stale
+        ),
+        delivery=karpenter.INVOLUNTARY,
+    ),
     handle=disrupt,
     # every replacement's do-not-disrupt hold, whichever kind launched it: this kind has no switch,
     # so the reconcile always takes back a hold left behind (docs/cluster.md, "Replacement capacity")

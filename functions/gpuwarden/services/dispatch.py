@@ -6,8 +6,9 @@
   → its alerts' notices;
 - a drain-workflow round → settled by its kind's hooks; a runbook request → the manual kind.
 
-Every kind comes from the one registry (`gpuwarden.kinds.registry`). Handlers, the command line's
-local runner and the drain workflow call here; nothing below imports it. Every answer leaves
+Every kind comes from the one registry (`gpuwarden.kinds.registry`). The handlers and the command
+line's local runner enter through `handle` (any parsed input), the drain workflow's rounds through
+`drain_round`; nothing below imports it. Every answer leaves
 through `result.answered` (the ledger entry and the metric), a failure through `result.failed`.
 """
 
@@ -18,9 +19,10 @@ from dataclasses import replace
 
 from gpuwarden.domain.alerts import UNMAPPED_KIND, alert_plan
 from gpuwarden.domain.errors import GpuwardenError
-from gpuwarden.domain.notice import Kind, Notice, other_cluster
+from gpuwarden.domain.notice import Notice, other_cluster
 from gpuwarden.domain.switches import is_on, off_reason
-from gpuwarden.kinds.registry import KIND_OF, SCAN_KIND, SPECS, spec_of, tick_spec, tick_switch
+from gpuwarden.kinds.inputs import Parsed
+from gpuwarden.kinds.registry import KIND_OF, RUNBOOK, SCAN_KIND, SPECS, UNROUTED, spec_of, tick_spec, tick_switch
 from gpuwarden.kinds.spec import TickCall
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.drain import DrainState
@@ -33,6 +35,24 @@ from gpuwarden.services.runbook import actions as runbook
 from gpuwarden.services.runbook.run import Progress
 from gpuwarden.services.windows import windows
 from gpuwarden.sources import SCAN_MARKER, AlertBatch, NoticeBatch, RunbookRequest, ScanTick, SchedulerTick
+
+# --------------------------------------------------------------------------- the one entry
+
+
+def handle(parsed: Parsed, deps: Deps, *, drain_locally: bool = True, progress: Progress | None = None) -> Result:
+    """Any input, as `kinds.inputs` parses it, to what runs it: the one entry of the deployed
+    handlers and of the command line's runner (``drain_locally``: the drain runs here to its end;
+    ``progress``: a runbook drain's rounds, for a terminal)."""
+    if isinstance(parsed, NoticeBatch):
+        return handle_batch(parsed, deps, drain_locally=drain_locally)
+    if isinstance(parsed, SchedulerTick):
+        return handle_tick(parsed, deps, drain_locally=drain_locally)
+    if isinstance(parsed, ScanTick):
+        return handle_scan(parsed, deps, drain_locally=drain_locally)
+    if isinstance(parsed, AlertBatch):
+        return handle_alerts(parsed, deps, drain_locally=drain_locally)
+    return handle_runbook(parsed, deps, drain_locally=drain_locally, progress=progress)
+
 
 # --------------------------------------------------------------------------- notices
 
@@ -165,10 +185,9 @@ def _reconcile_parts(deps: Deps, drain_locally: bool, planned: list[Result]) -> 
 def handle_runbook(
     request: RunbookRequest, deps: Deps, *, drain_locally: bool = True, progress: Progress | None = None
 ) -> Result:
-    """One runbook action, with the manual kind's hooks (its caller records and counts it)."""
-    return runbook.run_runbook(
-        request, deps, spec_of(Kind.MANUAL).hooks, drain_locally=drain_locally, progress=progress
-    )
+    """One runbook action, with the hooks of the kind routed to the runbook (its caller records and
+    counts it)."""
+    return runbook.run_runbook(request, deps, RUNBOOK.hooks, drain_locally=drain_locally, progress=progress)
 
 
 # --------------------------------------------------------------------------- the way back
@@ -182,7 +201,7 @@ def handle_release(deps: Deps, node: str | None) -> Result:
     try:
         result = release.release(deps, node, event_id=event_id, also=also)
     except GpuwardenError as err:
-        return failed(failed_result(Kind.MANUAL.value, err, event_id=event_id, node=node), deps)
+        return failed(failed_result(UNROUTED["operator"].value, err, event_id=event_id, node=node), deps)
     return answered(result, deps)
 
 
@@ -208,5 +227,5 @@ def fallback_kind(raw: object) -> str:
         if "Records" in raw:  # an Alertmanager notification
             return UNMAPPED_KIND.value
         if "gpuwarden" in raw:
-            return Kind.BUDGET_WINDOW.value
-    return Kind.MANUAL.value
+            return UNROUTED["scheduler"].value
+    return UNROUTED["operator"].value

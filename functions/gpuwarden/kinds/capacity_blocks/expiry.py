@@ -1,12 +1,11 @@
 """`capacity-block-expiry`: a Capacity Block for ML ends; EC2 terminates its instances (docs/events.md)."""
 
-from dataclasses import replace
-
 from gpuwarden.domain.decide import loss_warning
 from gpuwarden.domain.notice import Kind
 from gpuwarden.kinds.capacity_blocks.use_case import handle_block_expiry
 from gpuwarden.kinds.spec import KindSpec
 from gpuwarden.services.engine import karpenter
+from gpuwarden.services.engine.hooks import Admission, KindHooks
 from gpuwarden.sources.capacity import CapacityBlockExpirationWarning
 from gpuwarden.sources.rules import rule_of
 
@@ -16,9 +15,12 @@ SPEC = KindSpec(
     voluntary=False,
     route="interruption",
     doc="docs/events.md#the-kinds",
-    hooks=replace(
-        karpenter.LOSS_WARNING,
-        plan=loss_warning("capacity block ending: EC2 terminates the block's instances at the deadline"),
+    hooks=KindHooks(
+        admission=Admission(
+            plan=loss_warning("capacity block ending: EC2 terminates the block's instances at the deadline"),
+            guard=karpenter.not_stale,
+        ),
+        delivery=karpenter.INVOLUNTARY,
     ),
     handle=handle_block_expiry,  # every node of the block, each as a Spot warning
     models=(CapacityBlockExpirationWarning,),

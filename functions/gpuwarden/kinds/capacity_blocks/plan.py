@@ -1,12 +1,11 @@
 """`capacity-block-plan`: a Capacity Block's nodes drained before EC2 ends the block (docs/events.md)."""
 
-from dataclasses import replace
-
 from gpuwarden.domain.decide import loss_warning
 from gpuwarden.domain.notice import Kind
 from gpuwarden.kinds.capacity_blocks import use_case as capacity
 from gpuwarden.kinds.spec import KindSpec, plan_due
 from gpuwarden.services.engine import karpenter
+from gpuwarden.services.engine.hooks import Admission, KindHooks
 from gpuwarden.sources.capacity import CapacityBlockDelivered
 from gpuwarden.sources.rules import rule_of
 
@@ -16,9 +15,11 @@ SPEC = KindSpec(
     voluntary=False,  # the planned drain is involuntary, its deadline the start of termination
     route="planning",
     doc="docs/events.md#the-kinds",
-    hooks=replace(
-        karpenter.INVOLUNTARY,
-        plan=loss_warning("capacity block ending: planned drain before EC2 starts terminating the block"),
+    hooks=KindHooks(
+        admission=Admission(
+            plan=loss_warning("capacity block ending: planned drain before EC2 starts terminating the block")
+        ),
+        delivery=karpenter.INVOLUNTARY,
     ),
     handle=capacity.handle_block_delivered,
     switch="capacity_blocks.enabled",

@@ -28,7 +28,7 @@ from gpuwarden.domain.views import NodeView
 from gpuwarden.services.engine.context import Deps, FanOut, Recorder
 from gpuwarden.services.engine.disrupt import disrupt
 from gpuwarden.services.engine.failures import failed_notice
-from gpuwarden.services.engine.pipeline import KindHooks
+from gpuwarden.services.engine.hooks import KindHooks
 from gpuwarden.services.engine.result import Result, finished, merged_checkpoints, summed
 from gpuwarden.services.notices import plans
 

@@ -9,7 +9,7 @@ from gpuwarden.domain.gpu_idle import GPU_METRICS
 from gpuwarden.domain.notice import Kind
 from gpuwarden.kinds.gpu_idle import use_case as gpu_idle
 from gpuwarden.kinds.spec import KindSpec
-from gpuwarden.services.engine.pipeline import KindHooks
+from gpuwarden.services.engine.hooks import Admission, KindHooks, Settlement
 from gpuwarden.sources.cloudwatch import AlarmContributorStateChange, AlarmStateChange, why_not_gpu_idle
 from gpuwarden.sources.rules import Rule, rule_of
 
@@ -45,13 +45,17 @@ SPEC = KindSpec(
     route="gpu_signals",
     doc="docs/events.md#the-kinds",
     hooks=KindHooks(
-        plan=drain_with("gpu idle: reclaiming the node", replace=False),
-        guard=gpu_idle.guardrails,
-        mark_extra=gpu_idle.claim_time,  # the cap's slot is taken with the mark itself
-        after_mark=gpu_idle.within_cap,
-        settle=gpu_idle.settle_round,  # retire the node once drained, give it back when blocked
-        stopped=gpu_idle.skipped,
-        answer=gpu_idle.reclaimed,
+        admission=Admission(
+            plan=drain_with("gpu idle: reclaiming the node", replace=False),
+            guard=gpu_idle.guardrails,
+            mark_extra=gpu_idle.claim_time,  # the cap's slot is taken with the mark itself
+            after_mark=gpu_idle.within_cap,
+            stopped=gpu_idle.skipped,
+        ),
+        settlement=Settlement(
+            settle=gpu_idle.settle_round,  # retire the node once drained, give it back when blocked
+            answer=gpu_idle.reclaimed,
+        ),
     ),
     handle=gpu_idle.handle_gpu_idle,
     karpenter_reason=gpu_idle_reason,  # Empty, or Underutilized

@@ -18,7 +18,7 @@ from gpuwarden.domain.views import NodeView
 from gpuwarden.domain.volumes import pod_zones
 from gpuwarden.domain.wording import count
 from gpuwarden.observability import put
-from gpuwarden.services.engine.pipeline import Disruption
+from gpuwarden.services.engine.hooks import Disruption
 from gpuwarden.services.engine.replace import volumes_of
 
 

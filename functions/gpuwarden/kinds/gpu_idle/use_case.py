@@ -46,8 +46,8 @@ from gpuwarden.observability import logger
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.disrupt import disrupt
 from gpuwarden.services.engine.drain import DrainState
+from gpuwarden.services.engine.hooks import Disruption, KindHooks, Marked, Ran, Stop
 from gpuwarden.services.engine.node_ops import give_back, voluntary_verdict_of
-from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Marked, Ran, Stop
 from gpuwarden.services.engine.result import Outcome, Result, finished, notice_result
 
 

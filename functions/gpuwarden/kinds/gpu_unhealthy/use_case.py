@@ -33,7 +33,7 @@ from gpuwarden.domain.views import NodeView
 from gpuwarden.observability import Metric, put
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.disrupt import disrupt, ignored
-from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Stop, no_guard
+from gpuwarden.services.engine.hooks import Disruption, KindHooks, Stop, no_guard
 from gpuwarden.services.engine.result import Result, notice_result, summed_outcome
 
 WHY = "gpu unhealthy: Karpenter node repair / EKS auto repair replace the node at the deadline"
@@ -111,7 +111,7 @@ def scan(deps: Deps, hooks: KindHooks, drain_locally: bool, listed: Sequence[Nod
     )
     admitted = _admit(notices, nodes, deps)
     # the scan decided each pool's room from its own listing: no second LIST before the cordon
-    scanned = replace(hooks, guard=no_guard)
+    scanned = replace(hooks, admission=replace(hooks.admission, guard=no_guard))
     # new failures first (their cordon is the urgent write), then what an earlier scan started
     fresh = [p for p in notices if p[0].annotations.get(ann.EVENT_ID) != p[1].event_id]
     resumed = [p for p in notices if p[0].annotations.get(ann.EVENT_ID) == p[1].event_id]

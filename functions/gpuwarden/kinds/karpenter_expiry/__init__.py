@@ -1,13 +1,12 @@
 """`karpenter-expiry`: Karpenter expires a node at its NodeClaim's creation + expireAfter; its drain is
 planned ahead (docs/cluster.md, "Expiry"; docs/events.md)."""
 
-from dataclasses import replace
-
 from gpuwarden.domain.decide import loss_warning
 from gpuwarden.domain.notice import Kind
 from gpuwarden.kinds.karpenter_expiry import use_case as expiry
 from gpuwarden.kinds.spec import KindSpec, plan_due
 from gpuwarden.services.engine import karpenter
+from gpuwarden.services.engine.hooks import Admission, KindHooks
 
 SPEC = KindSpec(
     kind=Kind.KARPENTER_EXPIRY,
@@ -17,9 +16,9 @@ SPEC = KindSpec(
     voluntary=False,
     route="scheduled",
     doc="docs/events.md#the-kinds",
-    hooks=replace(
-        karpenter.INVOLUNTARY,
-        plan=loss_warning("Karpenter expires the node: planned drain before its expireAfter"),
+    hooks=KindHooks(
+        admission=Admission(plan=loss_warning("Karpenter expires the node: planned drain before its expireAfter")),
+        delivery=karpenter.INVOLUNTARY,
     ),
     switch="karpenter_expiry.enabled",
     samples=("scheduler-karpenter-expiry-due.json",),

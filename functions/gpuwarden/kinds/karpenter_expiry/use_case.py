@@ -24,8 +24,8 @@ from gpuwarden.domain.views import NodeView
 from gpuwarden.domain.wording import count
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.disrupt import disrupt
+from gpuwarden.services.engine.hooks import KindHooks
 from gpuwarden.services.engine.node_ops import voluntary_verdict_of
-from gpuwarden.services.engine.pipeline import KindHooks
 from gpuwarden.services.engine.result import Result, finished
 from gpuwarden.services.notices import plans
 

@@ -4,7 +4,7 @@ from gpuwarden.domain.decide import drain_with
 from gpuwarden.domain.notice import Kind
 from gpuwarden.kinds.scheduled_maintenance import use_case as maintenance
 from gpuwarden.kinds.spec import KindSpec, plan_due
-from gpuwarden.services.engine.pipeline import KindHooks
+from gpuwarden.services.engine.hooks import Admission, KindHooks, Settlement
 from gpuwarden.sources.health import HealthEvent, why_not_scheduled_change
 from gpuwarden.sources.rules import rule_of
 
@@ -15,10 +15,12 @@ SPEC = KindSpec(
     route="planning",
     doc="docs/events.md#the-kinds",
     hooks=KindHooks(
-        plan=drain_with("scheduled maintenance"),  # for the reason the use case gives: a window, or no time left
-        guard=maintenance.no_do_not_disrupt,
-        stopped=maintenance.refused,
-        answer=maintenance.drained,
+        admission=Admission(
+            plan=drain_with("scheduled maintenance"),  # for the reason the use case gives: a window, or no time left
+            guard=maintenance.no_do_not_disrupt,
+            stopped=maintenance.refused,
+        ),
+        settlement=Settlement(answer=maintenance.drained),
     ),
     handle=maintenance.handle_maintenance,
     switch="maintenance.enabled",

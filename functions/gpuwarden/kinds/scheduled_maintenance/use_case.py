@@ -33,8 +33,8 @@ from gpuwarden.domain.views import NodeView
 from gpuwarden.domain.windows import latest_allowed_window_before
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.disrupt import disrupt, ignored
+from gpuwarden.services.engine.hooks import Disruption, KindHooks, Marked, Ran, Stop
 from gpuwarden.services.engine.node_ops import find_node, not_ours, voluntary_verdict_of
-from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Marked, Ran, Stop
 from gpuwarden.services.engine.result import Outcome, Result, finished, notice_result
 from gpuwarden.services.engine.writes import Patch, annotate, update_node
 from gpuwarden.services.notices import plans

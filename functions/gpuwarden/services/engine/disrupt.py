@@ -21,18 +21,9 @@ from gpuwarden.domain.views import NodeView
 from gpuwarden.domain.windows import voluntary_allowance
 from gpuwarden.services.engine.context import Deps, FanOut, Recorder
 from gpuwarden.services.engine.failures import what_failed
+from gpuwarden.services.engine.hooks import Disruption, KindHooks, Marked, Ran, Steps, Stop
 from gpuwarden.services.engine.node_ops import find_node, not_ours, voluntary_verdict_of
-from gpuwarden.services.engine.pipeline import (
-    Disruption,
-    KindHooks,
-    Marked,
-    Ran,
-    Steps,
-    Stop,
-    guard_and_mark,
-    hand_on,
-    run_steps,
-)
+from gpuwarden.services.engine.pipeline import guard_and_mark, hand_on, run_steps
 from gpuwarden.services.engine.plan import notice_plan
 from gpuwarden.services.engine.replace import mark_claim
 from gpuwarden.services.engine.result import Outcome, Result, finished, notice_result
@@ -71,9 +62,11 @@ def _marked_and_run(d: Disruption, why: str | None) -> Result:
     voluntary = deps.is_voluntary(notice.kind)
     # An involuntary notice cordons before anything else is read: its plan needs no pods.
     windows = cache(lambda: _allowance(d, voluntary))
-    plan = hooks.plan(node, d.pods if voluntary else [], deps.policy, windows)
+    plan = hooks.admission.plan(node, d.pods if voluntary else [], deps.policy, windows)
     why = why or plan.reason
-    claim = mark_claim(node, notice, deps.policy.replacement) if plan.replace and hooks.claim_with_mark else None
+    claim = (
+        mark_claim(node, notice, deps.policy.replacement) if plan.replace and hooks.delivery.claim_with_mark else None
+    )
     marked = guard_and_mark(d, why, claim)
     if marked.stopped:
         reason = marked.refused or marked.held_reason()
@@ -89,7 +82,7 @@ def _marked_and_run(d: Disruption, why: str | None) -> Result:
         if handed is None:
             raise
         ran, reason = handed, f"{reason}; after the mark, {what_failed(err)}: the drain workflow took over"
-    return (hooks.answer or result_of)(d, marked, ran, reason)
+    return (hooks.settlement.answer or result_of)(d, marked, ran, reason)
 
 
 def _allowance(d: Disruption, voluntary: bool) -> VoluntaryVerdict:
@@ -103,7 +96,7 @@ def _allowance(d: Disruption, voluntary: bool) -> VoluntaryVerdict:
 
 
 def _stopped(hooks: KindHooks, stop: Stop) -> Result:
-    return (hooks.stopped or ignored)(stop)
+    return (hooks.admission.stopped or ignored)(stop)
 
 
 def ignored(stop: Stop) -> Result:

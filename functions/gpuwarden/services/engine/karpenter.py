@@ -18,14 +18,13 @@ involuntary notice adds to the one disruption sequence.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.decide import stale_warning
 from gpuwarden.domain.views import DO_NOT_DISRUPT, KARPENTER_DISRUPTED_TAINT, NodeView, PodView
 from gpuwarden.services.engine.context import Recorder
-from gpuwarden.services.engine.pipeline import URGENT, Disruption
+from gpuwarden.services.engine.hooks import Delivery, Disruption
 from gpuwarden.services.engine.result import LEFT_TO_KARPENTER
 from gpuwarden.services.engine.writes import Patch, annotate, update_pod
 
@@ -104,17 +103,15 @@ def left_to_karpenter(d: Disruption) -> str | None:
     return karpenter_deleting(d.deps.kube, d.node)
 
 
-#: Involuntary notices (Spot, capacity-reservation and Capacity Block warnings): every pod asked to
-#: checkpoint is protected from Karpenter's drain first, and Karpenter's replacement is not doubled.
-INVOLUNTARY = replace(URGENT, prepare_pod=protect_pod, replacement_guard=left_to_karpenter, claim_with_mark=True)
+#: The delivery of involuntary notices (Spot, capacity-reservation and Capacity Block warnings,
+#: planned drains before a loss): every pod asked to checkpoint is protected from Karpenter's drain
+#: first, Karpenter's replacement is not doubled, and the drain workflow starts at once.
+INVOLUNTARY = Delivery(
+    prepare_pod=protect_pod, replacement_guard=left_to_karpenter, claim_with_mark=True, hand_off_at_once=True
+)
 
 
 def not_stale(d: Disruption) -> str | None:
     """The guard of a warning that a node is about to be lost: a warning more than 10 min past its
     own deadline for a node still there is a replay (`decide.stale_warning`); nothing is written."""
     return stale_warning(d.node, d.notice.deadline, d.deps.clock())
-
-
-#: Warnings that a node is about to be lost (Spot, capacity-reservation and Capacity Block
-#: warnings): involuntary, and a stale one (a replay) is ignored before the mark.
-LOSS_WARNING = replace(INVOLUNTARY, guard=not_stale)

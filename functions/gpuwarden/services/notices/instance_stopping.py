@@ -9,8 +9,8 @@ from gpuwarden.domain.drain import DrainContext, decide_round
 from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.engine.context import Deps, Recorder
+from gpuwarden.services.engine.hooks import KindHooks
 from gpuwarden.services.engine.node_ops import find_node, not_ours, pods_on
-from gpuwarden.services.engine.pipeline import KindHooks
 from gpuwarden.services.engine.result import Result, finished, notice_result
 from gpuwarden.services.engine.writes import Patch, annotate, update_node
 

@@ -16,8 +16,8 @@ from gpuwarden.domain.wording import count
 from gpuwarden.services.engine.checkpoint import Asking
 from gpuwarden.services.engine.context import Deps, Recorder, worker_pool
 from gpuwarden.services.engine.gangs import ask_gangs
+from gpuwarden.services.engine.hooks import KindHooks
 from gpuwarden.services.engine.node_ops import pods_on
-from gpuwarden.services.engine.pipeline import KindHooks
 from gpuwarden.services.engine.result import Result, finished, summed_outcome
 
 KIND = Kind.KARPENTER_DISRUPTION

@@ -30,9 +30,10 @@ from gpuwarden.services.engine.checkpoint import Asking
 from gpuwarden.services.engine.context import Deps, Recorder, worker_pool
 from gpuwarden.services.engine.drain import DrainState
 from gpuwarden.services.engine.gangs import ask_gangs
+from gpuwarden.services.engine.hooks import Disruption, KindHooks, Marked, Steps
 from gpuwarden.services.engine.karpenter import give_back_pods
 from gpuwarden.services.engine.node_ops import find_node, pods_on
-from gpuwarden.services.engine.pipeline import Disruption, KindHooks, Marked, Steps, guard_and_mark, run_steps
+from gpuwarden.services.engine.pipeline import guard_and_mark, run_steps
 from gpuwarden.services.engine.plan import namespace_pdbs
 from gpuwarden.services.engine.replace import ensure_replacement
 from gpuwarden.services.engine.result import Result
@@ -282,7 +283,7 @@ def _drain_answer(run: Run, state: DrainState) -> Answer:
 
 
 def _drain(run: Run, plan: list[dict[str, Any]]) -> Answer:
-    d = _disruption(run, replace(run.hooks, after_mark=_drain_started))
+    d = _disruption(run, replace(run.hooks, admission=replace(run.hooks.admission, after_mark=_drain_started)))
     taken = _take_node(run, d)
     if isinstance(taken, Answer):
         return taken

@@ -19,8 +19,8 @@ from gpuwarden.domain.protections import do_not_disrupt_refusal
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.drain import DrainState
+from gpuwarden.services.engine.hooks import KindHooks
 from gpuwarden.services.engine.node_ops import voluntary_verdict_of
-from gpuwarden.services.engine.pipeline import KindHooks
 from gpuwarden.services.engine.plan import Plan as DrainPlan
 from gpuwarden.services.engine.result import Outcome
 from gpuwarden.sources import RunbookRequest
