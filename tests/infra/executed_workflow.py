@@ -39,7 +39,7 @@ import time
 import types
 import uuid
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -89,6 +89,8 @@ class Routed:
 
     deps: Deps | None = None
     inputs: list[dict[str, Any]] = field(default_factory=list)
+    #: run once, just before the scene's first round (a fault that must meet the workflow's rounds)
+    before_first: Callable[[], object] | None = None
 
     def scene_deps(self) -> Deps:
         assert self.deps is not None, "no scene: the workflow was invoked outside `Machine.scene`"
@@ -101,6 +103,9 @@ class Routed:
         """``LambdaFunction._invoke_lambda``'s place (a bound method on the class: not rebound)."""
         payload = event if isinstance(event, dict) else json.loads(event or "{}")
         self.inputs.append(payload)
+        if self.before_first is not None:
+            first, self.before_first = self.before_first, None
+            first()
         deps = self.scene_deps()
         context = LambdaContext(clock=deps.clock, started=deps.clock())
         try:
@@ -168,7 +173,7 @@ class Machine:
         try:
             yield Workflow(self.client, arn, deps, self.routed.inputs)
         finally:
-            self.routed.deps = None
+            self.routed.deps, self.routed.before_first = None, None
 
 
 def _placeholder_zip() -> bytes:
