@@ -1,0 +1,216 @@
+"""The synthesized drain workflow, executed by moto's interpreter with the real drain handler as its
+task, on the simulator (tests/infra/executed_workflow.py says how the invoke is routed); each scene
+is run again with `drain_to_end`, the local driver that imitates the workflow, from the same hand-off
+on a cluster built the same way: the two must end the same (docs/architecture.md, "The drain
+workflow, executed": the executed workflow is the judge, the imitation the fast witness)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pytest
+
+from gpuwarden.domain.drain_faults import VOLUNTARY_RETRIES
+from gpuwarden.domain.errors import DrainGaveUp
+from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.kinds.registry import VOLUNTARY, spec_of
+from gpuwarden.services.dispatch import handle_batch
+from gpuwarden.services.engine.context import Deps, Recorder
+from gpuwarden.services.engine.drain import DrainState
+from gpuwarden.services.engine.pipeline import drain_to_end
+from infra.components.gpu_idle import PREFIXES_CONTEXT
+from sim import KubeSim
+from tests.infra.conftest import Synth
+from tests.infra.executed_workflow import Machine, Workflow, executing_machine
+from tests.infra.test_event_ruler import USER_PREFIX
+from tests.reliability.conftest import AWS_ENV, sim_deps
+from tests.reliability.harness import Cluster, build_cluster, fresh_sim, spot_event
+
+#: the workflow's Fail state for a drain given up (infra/components/drain_workflow.py's `NotDrained`)
+NOT_FINISHED = "DrainNotFinished"
+
+
+@pytest.fixture(scope="module")
+def machine(synth_with: Any) -> Iterator[Machine]:
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in AWS_ENV.items():
+            mp.setenv(key, value)
+        for key in ("AWS_ENDPOINT_URL", "AWS_PROFILE", "KUBECONFIG", "GPUWARDEN_STATE_TABLE", "DRY_RUN"):
+            mp.delenv(key, raising=False)
+        # the Event Ruler table's synth (one per session): the same state machine as every other
+        synth: Synth = synth_with({PREFIXES_CONTEXT: USER_PREFIX})
+        with executing_machine(synth.template_json) as made:
+            yield made
+
+
+@dataclass(frozen=True)
+class Scene:
+    """A Spot node's cluster and warning, and what happens to them once the drain is handed on."""
+
+    speed: float = 10.0
+    ack_delay: float = 20.0  # simulated seconds a trainer takes to acknowledge its checkpoint
+    age: float = 0.0  # how old the warning is when handled (its deadline is time + 120 s)
+    cluster: dict[str, Any] = field(default_factory=lambda: {"pdb_min_available": None, "grace": 5})
+    outage: float = 0.0  # simulated seconds the API server drops every connection, from the first round
+    voluntary: bool = False  # handed on as a voluntary kind's drain (no deadline)
+
+
+@dataclass(frozen=True)
+class End:
+    """How a drain ended, in the terms both drivers share."""
+
+    status: str  # SUCCEEDED (Drained) | FAILED
+    error: str | None  # the execution's error name (NotDrained's: DrainNotFinished)
+    outcome: str | None  # the last state's `outcome` (None when the run failed)
+    pods: dict[str, str]  # every pod of the scene: gone | leaving | there
+    not_checkpointed: tuple[str, ...]
+
+
+def _pods(sim: KubeSim, cluster: Cluster) -> dict[str, str]:
+    out = {}
+    for key in [*cluster.must_go, *cluster.elsewhere]:
+        namespace, name = key.split("/")
+        pod = sim.get("Pod", name, namespace)
+        out[key] = "gone" if pod is None else "leaving" if pod["metadata"].get("deletionTimestamp") else "there"
+    return out
+
+
+def _handed(deps: Deps, scene: Scene, event: dict[str, Any]) -> dict[str, Any]:
+    """The interruption function's run: it marks, asks, and hands the drain on (the deployed path)."""
+    handed: list[dict[str, Any]] = []
+    deps.start_drain = handed.append
+    first = handle_batch(parse_notices(event), deps, drain_locally=False)
+    assert first.outcome == "handled", first.reason
+    (state,) = handed
+    if scene.voluntary:  # the state a voluntary kind hands over: no deadline forces it
+        return {**state, "kind": sorted(VOLUNTARY)[0], "deadline": None, "event_id": "voluntary-1"}
+    return state
+
+
+def imitated(scene: Scene) -> End:
+    """The scene driven by `drain_to_end` from the hand-off (what the local path runs)."""
+    with fresh_sim(speed=scene.speed, ack_delay=scene.ack_delay) as (sim, _workloads):
+        cluster = build_cluster(sim, **scene.cluster)
+        deps = sim_deps(sim)
+        state = DrainState.model_validate(_handed(deps, scene, spot_event(sim.clock.now(), age=scene.age)))
+        if scene.outage:
+            sim.faults.inject(reset=True, duration=scene.outage)
+        try:
+            last = drain_to_end(Recorder(deps, state.event_id), state, spec_of(state.kind).hooks).state
+        except DrainGaveUp:
+            return End("FAILED", NOT_FINISHED, None, _pods(sim, cluster), ())
+        return End("SUCCEEDED", None, last.outcome.value, _pods(sim, cluster), tuple(sorted(last.not_checkpointed)))
+
+
+@dataclass
+class Executed:
+    end: End
+    execution: dict[str, Any]
+    workflow: Workflow
+    history: list[str]  # the execution's event types, in order
+    failures: list[str]  # every error name a round raised
+    event: dict[str, Any]
+    cluster: Cluster
+
+
+def executed(machine: Machine, scene: Scene, *, starts: int = 1) -> Executed:
+    """The scene with the drain handed to the executed workflow (``starts`` times, one name)."""
+    with fresh_sim(speed=scene.speed, ack_delay=scene.ack_delay) as (sim, _workloads):
+        cluster = build_cluster(sim, **scene.cluster)
+        deps = sim_deps(sim)
+        event = spot_event(sim.clock.now(), age=scene.age)
+        with machine.scene(deps) as workflow:
+            state = _handed(deps, scene, event)
+            if scene.outage:  # from the workflow's first round, as `imitated` injects it before drain_to_end's
+                outage = scene.outage
+                machine.routed.before_first = lambda: sim.faults.inject(reset=True, duration=outage)
+            for _ in range(starts):
+                workflow.start(state)
+            execution = workflow.finished()
+            events = workflow.history(execution)
+        output = json.loads(execution.get("output") or "{}")
+        succeeded = execution["status"] == "SUCCEEDED"
+        end = End(
+            execution["status"],
+            execution.get("error"),
+            output["outcome"] if succeeded else None,
+            _pods(sim, cluster),
+            tuple(sorted(output["not_checkpointed"])) if succeeded else (),
+        )
+        failures = [
+            e["lambdaFunctionFailedEventDetails"]["error"] for e in events if e["type"] == "LambdaFunctionFailed"
+        ]
+        return Executed(end, execution, workflow, [e["type"] for e in events], failures, event, cluster)
+
+
+def test_a_drain_of_several_rounds_waits_for_the_acknowledgements_and_the_same_name_starts_once(
+    machine: Machine,
+) -> None:
+    # Given trainers that acknowledge 20 (simulated) seconds after they are asked
+    scene = Scene(ack_delay=20.0)
+    # When the drain is handed on twice (a redelivered event: the same execution name)
+    run = executed(machine, scene, starts=2)
+    # Then one execution ran, round after round (Wait on wait_seconds), to Drained before the deadline
+    assert len(run.workflow.executions()) == 1
+    assert run.end.status == "SUCCEEDED", run.execution
+    assert run.end.outcome == "drained", run.end
+    assert len(run.workflow.inputs) >= 2, "one round drained a node with trainers still checkpointing"
+    assert "WaitStateEntered" in run.history
+    assert {i["retry_count"] for i in run.workflow.inputs} == {0}
+    assert run.end.not_checkpointed == ()
+    assert all(run.end.pods[key] in {"gone", "leaving"} for key in run.cluster.must_go), run.end.pods
+    assert all(run.end.pods[key] == "there" for key in run.cluster.elsewhere), run.end.pods
+    assert imitated(scene) == run.end
+
+
+def test_a_pdb_that_blocks_until_the_deadline(machine: Machine) -> None:
+    # Given the inference replicas behind a PDB that allows no disruption at all
+    scene = Scene(cluster={"pdb_min_available": "100%", "grace": 5})
+    run = executed(machine, scene)
+    # Then the workflow's rounds met the refusals (Wait, evict again) until the deadline, where an
+    # involuntary kind deletes what is left (the instance goes anyway): drained late
+    assert run.end.status == "SUCCEEDED", run.execution
+    assert run.end.outcome == "drained-late", run.end
+    assert "WaitStateEntered" in run.history
+    assert all(run.end.pods[key] in {"gone", "leaving"} for key in run.cluster.must_go), run.end.pods
+    # and the imitation ends the same, up to which side of the deadline the last pod left on: the
+    # blocked pods are deleted at their deadline with a 5 s grace, and on this 10x clock the end
+    # falls a few simulated seconds before it (drained) or after (drained-late) by the machine's
+    # load; seen both ways from drain_to_end under load 10 (docs/architecture.md, "The drain
+    # workflow, executed": an open finding, the Wait's whole seconds are the suspect)
+    imitation = imitated(scene)
+    assert imitation.outcome in {"drained", "drained-late"}, imitation
+    assert replace(imitation, outcome=run.end.outcome) == run.end
+
+
+def test_an_outage_is_retried_with_the_retry_count_passed_in_and_the_drain_ends(machine: Machine) -> None:
+    # Given the API server dropping every connection for 30 (simulated) seconds from the first round
+    scene = Scene(outage=30.0)
+    run = executed(machine, scene)
+    # Then the rounds failed as DrainClusterUnreachable, were retried with RetryCount counting up
+    assert run.failures, "the outage never met a round"
+    assert set(run.failures) == {"DrainClusterUnreachable"}, run.failures
+    counts = [i["retry_count"] for i in run.workflow.inputs]
+    assert counts[: len(run.failures) + 1] == list(range(len(run.failures) + 1)), counts
+    # and the drain still ended, drained, before the deadline
+    assert run.end.status == "SUCCEEDED", run.execution
+    assert run.end.outcome == "drained", run.end
+    assert imitated(scene) == run.end
+
+
+def test_a_voluntary_drain_that_cannot_reach_the_cluster_gives_up_as_drain_not_finished(machine: Machine) -> None:
+    # Given a voluntary kind's drain and the API server down for good from the hand-off
+    scene = Scene(speed=20.0, ack_delay=30.0, outage=24 * 3600.0, voluntary=True)
+    run = executed(machine, scene)
+    # Then the workflow retried VOLUNTARY_RETRIES times, then the function gave up: NotDrained's Fail
+    assert run.end.status == "FAILED", run.execution
+    assert run.end.error == NOT_FINISHED, run.execution
+    cause = run.execution["cause"]
+    assert f"{VOLUNTARY_RETRIES} retries spent" in cause, cause
+    assert "left on the node: " in cause
+    counts = [i["retry_count"] for i in run.workflow.inputs]
+    assert counts == list(range(VOLUNTARY_RETRIES + 1)), counts
+    assert imitated(scene) == run.end
