@@ -10,12 +10,16 @@ server's pods/exec to KWOK, which runs the (recording) `kill` here.
 
 - latency: as `latency` (the same child, a warm handler): notice → cordoned, → last signal sent,
   each run a fresh node with 8 `signal:SIGUSR1` pods;
-- mass: 100 simultaneous Spot warnings (4 signal pods + 6 others per node), as many warm handler
-  processes as the interruption function's reserved concurrency, started together: every node
-  cordoned, every checkpoint request sent, the API's 429s (APF) counted, and what was lost (a node
-  not cordoned, a signal pod not asked) read back from the cluster;
+- mass: 100 simultaneous Spot warnings (4 signal pods + 6 others per node) on as many warm
+  execution environments as the interruption function's reserved concurrency (`realplane_child`:
+  each started, initialised and past one earlier invocation before the burst, as Lambda keeps
+  its sandboxes; the burst handed to all at once when all are ready): every node cordoned, every
+  checkpoint request sent, the API's 429s (APF) counted, and what was lost (a node not cordoned,
+  a signal pod not asked) read back from the cluster;
 - drain: `kubectl drain` and `gpuwarden runbook drain` of two identical nodes (the same pods, no
   PDB, KWOK deletes an evicted pod at once: the figures are the clients' own cost).
+EC2 is a moto server whose instances carry Karpenter's tags and name the nodes (tests/bench/ec2.py),
+so each warning finds its node as deployed: DescribeInstances, then one GET.
 The machine's load average is noted with each figure.
 """
 
@@ -32,9 +36,12 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tests.bench.common import Figure, Skipped, bench_env, figure, run_child
+
+if TYPE_CHECKING:
+    from tests.bench.ec2 import Instances
 
 SMALLEST: dict[str, int] = {"runs": 1, "nodes": 2, "drain_pods": 2}
 GOALS = {"cordon_p50": 20.0, "cordon_p99": 50.0, "last_signal": 200.0, "mass_cordon": 2.0, "mass_checkpoint": 5.0}
@@ -149,10 +156,10 @@ def _ms(later: str, earlier: datetime) -> float:
     return (datetime.fromisoformat(later) - earlier).total_seconds() * 1000
 
 
-def _latency(plane: Any, env: dict[str, str], work: Path, runs: int) -> list[Figure]:
+def _latency(plane: Any, env: dict[str, str], work: Path, runs: int, ec2: Instances) -> list[Figure]:
     cluster = _Cluster(plane)
     cluster.namespace("latency")
-    nodes = [(f"lat-{i}", f"i-0a7e{i:013x}") for i in range(runs + 1)]  # +1 warm-up
+    nodes = [(name, instance) for instance, name in ec2.launch(runs + 1)]  # +1 warm-up
     cluster.nodes_with_pods("latency", nodes, [(f"train-{p}", "signal:SIGUSR1") for p in range(SIGNAL_PODS)])
     plan = work / "latency-runs.json"
     plan.write_text(json.dumps([(instance, f"real-latency-{i}") for i, (_, instance) in enumerate(nodes)]))
@@ -169,25 +176,27 @@ def _latency(plane: Any, env: dict[str, str], work: Path, runs: int) -> list[Fig
     ]
 
 
-def _mass(plane: Any, env: dict[str, str], work: Path, count: int) -> tuple[list[Figure], dict[str, Any]]:
+def _mass(
+    plane: Any, env: dict[str, str], work: Path, count: int, ec2: Instances
+) -> tuple[list[Figure], dict[str, Any]]:
     from tests.bench.mass import interruption_concurrency
 
     cluster = _Cluster(plane)
     cluster.namespace("mass")
-    nodes = [(f"mass-{i}", f"i-0b55{i:013x}") for i in range(count)]
+    nodes = [(name, instance) for instance, name in ec2.launch(count)]
+    ((elsewhere, _),) = ec2.launch(1, "ml-staging")  # each environment's earlier invocation
     pods: list[tuple[str, str | None]] = [(f"train-{p}", "signal:SIGUSR1") for p in range(MASS_SIGNAL_PODS)]
     pods += [(f"job-{p}", None) for p in range(MASS_OTHER_PODS)]
     cluster.nodes_with_pods("mass", nodes, pods)
     workers = min(interruption_concurrency(), count)
-    start = time.time() + 15.0 + 0.5 * workers  # every worker warm before the burst is handed over
-    procs = []
+    plans = []
     for w in range(workers):
         share = [(instance, f"real-mass-{i}") for i, (_, instance) in enumerate(nodes) if i % workers == w]
         plan = work / f"mass-{w}.json"
-        plan.write_text(json.dumps({"start": start, "events": share}))
-        procs.append(plan)
+        plan.write_text(json.dumps({"events": share, "warm_up": elsewhere}))
+        plans.append(plan)
     load = _load()
-    results = _run_together(procs, env)
+    start, results = _burst(plans, env)
     notice = datetime.fromtimestamp(start).astimezone()
     answers = [a for r in results for a in r["answers"]]
     failed = [a for a in answers if a["outcome"] != "handled"]
@@ -200,7 +209,8 @@ def _mass(plane: Any, env: dict[str, str], work: Path, count: int) -> tuple[list
         if e.get("responseStatus", {}).get("code") == 429 and e["objectRef"].get("subresource") != "eviction"
     ]
     # none lost: every node cordoned, every signal pod asked, as the cluster says afterwards
-    mass_nodes = [n for n in cluster.core.list_node().items if n.metadata.name.startswith("mass-")]
+    names = {name for name, _ in nodes}
+    mass_nodes = [n for n in cluster.core.list_node().items if n.metadata.name in names]
     not_cordoned = [n.metadata.name for n in mass_nodes if not n.spec.unschedulable]
     signal_pods = cluster.core.list_namespaced_pod("mass").items
     not_asked = [
@@ -226,28 +236,21 @@ def _mass(plane: Any, env: dict[str, str], work: Path, count: int) -> tuple[list
     return figures, {"requests": len(audit), "throttled": len(throttled), "lost": lost, "workers": workers}
 
 
-def _run_together(plans: list[Path], env: dict[str, str]) -> list[dict[str, Any]]:
-    from tests.bench.common import REPO, RESULT_PREFIX
+def _burst(plans: list[Path], env: dict[str, str]) -> tuple[float, list[dict[str, Any]]]:
+    """Every plan's warm environment (`realplane_child`), started together; when all are ready,
+    the burst's hand-over a second later for all. Answers that moment and every process's answer."""
+    from concurrent.futures import ThreadPoolExecutor
 
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "tests.bench.realplane_child", str(plan)],
-            env=env,
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for plan in plans
-    ]
-    results = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=600)
-        line = next((ln for ln in reversed(out.splitlines()) if ln.startswith(RESULT_PREFIX)), None)
-        if line is None:
-            raise RuntimeError(f"realplane_child exited {proc.returncode} without a result:\n{err[-3000:]}")
-        results.append(json.loads(line[len(RESULT_PREFIX) :]))
-    return results
+    from tests.bench.common import WarmProcess
+
+    with ThreadPoolExecutor(len(plans)) as pool:
+        procs = list(pool.map(lambda plan: WarmProcess("tests.bench.realplane_child", [str(plan)], env), plans))
+        try:
+            start = time.time() + 1.0
+            return start, list(pool.map(lambda proc: proc.ask({"start": start}), procs))
+        finally:
+            for proc in procs:
+                proc.close()
 
 
 def _drain(plane: Any, env: dict[str, str], work: Path, pods: int) -> list[Figure]:
@@ -293,10 +296,13 @@ def _drain(plane: Any, env: dict[str, str], work: Path, pods: int) -> list[Figur
 
 
 def measure(runs: int = 30, nodes: int = 100, drain_pods: int = 40) -> tuple[list[Figure], dict[str, Any]]:
-    with tempfile.TemporaryDirectory(prefix="gpuwarden-bench-real-") as tmp:
+    from tests.bench.ec2 import ec2_world
+
+    with tempfile.TemporaryDirectory(prefix="gpuwarden-bench-real-") as tmp, ec2_world() as ec2:
         work = Path(tmp)
-        with _plane(work) as (plane, env):
-            figures = _latency(plane, env, work, runs)
-            mass, details = _mass(plane, env, work, nodes)
+        with _plane(work) as (plane, plane_env):
+            env = plane_env | {"AWS_ENDPOINT_URL": ec2.endpoint}
+            figures = _latency(plane, env, work, runs, ec2)
+            mass, details = _mass(plane, env, work, nodes, ec2)
             figures += mass + _drain(plane, env, work, drain_pods)
     return figures, details | {"load": _load()}

@@ -58,8 +58,12 @@ class Cloud:
     @cached_property
     def ec2_lookup(self) -> Any:
         """EC2 for `instance_identity`: one attempt, short timeouts (the nodes' list is its fallback:
-        an EC2 the function cannot reach costs a notice a second, not the SDK's 15 s of retries)."""
-        return self._client("ec2", quick=True)
+        an EC2 the function cannot reach costs a notice a second, not the SDK's 15 s of retries),
+        on the EC2 model cut to DescribeInstances (`sdk.LOOKUP_SERVICE`: the whole one is most of a
+        cold Spot warning's EC2 client)."""
+        from gpuwarden.adapters.sdk import LOOKUP_SERVICE
+
+        return self._client(LOOKUP_SERVICE, quick=True)
 
     @cached_property
     def autoscaling(self) -> Any:

@@ -12,10 +12,21 @@ client that reads every model again cost each cold start ~0.2 s of CPU (docs/ben
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
 _lock = threading.Lock()  # a botocore session is not thread-safe; the clients it makes are
 _loader: list[Any] = []  # the first session's data loader, shared by every later one
+
+#: Models of our own beside botocore's (on the shared loader's search path): ``ec2-lookup`` is
+#: botocore's EC2 model cut to `LOOKUP_OPERATIONS` (tests/unit/test_sdk_models.py writes and checks
+#: it). A Spot warning's instance lookup is the only EC2 call of a cold interruption function, and
+#: the whole EC2 model (550 KB compressed) cost its first client most of its ~0.35 s of CPU
+#: (docs/benchmarks.md, "Cold start and the EC2 model"); EC2's other calls keep the whole model.
+MODELS = Path(__file__).resolve().parent / "models"
+LOOKUP_SERVICE = "ec2-lookup"
+LOOKUP_OPERATIONS = ("DescribeInstances",)
+EC2_API_VERSION = "2016-11-15"
 
 
 def session() -> Any:
@@ -27,7 +38,9 @@ def session() -> Any:
         if _loader:
             made.register_component("data_loader", _loader[0])
         else:
-            _loader.append(made.get_component("data_loader"))
+            loader = made.get_component("data_loader")
+            loader.search_paths.append(str(MODELS))
+            _loader.append(loader)
     return made
 
 
