@@ -132,9 +132,9 @@ def test_pending_pods_behind_a_pdb_are_planned_as_evicted_as_the_eviction_api_ad
     build_cluster(world.sim)
     world.sim.create(pdb("warmup", "serving", {"app": "warmup"}, min_available=2))
     for name in ("warmup-0", "warmup-1"):
-        pending = pod(name, NODE, "serving", owner=("apps/v1", "ReplicaSet", "warmup-5c9"), labels={"app": "warmup"})
-        pending["status"] = {"phase": "Pending"}
-        world.sim.create(pending)
+        pulling = pod(name, NODE, "serving", owner=("apps/v1", "ReplicaSet", "warmup-5c9"), labels={"app": "warmup"})
+        pulling["status"] = {"phase": "Pending"}
+        world.sim.create(pulling)
     # When the node is planned, then drained
     planned = runbook(world, "plan", NODE, dry_run=True)
     ran = runbook(world, "drain", NODE, dry_run=False)
