@@ -353,3 +353,22 @@ def test_a_rank_not_running_yet_is_not_asked_and_does_not_hold_its_gang() -> Non
     assert isinstance(ref, GangRef)
     gang = form_gang(ref, [ranks[0], ranks[1], pending])
     assert [p.key for p, _ in gang.to_ask()] == [ranks[0].key, ranks[1].key]
+
+
+def test_a_pending_rank_on_the_doomed_node_is_told_why_it_is_not_asked() -> None:
+    # Given rank 0, the gang's leader by its index, still Pending on the doomed node, in a gang that
+    # asks every rank (no checkpoint-ask: leader), whose running ranks have checkpointed
+    ranks = [indexed_job("llama-ft", i, **asked(NOW + timedelta(seconds=40), done=True)) for i in range(3)]
+    leader = PodView(**{**ranks[0].__dict__, "phase": "Pending"})
+    ref = gang_of(ranks[1])
+    assert isinstance(ref, GangRef)
+    gang = form_gang(ref, [leader, ranks[1], ranks[2]])
+    assert gang.mode == "all"
+    state = progress(gang, "spot-1", NOW, None)
+    ctx = DrainContext("spot-1", True, NOW + timedelta(seconds=120), NOW, gangs=holds(gang, state, [leader]))
+    # Then it goes without being asked, and the reason says it has not started (was: "gang asks only
+    # its leader", said of the leader itself in a gang that asks everyone)
+    step = decide_pod(leader, ctx)
+    assert step.step == "evict"
+    assert "Pending, nothing to save yet" in step.reason
+    assert "leader" not in step.reason

@@ -165,7 +165,9 @@ def _checkpoint_step(pod: PodView, ctx: DrainContext) -> PodStep | None:
         return PodStep(pod.key, "evict", f"no checkpoint: {spec.reason}", grace_for(pod, ctx))
     hold = ctx.gangs.get(pod.key)
     if hold is not None and not hold.asked:
-        return PodStep(pod.key, "evict", f"not asked: gang {hold.gang} asks only its leader", grace_for(pod, ctx))
+        # `Gang.to_ask`: a rank not Running yet has nothing to save; otherwise the gang asks its leader
+        why = f"{pod.phase}, nothing to save yet" if pod.phase != "Running" else "gang asks only its leader"
+        return PodStep(pod.key, "evict", f"not asked ({why}): gang {hold.gang}", grace_for(pod, ctx))
     request = current_request(pod, ctx.event_id, ctx.now, ctx.notice_time)
     if request is None:
         left = seconds_left(ctx)
