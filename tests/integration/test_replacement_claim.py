@@ -12,6 +12,7 @@ from gpuwarden.domain.replacement import nodeclaim_name
 from gpuwarden.kinds.inputs import parse_notices
 from gpuwarden.services.dispatch import handle_batch
 from gpuwarden.services.engine.context import Recorder
+from gpuwarden.services.engine.node_ops import pods_on
 from gpuwarden.services.engine.replace import ensure_replacement
 from sim.clock import rfc3339
 from tests.integration.conftest import World, load_event
@@ -39,7 +40,7 @@ def test_a_taint_karpenter_adds_after_the_mark_stops_the_claim(world: World) -> 
     world.sim.patch_direct("Node", NODE, {"spec": {"taints": [*taints, disrupted]}})
     # When the replacement step runs on the node as it was read before the taint
     recorder = Recorder(deps, notice.event_id)
-    replaced = ensure_replacement(recorder, marked, notice, [])
+    replaced = ensure_replacement(recorder, marked, notice, pods_on(deps.kube, NODE))
     # Then the RV-checked claim found the taint: no claim, no NodeClaim, left to Karpenter
     assert replaced.type is ActionType.REPLACEMENT_SKIPPED
     assert recorder.actions[-1]["left_to"] == "Karpenter"
@@ -56,10 +57,10 @@ def test_a_claim_whose_run_died_before_the_create_is_resumed_once(world: World) 
     # When the event is delivered again, twice
     node = deps.kube.get_node(NODE)
     assert node is not None
-    first = ensure_replacement(Recorder(deps, notice.event_id), node, notice, [])
+    first = ensure_replacement(Recorder(deps, notice.event_id), node, notice, pods_on(deps.kube, NODE))
     node = deps.kube.get_node(NODE)
     assert node is not None
-    second = ensure_replacement(Recorder(deps, notice.event_id), node, notice, [])
+    second = ensure_replacement(Recorder(deps, notice.event_id), node, notice, pods_on(deps.kube, NODE))
     # Then the first creates the NodeClaim its claim names, the second finds it and creates nothing
     assert (first.type, first.target) == (ActionType.REPLACEMENT, f"nodeclaim/{name}")
     assert second.type is ActionType.REPLACEMENT_SKIPPED
@@ -76,7 +77,7 @@ def test_another_events_claim_is_never_taken_over(world: World) -> None:
     node = deps.kube.get_node(NODE)
     assert node is not None
     # When this event's replacement step runs
-    replaced = ensure_replacement(Recorder(deps, notice.event_id), node, notice, [])
+    replaced = ensure_replacement(Recorder(deps, notice.event_id), node, notice, pods_on(deps.kube, NODE))
     # Then it launches nothing and leaves the claim as it was
     assert replaced.type is ActionType.REPLACEMENT_SKIPPED
     assert world.sim.list("NodeClaim") == []
