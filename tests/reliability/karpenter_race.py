@@ -75,6 +75,10 @@ class Race:
     tolerate_all: tuple[int, ...] = ()
     duplicate_at: int | None = None  # a second delivery of the same event starts at this call
     crash_at: int | None = None  # the first delivery's process dies at this call (then redelivered)
+    #: The simulator's clock speed. A scene that asserts which of two timed things comes first (Karpenter's
+    #: termination before a checkpoint timeout) runs slower, so that its margin in real seconds is wider
+    #: than a loaded machine's thread scheduling: at 20x the 60 s timeout is 3 real seconds, at 4x 15.
+    speed: float = SPEED
 
     @staticmethod
     def random(seed: int) -> Race:
@@ -210,7 +214,8 @@ def _deliver(deps: Any, event: dict[str, Any], results: list[dict[str, Any]]) ->
 
 def run_race(race: Race) -> Outcome:
     """Play one interleaving to the end and check the invariant (AssertionError names the seed)."""
-    with fresh_sim(speed=SPEED, ack_delay=race.ack_delay) as (sim, workloads):
+    real = SPEED / race.speed  # real-time waits below were sized for SPEED
+    with fresh_sim(speed=race.speed, ack_delay=race.ack_delay) as (sim, workloads):
         cluster, before_claims = _setup(sim, race)
         workloads.silent.update(cluster.trainers[i] for i in race.silent)
         observer = Observer(sim)
@@ -270,8 +275,10 @@ def run_race(race: Race) -> Outcome:
         for t in threads:
             if t.ident is not None:
                 t.join(timeout=120)
-        out.node_gone = sim.wait_until(lambda: sim.get("Node", cluster.node) is None, timeout=20 if race.queue else 0.5)
-        sim.wait_until(lambda: not karpenter.batching, timeout=5)  # its provisioner's window closes
+        out.node_gone = sim.wait_until(
+            lambda: sim.get("Node", cluster.node) is None, timeout=20 * real if race.queue else 0.5 * real
+        )
+        sim.wait_until(lambda: not karpenter.batching, timeout=5 * real)  # its provisioner's window closes
         karpenter.stop()
         out.karpenter_actions = [f"{a.at.strftime('%H:%M:%S.%f')[:12]} {a.type} {a.target}" for a in karpenter.actions]
         out.karpenter_evictions = {a.target: int(a.decided_on) for a in karpenter.actions if a.decided_on}

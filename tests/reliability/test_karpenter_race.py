@@ -17,6 +17,8 @@ from tests.replay import artifacts_root, note
 pytestmark = pytest.mark.usefixtures("aws")
 
 TRAINERS = ["ml/train-0-worker", "ml/train-1-worker", "ml/train-2-worker"]
+#: The clock speed of scenes that assert an order between Karpenter and a timeout (Race.speed)
+SLOW = 4.0
 
 
 def actions(out: Outcome, type_: str) -> list[dict[str, Any]]:
@@ -73,7 +75,15 @@ def test_karpenter_finishing_the_node_while_gpuwarden_drains_is_reported_as_gone
     # Given a trainer that tolerates every taint (karpenter.sh/disrupted too): Karpenter's drain does not
     # wait for it, so Karpenter terminates the node while the trainer is still checkpointing (silent here)
     out = run_race(
-        Race(seed=5, karpenter_at=0, karpenter_lags=True, silent=(2,), checkpoint_timeout=60, tolerate_all=(2,))
+        Race(
+            seed=5,
+            karpenter_at=0,
+            karpenter_lags=True,
+            silent=(2,),
+            checkpoint_timeout=60,
+            tolerate_all=(2,),
+            speed=SLOW,
+        )
     )
     # Then gpuwarden's run is handled, its drain gone early, and it names what was and was not checkpointed
     result = out.results[0]
@@ -90,7 +100,13 @@ def test_a_termination_grace_period_shorter_than_the_checkpoint_lets_karpenter_t
     # Given a NodePool terminationGracePeriod shorter than a silent trainer's checkpoint timeout (what
     # `gpuwarden doctor` warns about): Karpenter force-deletes it at that time, do-not-disrupt or not
     race = Race(
-        seed=6, karpenter_at=0, karpenter_lags=True, silent=(2,), checkpoint_timeout=60, termination_grace="40s"
+        seed=6,
+        karpenter_at=0,
+        karpenter_lags=True,
+        silent=(2,),
+        checkpoint_timeout=60,
+        termination_grace="40s",
+        speed=SLOW,
     )
     with pytest.raises(AssertionError, match=r"worker removed at .* before its ack"):
         run_race(race)  # the invariant cannot hold with that configuration, and the check says which pod
