@@ -166,7 +166,7 @@ def _checkpoint_step(pod: PodView, ctx: DrainContext) -> PodStep | None:
     hold = ctx.gangs.get(pod.key)
     if hold is not None and not hold.asked:
         # `Gang.to_ask`: a rank not Running yet has nothing to save; otherwise the gang asks its leader
-        why = f"{pod.phase}, nothing to save yet" if pod.phase != "Running" else "gang asks only its leader"
+        why = f"{pod.phase}, nothing to save yet" if not pod.started else "gang asks only its leader"
         return PodStep(pod.key, "evict", f"not asked ({why}): gang {hold.gang}", grace_for(pod, ctx))
     request = current_request(pod, ctx.event_id, ctx.now, ctx.notice_time)
     if request is None:

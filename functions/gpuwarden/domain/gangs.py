@@ -228,7 +228,7 @@ class Gang:
         return [
             (pod, spec)
             for pod in candidates
-            if pod.phase == "Running"  # a rank not started yet (a replacement, Pending) has nothing to save
+            if pod.started  # a rank not started yet (a replacement, Pending) has nothing to save
             and (leaving_too or not pod.terminating)
             and (spec := self.spec(pod, default_timeout, allow_exec)) is not None
         ]

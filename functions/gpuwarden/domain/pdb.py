@@ -69,7 +69,8 @@ def pdbs_guarding(pod: PodView, pdbs: Iterable[PdbView]) -> list[PdbView]:
 
 
 def blocking_pdb(pod: PodView, pdbs: Sequence[PdbView]) -> PdbView | None:
-    """The budget that refuses this pod's eviction now, if any (a terminating pod is never refused)."""
-    if pod.terminating or pod.finished:
+    """The budget that refuses this pod's eviction now, if any: none for a pod the Eviction API lets go
+    without reading a budget (Pending, finished or terminating: `PodView.ignores_pdbs`)."""
+    if pod.ignores_pdbs:
         return None
     return next((p for p in pdbs_guarding(pod, pdbs) if p.blocks), None)

@@ -193,6 +193,12 @@ class PodView:
         return self.deletion_timestamp is not None
 
     @property
+    def started(self) -> bool:
+        """Its containers run (phase Running): a pod not started yet (Pending) has nothing to save and
+        nothing running to keep a node in use."""
+        return self.phase == "Running"
+
+    @property
     def ignores_pdbs(self) -> bool:
         """The Eviction API deletes this pod without consulting any PodDisruptionBudget, and takes no
         disruption from them: kube-apiserver `canIgnorePDB` (pkg/registry/core/pod/storage/eviction.go),

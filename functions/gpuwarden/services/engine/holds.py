@@ -39,8 +39,7 @@ def held(manifest: dict[str, Any], recorder: Recorder) -> dict[str, Any]:
 def _in_use(kube: KubePort, node: str) -> bool:
     """A workload pod (not a DaemonSet's, not a mirror) runs on ``node``."""
     return any(
-        p.phase == "Running" and not p.is_daemonset and not p.is_mirror and not p.terminating
-        for p in kube.list_pods_on_node(node)
+        p.started and not p.is_daemonset and not p.is_mirror and not p.terminating for p in kube.list_pods_on_node(node)
     )
 
 
