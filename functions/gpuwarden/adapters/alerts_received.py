@@ -19,7 +19,7 @@ PK = "alerts#received"
 
 
 @cache
-def _client(region: str | None) -> Any:
+def client(region: str | None) -> Any:
     from gpuwarden.adapters.sdk import client
 
     return client("dynamodb", region)
@@ -28,7 +28,7 @@ def _client(region: str | None) -> Any:
 def remember(table: str, region: str | None, records: Sequence[ReceivedAlert]) -> None:
     for record in records:
         with aws_call(f"DynamoDB PutItem {table}"):
-            _client(region).put_item(
+            client(region).put_item(
                 TableName=table,
                 Item={
                     "pk": {"S": PK},
@@ -45,7 +45,7 @@ def recall(table: str, region: str | None) -> list[ReceivedAlert]:
     out: list[ReceivedAlert] = []
     with aws_call(f"DynamoDB Query {table}"):
         pages = (
-            _client(region)
+            client(region)
             .get_paginator("query")
             .paginate(
                 TableName=table,

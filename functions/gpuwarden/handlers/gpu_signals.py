@@ -9,6 +9,7 @@ from typing import Any
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from gpuwarden.adapters.alerts_received import client as alerts_client
 from gpuwarden.adapters.alerts_received import remember
 from gpuwarden.domain.alerts_received import received
 from gpuwarden.domain.errors import GpuwardenError
@@ -27,8 +28,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         return respond(handle(parse_scan_tick(event), invocation_deps(context), drain_locally=False))
     if is_sns_event(event):
         batch = parse_sns(event)
-        remember_alerts(batch)
-        return respond(handle(batch, invocation_deps(context), drain_locally=False))
+        try:
+            return respond(handle(batch, invocation_deps(context), drain_locally=False))
+        finally:  # after the cordons: the record is for `gpuwarden doctor`, and handling never waits on it
+            remember_alerts(batch)
     return handle_notices(event, context)
 
 
@@ -44,4 +47,11 @@ def remember_alerts(batch: AlertBatch) -> None:
         logger.warning("alerts received not recorded", extra={"error": str(err)})
 
 
-prepare(rules)  # Lambda's init phase: the client built and the imports frozen before the first event
+def _alerts_table_client() -> object:
+    """The DynamoDB client `remember_alerts` writes with, made in the init phase, not on the first alert."""
+    return alerts_client(settings().region) if settings().state_table else None
+
+
+prepare(
+    rules, _alerts_table_client
+)  # Lambda's init phase: the clients built, the imports frozen before the first event
