@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -372,3 +373,22 @@ def test_a_pending_rank_on_the_doomed_node_is_told_why_it_is_not_asked() -> None
     assert step.step == "evict"
     assert "Pending, nothing to save yet" in step.reason
     assert "leader" not in step.reason
+
+
+def test_a_rank_its_controller_started_during_the_drain_is_not_asked() -> None:
+    # Given a four-rank Job whose ranks all acknowledged, and a new rank 1 the Job controller made
+    # after the drain began (its old rank 1 was evicted: seen on the real plane's sandbox)
+    drain_began = NOW - timedelta(seconds=30)
+    ranks = [
+        indexed_job("llama-ft", i, node=f"n{i}", **asked(NOW + timedelta(seconds=40), done=True)) for i in range(4)
+    ]
+    new = replace(indexed_job("llama-ft", 1, node="n9"), name="llama-ft-1-fghij", created=NOW - timedelta(seconds=5))
+    old_enough = replace(indexed_job("llama-ft", 1, node="n8"), name="llama-ft-1-klmno", created=drain_began)
+    gang = form_gang(gang_of(ranks[0]), [*ranks[:1], *ranks[2:], new, old_enough])  # type: ignore[arg-type]
+    state = progress(gang, "spot-1", NOW, None, joined_since=drain_began)
+    # Then it is counted as joined since, not asked; a rank created before the drain still is
+    assert state.joined == (new.key,)
+    assert state.unasked == (old_enough.key,)
+    assert state.as_result()["joined_since_asked"] == [new.key]
+    # and without the drain's start, as before, it is asked
+    assert new.key in progress(gang, "spot-1", NOW, None).unasked

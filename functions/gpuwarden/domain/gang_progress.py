@@ -28,6 +28,9 @@ class GangProgress:
     until: datetime | None = None
     #: Pods that should be asked and carry no request yet (the next step asks them).
     unasked: tuple[str, ...] = ()
+    #: Members created after the drain began (``joined_since``): ranks the job's controller started
+    #: during it, from the checkpoint being written, so not asked for it.
+    joined: tuple[str, ...] = ()
 
     @property
     def checkpointed(self) -> bool:
@@ -47,6 +50,8 @@ class GangProgress:
             out["failed"] = list(self.failed)
         if self.waiting:
             out["waiting"] = list(self.waiting)
+        if self.joined:
+            out["joined_since_asked"] = list(self.joined)
         return out
 
 
@@ -58,21 +63,27 @@ def progress(
     default_timeout: int = 60,
     allow_exec: bool = True,
     since: datetime | None = None,
+    joined_since: datetime | None = None,
 ) -> GangProgress:
     """Where the gang's checkpoint stands for ``event_id`` (a request another notice made for the
     gang counts as this one's, unless acknowledged before ``since``, the notice's time:
-    `current_request`). A pod's wait ends at its request's time, never after ``deadline``."""
+    `current_request`). A pod's wait ends at its request's time, never after ``deadline``. A
+    member without a request that was created after ``joined_since`` (the drain's start) is a rank
+    started since: counted in ``joined``, not asked."""
     asked: list[str] = []
     acked: list[str] = []
     timed_out: list[str] = []
     failed: list[str] = []
     waiting: list[str] = []
     unasked: list[str] = []
+    joined: list[str] = []
     until: datetime | None = None
     for pod, _spec in gang.to_ask(default_timeout, allow_exec, leaving_too=True):
         request = current_request(pod, event_id, now, since)
         if request is None:
-            if not pod.terminating:  # a pod already leaving is not asked any more
+            if joined_since is not None and pod.created is not None and pod.created > joined_since:
+                joined.append(pod.key)
+            elif not pod.terminating:  # a pod already leaving is not asked any more
                 unasked.append(pod.key)
             continue
         asked.append(pod.key)
@@ -96,6 +107,7 @@ def progress(
         tuple(waiting),
         until,
         tuple(unasked),
+        tuple(joined),
     )
 
 

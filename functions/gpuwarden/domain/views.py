@@ -150,6 +150,8 @@ class PodView:
     containers: tuple[str, ...] = ()
     grace_seconds: int = 30
     deletion_timestamp: datetime | None = None
+    #: ``metadata.creationTimestamp`` (whole seconds)
+    created: datetime | None = None
     pod_ip: str | None = None
     gpu_request: int = 0
     #: `spec.priority` (set by admission from the PriorityClass); 0 when absent, as the scheduler reads it.
@@ -315,6 +317,7 @@ def pod_from_json(obj: Mapping[str, Any]) -> PodView:
         None,
     )
     deletion = meta.get("deletionTimestamp")
+    created = meta.get("creationTimestamp")
     grace = spec.get("terminationGracePeriodSeconds")
     asked = pod_requests(spec)
     return PodView(
@@ -331,6 +334,7 @@ def pod_from_json(obj: Mapping[str, Any]) -> PodView:
         containers=tuple(c.get("name", "") for c in spec.get("containers") or ()),
         grace_seconds=30 if grace is None else int(grace),
         deletion_timestamp=isoparse(deletion) if deletion else None,
+        created=isoparse(created) if created else None,
         pod_ip=status.get("podIP"),
         gpu_request=_gpu_request(spec),
         priority=int(spec.get("priority") or 0),

@@ -139,8 +139,10 @@ def asks_for(pods: Iterable[PodView], recorder: Recorder) -> list[Ask]:
 class Asking:
     """One step's asking: who asks (``recorder``), for which doomed ``node``, by when (``deadline``),
     on which workers (``pool``), what a kind adds to a doomed-node pod's request (``prepare``), and
-    the Capacity Block's runs it shares the gangs with (``fan_out``), and the notice's own time
-    (``since``: a request another notice made and saw acknowledged before it is asked again)."""
+    the Capacity Block's runs it shares the gangs with (``fan_out``), the notice's own time
+    (``since``: a request another notice made and saw acknowledged before it is asked again), and
+    when the drain began (``joined_since``: a gang member created after it is a rank its controller
+    started during the drain, from the checkpoint being written: not asked)."""
 
     recorder: Recorder
     node: NodeView
@@ -149,6 +151,7 @@ class Asking:
     prepare: PreparePod | None = None
     fan_out: FanOut | None = None
     since: datetime | None = None
+    joined_since: datetime | None = None
 
 
 def ask_pods(asking: Asking, asks: list[Ask], sent: threading.Event | None = None) -> list[Future[None]]:

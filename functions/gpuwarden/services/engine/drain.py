@@ -166,7 +166,9 @@ def drain_node(
     pool = pool or worker_pool()
     try:
         # the node's gangs first: a gang's pod here leaves only once its gang has checkpointed
-        asking = Asking(recorder, node, state.deadline, pool, prepare, since=state.notice_time)
+        asking = Asking(
+            recorder, node, state.deadline, pool, prepare, since=state.notice_time, joined_since=state.started_at
+        )
         gangs = gang_round(asking, pods)
         now = deps.clock()  # the time of the observation the round decides on
         ctx = _context(state, recorder, now, gangs.holds)

@@ -131,7 +131,14 @@ def _look(recorder: Recorder, gang: Gang, asker: Asking, asking: set[str]) -> tu
     policy = recorder.deps.policy.checkpoint
     now = recorder.deps.clock()
     state = progress(
-        gang, recorder.event_id, now, asker.deadline, policy.default_timeout_seconds, policy.allow_exec, asker.since
+        gang,
+        recorder.event_id,
+        now,
+        asker.deadline,
+        policy.default_timeout_seconds,
+        policy.allow_exec,
+        asker.since,
+        asker.joined_since,
     )
     look = state.as_result()
     look["asked"] = sorted(set(state.asked) | asking)
