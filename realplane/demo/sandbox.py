@@ -73,7 +73,7 @@ def serve() -> int:
     try:
         print("# starting the real control plane (etcd, kube-apiserver, controller-manager, scheduler,", flush=True)
         print(f"# KWOK, Karpenter's KWOK provider); component logs in {logs}", flush=True)
-        with start_moto() as aws, Plane(artifacts=logs, jobset=True) as plane:
+        with start_moto() as aws, Plane(artifacts=logs, jobset=True, kubelet_deletes=True) as plane:
             policy = logs / "policy.yaml"
             policy.write_text(json.dumps({"cluster": CLUSTER}, indent=2) + "\n")
             watcher = NodeInstances(plane, aws.instance_for_node, stop)

@@ -77,6 +77,7 @@ class Plane:
         karpenter: bool = True,
         complete_jobs: bool = False,
         jobset: bool = False,
+        kubelet_deletes: bool = False,
         ready_timeout: float = READY_TIMEOUT,
     ) -> None:
         self.artifacts = artifacts
@@ -89,6 +90,9 @@ class Plane:
         self.complete_jobs = complete_jobs
         #: JobSet's CRD (jobset.x-k8s.io), so a user's JobSet manifest is admitted (no JobSet controller).
         self.jobset = jobset
+        #: A deleted pod goes to phase Failed at the end of its grace and leaves once its finalizers are
+        #: gone, as a kubelet would (kwok.KUBELET_DELETE); off: KWOK deletes it at once.
+        self.kubelet_deletes = kubelet_deletes
         self.ready_timeout = ready_timeout
         self.workdir = Path(tempfile.mkdtemp(prefix="realplane-"))
         self.components: dict[str, Component] = {}
@@ -330,7 +334,13 @@ class Plane:
 
     def _start_kwok(self) -> None:
         port = self.ports["kwok"]
-        config = kwok.config(self.workdir, self.exec_dir, self.signals, complete_jobs=self.complete_jobs)
+        config = kwok.config(
+            self.workdir,
+            self.exec_dir,
+            self.signals,
+            complete_jobs=self.complete_jobs,
+            kubelet_deletes=self.kubelet_deletes,
+        )
         argv = kwok.argv(self.kubeconfig_for("kwok"), config, port, self.pki)
         started = self._add("kwok", argv, env=kwok.environment(self._shims))
         self._ready(started, f"https://127.0.0.1:{port}/healthz")

@@ -1,5 +1,6 @@
 """KWOK on the plane: the "kubelet" of every node annotated ``kwok.x-k8s.io/node=fake`` (node
-heartbeat by lease; pods ready, completed, deleted; ``pods/exec`` run as a local command)."""
+heartbeat by lease; pods ready, completed, deleted (at once, or as a kubelet: `KUBELET_DELETE`);
+``pods/exec`` run as a local command)."""
 
 from __future__ import annotations
 
@@ -32,12 +33,20 @@ def prepare(shims: Path, exec_dir: Path) -> None:
     exec_dir.mkdir()
 
 
-def config(workdir: Path, exec_dir: Path, signals: Path, *, complete_jobs: bool) -> Path:
-    """KWOK's stages (the build's, without pod-complete unless ``complete_jobs``) and the local
-    exec, whose `kill`s are recorded in ``signals``."""
+#: A deleted pod ends as a kubelet ends it: terminal phase at the end of its grace, then gone once its
+#: finalizers are (stages/kubelet-delete.yaml), in place of KWOK's fast pod-delete.
+KUBELET_DELETE = Path(__file__).with_name("stages") / "kubelet-delete.yaml"
+
+
+def config(workdir: Path, exec_dir: Path, signals: Path, *, complete_jobs: bool, kubelet_deletes: bool = False) -> Path:
+    """KWOK's stages (the build's, without pod-complete unless ``complete_jobs``; with
+    ``kubelet_deletes``, `KUBELET_DELETE` instead of the fast pod-delete) and the local exec, whose
+    `kill`s are recorded in ``signals``."""
     stages = sorted((pins.share_dir() / "kwok-stages").glob("*.yaml"))
     if not complete_jobs:
         stages = [p for p in stages if p.name != "pod-complete.yaml"]
+    if kubelet_deletes:
+        stages = [p for p in stages if p.name != "pod-delete.yaml"] + [KUBELET_DELETE]
     cluster_exec: dict[str, Any] = {
         "apiVersion": "kwok.x-k8s.io/v1alpha1",
         "kind": "ClusterExec",
