@@ -37,6 +37,14 @@ def exports(kubeconfig: Path, policy: Path, endpoint: str) -> dict[str, str]:
     }
 
 
+#: What this sandbox is not, said when it starts: `kubectl apply` is accepted (the OpenAPI it reads is
+#: served), but nothing turns a Job into pods or puts a pod on a node.
+NO_CONTROLLERS = (
+    "# a simulator: no scheduler and no Job, JobSet or Deployment controller run here (kubectl apply is accepted,"
+    " but a Job makes no pods and a new pod stays Pending); for your own manifests: gpuwarden demo --serve --real"
+)
+
+
 def serve(speed: float = 1.0, seeds: bool = False) -> int:
     """``seeds``: the seed articles' manifests (sim/seeds/, docs/protections.md) instead of the demo's cluster."""
     from moto.server import ThreadedMotoServer
@@ -76,6 +84,7 @@ def serve(speed: float = 1.0, seeds: bool = False) -> int:
                 " arrival: the Spot scene); gpuwarden release --all. Ctrl-C stops.",
                 flush=True,
             )
+            print(NO_CONTROLLERS, flush=True)
             stop.wait()
             karpenter.stop()
     finally:

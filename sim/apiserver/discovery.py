@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sim.apiserver import errors
+from sim.apiserver.openapi import openapi_v3
 from sim.apiserver.registry import Registry
 
 VERSION = {
@@ -24,9 +25,17 @@ def no_such_path() -> errors.ApiError:
     return errors.ApiError(404, "the server could not find the requested resource", "NotFound", {})
 
 
+def _openapi(reg: Registry, segments: list[str]) -> dict[str, Any]:
+    found = openapi_v3(reg, segments)
+    if found is None:
+        raise no_such_path()
+    return found
+
+
 def discovery_doc(reg: Registry, segments: list[str], port: int) -> dict[str, Any] | None:
     """/version, /api, /api/v1, /apis, /apis/<g>, /apis/<g>/<v>; None for other paths.
 
+    /openapi/v3: what `kubectl apply` reads before it sends (sim/apiserver/openapi.py); the rest of
     /openapi/* answers 404: kubectl's get, cordon, drain, annotate, taint and exec do not need it.
     """
     if segments == ["version"]:
@@ -42,7 +51,7 @@ def discovery_doc(reg: Registry, segments: list[str], port: int) -> dict[str, An
     if segments == ["api", "v1"]:
         return reg.resource_list("", "v1")
     if segments and segments[0] in ("openapi", "swagger.json"):
-        raise no_such_path()
+        return _openapi(reg, segments)
     if len(segments) not in (2, 3) or segments[0] != "apis":
         return None
     if len(segments) == 2:

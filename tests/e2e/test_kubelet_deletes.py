@@ -8,13 +8,11 @@ nodes are named as such), one rank each."""
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,28 +21,13 @@ from kubernetes import client
 
 from realplane.plane.harness import Plane
 from realplane.plane.kwok import KWOK_NODE_ANNOTATION
+from tests.docs_manifests import docs_indexed_job
 from tests.e2e.world import ARTIFACTS, GPU
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.skipif(shutil.which("kubectl") is None, reason="needs kubectl")]
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "training-jobs.md"
 TRACKING = "batch.kubernetes.io/job-tracking"
 INDEX = "batch.kubernetes.io/job-completion-index"
-
-
-def docs_indexed_job() -> dict[str, Any]:
-    """The Job exactly as the docs show it, but for what this plane has no controller for: the
-    checkpoint volume's PersistentVolumeClaim (no storage provisioner here) becomes an emptyDir."""
-    text = DOCS.read_text()
-    section = text.split("## An Indexed Job, opted in", 1)[1]
-    found = re.search(r"```yaml\n(.*?)```", section, re.S)
-    assert found, "docs/training-jobs.md: the Indexed Job's manifest moved"
-    job: dict[str, Any] = yaml.safe_load(found.group(1))
-    for volume in job["spec"]["template"]["spec"]["volumes"]:
-        if "persistentVolumeClaim" in volume:
-            del volume["persistentVolumeClaim"]
-            volume["emptyDir"] = {}
-    return job
 
 
 def kwok_node(name: str) -> dict[str, Any]:

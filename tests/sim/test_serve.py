@@ -6,10 +6,17 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+import yaml
+
+from sim.serve import NO_CONTROLLERS
+from tests.docs_manifests import docs_indexed_job
 
 GPUWARDEN = Path(sys.executable).with_name("gpuwarden")
 
@@ -94,6 +101,53 @@ def test_the_sandbox_serves_the_seed_manifests_with_seeds() -> None:
         )
         findings = {f["check"]: f for f in json.loads(doctor.stdout)["findings"]}
         assert "Job ml/distributed-training" in findings["checkpoint-coverage"]["message"], findings
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.communicate(timeout=60)
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="needs kubectl")
+def test_kubectl_apply_works_against_the_sandbox_without_flags_and_the_sandbox_says_it_runs_no_controllers() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GPUWARDEN_", "KUBECONFIG", "DRY_RUN"))}
+    server = subprocess.Popen(
+        [str(GPUWARDEN), "demo", "--serve"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        # Given the sandbox's export line and what it says of itself
+        assert server.stdout is not None
+        said: list[str] = []
+        for line in server.stdout:
+            said.append(line)
+            if line.startswith(NO_CONTROLLERS[:20]):
+                break
+        exports = dict(
+            item.split("=", 1)
+            for line in said
+            if line.startswith("export ")
+            for item in shlex.split(line[len("export ") :])
+        )
+        assert said[-1].rstrip("\n") == NO_CONTROLLERS
+        # When the docs' Indexed Job is applied with kubectl's defaults (--validate=strict), twice, then changed
+        job = yaml.safe_dump(docs_indexed_job())
+        applied = [
+            subprocess.run(
+                ["kubectl", "apply", "-f", "-"],
+                input=doc,
+                capture_output=True,
+                text=True,
+                env=env | exports,
+                check=False,
+            )
+            for doc in (
+                "apiVersion: v1\nkind: Namespace\nmetadata: {name: ml}\n",
+                job,
+                job,
+                job.replace("terminationGracePeriodSeconds: 30", "terminationGracePeriodSeconds: 60"),
+            )
+        ]
+        # Then each is accepted: the OpenAPI kubectl reads first is served
+        assert [a.returncode for a in applied] == [0, 0, 0, 0], [a.stderr for a in applied]
+        assert [a.stdout.split()[-1] for a in applied[1:]] == ["created", "unchanged", "configured"]
     finally:
         server.send_signal(signal.SIGINT)
         server.communicate(timeout=60)
