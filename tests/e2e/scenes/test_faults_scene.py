@@ -20,7 +20,6 @@ from dateutil.parser import isoparse
 from gpuwarden.domain import annotations as ann
 from realplane.aws import AwsWorld
 from realplane.plane.harness import Plane, dump
-from realplane.plane.process import PlaneError
 from tests.e2e.scene import (
     Acknowledger,
     claim_ready,
@@ -139,7 +138,24 @@ def _nothing_lost(plane: Plane, c: Cluster, result: dict[str, Any], pods: list[d
     assert len(created) + len(times(creates, subresource=None, name=claim, code=504)) >= 1, dump(creates)
     assert len(created) <= 1, dump(creates)
     assert {e["objectRef"]["name"] for e in creates} == {claim}, dump(creates)
+    if node_lost_in_the_outage(plane, claim):
+        return  # launched inside the outage: the KWOK provider's "instance" never registers (finding 16)
     claim_ready(c, claim)
+
+
+#: What Karpenter's KWOK provider logs when the Node of a NodeClaim it launched could not be created
+#: (kwok/cloudprovider/cloudprovider.go `Create`: a goroutine makes the Node with client-go's
+#: `retry.DefaultBackoff`, 4 tries over about 1.5 s, then logs this and gives up, "because failed
+#: registration can also happen in real providers")
+NODE_NOT_CREATED = "failed creating node from nodeclaim"
+
+
+def node_lost_in_the_outage(plane: Plane, claim: str) -> bool:
+    """The claim was launched while the API server refused, and the KWOK provider gave up making its
+    Node: the claim is never Ready (Karpenter deletes it after its registration TTL). A kubelet
+    would keep trying to register; this stand-in does not, so the scene cannot ask for Ready then."""
+    log = (plane.artifacts / "karpenter.log").read_text(encoding="utf-8", errors="replace")
+    return any(NODE_NOT_CREATED in line and f'"name":"{claim}"' in line for line in log.splitlines())
 
 
 def test_a_spot_drain_outlives_the_api_server_stopped_for_20_s(plane: Plane, aws: AwsWorld, tmp_path: Path) -> None:
@@ -155,14 +171,6 @@ def test_a_spot_drain_outlives_the_api_server_stopped_for_20_s(plane: Plane, aws
     _spot_drain_through(plane, aws, tmp_path, "sigstop", stop_for_a_while)
 
 
-@pytest.mark.xfail(
-    reason="finding 16 (docs/realplane.md): since 2026-11-28 23:34 the replacement NodeClaim is created "
-    "inside the restart window; real Karpenter's KWOK provider launches it while the API server refuses "
-    "(POST /api/v1/nodes and the NodeClaim's status PATCH: connection refused) and the NodeClaim is not "
-    "Ready 120 s after the restart; the drain itself outlives the restart",
-    raises=PlaneError,
-    strict=False,
-)
 def test_a_spot_drain_outlives_an_api_server_restart(plane: Plane, aws: AwsWorld, tmp_path: Path) -> None:
     # the restart outlasts the client's retries (connection refused): after the mark, the rounds
     # are handed on and wait it out (docs/reliability.md#after-the-mark)
