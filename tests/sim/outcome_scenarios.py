@@ -13,8 +13,6 @@ from sim.outcome.runner import Arm, ArmResult, run_arm
 from sim.outcome.scenario import Scenario
 
 NOTICE = 50 * 60.0
-
-
 GPUS = 4
 #: the four-rank job's GPUs: 4 nodes x 8
 DDP_GPUS = 4 * 8
@@ -45,11 +43,7 @@ def tiny(**training: Any) -> Scenario:
 
 
 SPOT = [Incident(NOTICE, IncidentKind.SPOT_INTERRUPTION, "spot", 0, 120.0, "spot-1", "c1")]
-
-
 EXPIRES_AT = 50 * 60.0
-
-
 AGES = {"spot": [2 * 3600.0 - EXPIRES_AT]}
 
 
