@@ -200,7 +200,7 @@ def doctor_report() -> DoctorReport:
     """`gpuwarden doctor` as the CLI runs it: KUBECONFIG (or the policy's EKS cluster),
     GPUWARDEN_POLICY_FILE/PARAMETER, the AWS chain. Every failure becomes a finding."""
     from gpuwarden.adapters.cluster_reads import cluster_has_gpu_metric, reads_on
-    from gpuwarden.kinds.registry import SWITCHES
+    from gpuwarden.kinds.registry import DOCTOR_CHECKS, SWITCHES
     from gpuwarden.services.doctor.doctor import DoctorReads, diagnose
 
     settings = Settings.from_env()
@@ -229,6 +229,7 @@ def doctor_report() -> DoctorReport:
         effective.cluster,
         policy_source=source,
         switches=SWITCHES,
+        kind_checks=DOCTOR_CHECKS,
         received=alerts_received(settings),
     )
 

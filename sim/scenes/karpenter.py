@@ -127,7 +127,7 @@ def _ours(result: dict[str, Any]) -> str:
 def _doctor(sim: KubeSim) -> None:
     from gpuwarden.adapters.cluster_reads import ClusterReads, cluster_has_gpu_metric
     from gpuwarden.domain.policy import Policy
-    from gpuwarden.kinds.registry import SWITCHES
+    from gpuwarden.kinds.registry import DOCTOR_CHECKS, SWITCHES
     from gpuwarden.services.doctor.doctor import diagnose
     from gpuwarden.terminal import doctor_table as render_table
 
@@ -140,6 +140,7 @@ def _doctor(sim: KubeSim) -> None:
         lambda c: cluster_has_gpu_metric("us-west-2", c),
         sim.clock.now(),
         switches=SWITCHES,
+        kind_checks=DOCTOR_CHECKS,
     )
     for line in render_table(report).splitlines():
         print(f"    {line}")

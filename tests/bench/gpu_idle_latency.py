@@ -33,7 +33,7 @@ def main() -> None:
     from gpuwarden.wiring import build_deps
     from sim import KubeSim
     from sim.builders import daemonset_pod, gpu_node, nodeclaim_for, nodepool
-    from tests.integration.test_gpu_idle import IDLE, put_utilization
+    from tests.integration.gpu_idle_cluster import IDLE, put_utilization
 
     sample = json.loads(
         (Path(__file__).resolve().parents[2] / "events/cloudwatch-alarm-contributor-state-change.json").read_text()

@@ -25,6 +25,9 @@ from infra.app import STACK_NAME, build_app
 from infra.config import SKIP_BUNDLING
 from layers.runtime import build as layer_build
 
+#: a user's GPU-idle alarm prefix, configured beside gpuwarden's own (context gpuIdleAlarmPrefixes)
+USER_PREFIX = "team-a-idle-"
+
 
 def layer_build_possible() -> bool:
     try:

@@ -23,9 +23,8 @@ from gpuwarden.services.engine.drain import DrainState
 from gpuwarden.services.engine.pipeline import drain_to_end
 from infra.components.gpu_idle import PREFIXES_CONTEXT
 from sim import KubeSim
-from tests.infra.conftest import Synth
+from tests.infra.conftest import USER_PREFIX, Synth
 from tests.infra.executed_workflow import Machine, Workflow, executing_machine
-from tests.infra.test_event_ruler import USER_PREFIX
 from tests.reliability.conftest import AWS_ENV, sim_deps
 from tests.reliability.harness import Cluster, build_cluster, fresh_sim, spot_event
 

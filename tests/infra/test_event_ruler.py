@@ -25,12 +25,10 @@ from gpuwarden.kinds.inputs import parse_notices
 from gpuwarden.kinds.registry import KIND_OF, route_of_kind
 from gpuwarden.sources.rules import Rule, matches
 from infra.components.gpu_idle import PREFIXES_CONTEXT
-from tests.infra.conftest import Synth
+from tests.infra.conftest import USER_PREFIX, Synth
 from tests.ruler.judge import judge
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
-#: a user's GPU-idle alarm prefix, configured beside gpuwarden's own (context gpuIdleAlarmPrefixes)
-USER_PREFIX = "team-a-idle-"
 
 #: samples in events/ that no deployed rule takes (events/README.md says why for each)
 NOT_TAKEN = {

@@ -28,6 +28,11 @@ def load_event(name: str, **overrides: Any) -> dict[str, Any]:
     return event
 
 
+def types(result: dict[str, Any]) -> list[str]:
+    """The types of an answer's actions, in order."""
+    return [a["type"] for a in result["actions"]]
+
+
 @dataclass(frozen=True)
 class LambdaContext:
     """The attributes Powertools reads from a Lambda context (no remaining time: no time budget)."""

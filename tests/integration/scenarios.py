@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from gpuwarden.domain.policy import Policy
 from sim import KubeSim
 from sim.builders import daemonset_pod, gpu_node, inference_pod, job, mirror_pod, nodepool, pdb, training_pod
 
@@ -96,3 +97,51 @@ def checkpoint_server(status: int = 200) -> Iterator[CheckpointServer]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+#: the Capacity Block the tests' reserved nodes belong to, and the policy that plans its drain
+BLOCK = "cr-0a1b2c3d4e5f67890"
+BLOCKS_POLICY = Policy.model_validate({"cluster": "ml-prod", "capacity_blocks": {"lead_minutes": 20}})
+#: an EBS volume's zone, as the EBS CSI driver labels it
+ZONE_KEY = "topology.ebs.csi.aws.com/zone"
+
+
+def ebs_volume(name: str, zone: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": {
+            "capacity": {"storage": "500Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "gp3",
+            "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-0123456789abcdef0", "fsType": "ext4"},
+            "nodeAffinity": {
+                "required": {
+                    "nodeSelectorTerms": [{"matchExpressions": [{"key": ZONE_KEY, "operator": "In", "values": [zone]}]}]
+                }
+            },
+            "claimRef": {"namespace": "ml", "name": "ckpt-train-0"},
+        },
+        "status": {"phase": "Bound"},
+    }
+
+
+def claim(name: str, volume: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": "ml"},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "gp3",
+            "resources": {"requests": {"storage": "500Gi"}},
+            "volumeName": volume,
+        },
+        "status": {"phase": "Bound"},
+    }
+
+
+def requirement(claim: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    """A NodeClaim's requirements on ``key``."""
+    return [r for r in claim["spec"]["requirements"] if r["key"] == key]

@@ -28,17 +28,17 @@ from gpuwarden.domain.alerts import coverage_refusal
 from gpuwarden.domain.notice import Notice
 from gpuwarden.kinds.inputs import parse_event
 from gpuwarden.sources import AlertBatch
-from tests.integration import test_alertmanager_sns
-from tests.integration.test_alertmanager_sns import (
-    _json_template,
+from tests.alert_policy import ALERTS_POLICY, planned
+from tests.integration.alertmanager_stack import (
+    json_template,
     kept_topic,
     lambda_event,
     metrics_server,
+    moto_endpoint,
     published,
 )
-from tests.unit.test_domain_alert_coverage import POLICY, planned
 
-moto_endpoint = test_alertmanager_sns.moto_endpoint
+__all__ = ["moto_endpoint"]
 
 BUSY = "ip-10-0-1-23.us-west-2.compute.internal"
 IDLE = "ip-10-0-2-40.us-west-2.compute.internal"
@@ -101,7 +101,7 @@ def _configs(tmp_path: Path, moto: str, topic: str) -> None:
     am = {"route": route, "receivers": [{"name": "gpuwarden", "sns_configs": [sns]}]}
     am["templates"] = [str(tmp_path / "gpuwarden.tmpl")]
     (tmp_path / "alertmanager.yml").write_text(yaml.safe_dump(am))
-    (tmp_path / "gpuwarden.tmpl").write_text(_json_template().replace("sns.default.message", "gpuwarden.json", 1))
+    (tmp_path / "gpuwarden.tmpl").write_text(json_template().replace("sns.default.message", "gpuwarden.json", 1))
     (tmp_path / "rules.yml").write_text(yaml.safe_dump(RULES))
 
 
@@ -151,4 +151,4 @@ def test_real_per_gpu_alerts_make_a_node_idle_only_when_they_cover_every_gpu(
     assert set(by_node_batch.alerts[0].labels) == {"alertname", "Hostname"}
     assert by_node.detail["covers_node"] is True
     assert coverage_refusal(by_node, GPUS[IDLE]) is None
-    assert POLICY.alerts["LowGPUUtilizationByNode"] == "gpu-idle"
+    assert ALERTS_POLICY.alerts["LowGPUUtilizationByNode"] == "gpu-idle"

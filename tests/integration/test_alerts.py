@@ -8,21 +8,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gpuwarden.domain.policy import Policy
 from gpuwarden.kinds.inputs import parse_event
 from gpuwarden.services.dispatch import handle_alerts
 from gpuwarden.sources import AlertBatch
+from tests.alert_policy import ALERTS_POLICY
 from tests.integration.conftest import World, load_event
-from tests.integration.test_gpu_idle import NODE, assert_untouched, idle_cluster
+from tests.integration.gpu_idle_cluster import assert_untouched, idle_cluster
+from tests.integration.inputs import with_message
+from tests.integration.scenarios import NODE
 
-POLICY = Policy(
-    cluster="ml-prod",
-    alerts={
-        "LowGPUUtilization": "gpu-idle",
-        "LowGPUUtilizationByNode": "gpu-idle",
-        "GPUXidError": "gpu-unhealthy",
-    },
-)
 #: The per-GPU captures' nodes (events/README.md): an 8-GPU node with GPUs 0-1 busy, a 2-GPU idle node.
 BUSY = NODE
 IDLE = "ip-10-0-2-40.us-west-2.compute.internal"
@@ -35,19 +29,12 @@ def batch(event: dict[str, Any]) -> AlertBatch:
     return parsed
 
 
-def with_message(sample: str, edit: Any) -> dict[str, Any]:
-    event = load_event(sample)
-    sns = event["Records"][0]["Sns"]
-    sns["Message"] = edit(sns["Message"])
-    return event
-
-
 def test_a_gpu_idle_alert_reclaims_without_asking_cloudwatch(world: World) -> None:
     # Given the idle node with two GPUs, with no utilisation data at all in CloudWatch (moto is empty)
     idle_cluster(world.sim, trainer=False, gpus=2)
 
     # When the captured LowGPUUtilization notification (both GPUs of that node) arrives
-    result = handle_alerts(batch(load_event("alertmanager-sns-json.json")), world.deps(POLICY)).to_json()
+    result = handle_alerts(batch(load_event("alertmanager-sns-json.json")), world.deps(ALERTS_POLICY)).to_json()
 
     # Then the node is reclaimed once: the alert is its own evidence
     assert result["kind"] == "gpu-idle"
@@ -63,7 +50,7 @@ def test_a_notification_that_asks_nothing_is_one_ignored_answer_in_the_ledger(wo
     )
     found = batch(resolved)
 
-    result = handle_alerts(found, world.deps(POLICY)).to_json()
+    result = handle_alerts(found, world.deps(ALERTS_POLICY)).to_json()
 
     assert result["outcome"] == "ignored"
     assert "only a firing alert is acted on" in result["reason"]
@@ -81,7 +68,7 @@ def test_a_truncated_notification_acts_on_what_survived_and_reports_the_rest(wor
     sns["Message"] = message[: message.index('{"status"', message.index('"fingerprint"')) + 20]
     sns["MessageAttributes"] = {"truncated": {"Type": "String", "Value": "true"}}
 
-    result = handle_alerts(batch(event), world.deps(POLICY)).to_json()
+    result = handle_alerts(batch(event), world.deps(ALERTS_POLICY)).to_json()
 
     assert result["outcome"] == "handled", result["reason"]
     assert "1 complete alerts read, the rest lost" in result["reason"]
@@ -91,7 +78,7 @@ def test_an_alert_for_a_node_outside_the_cluster_is_ignored_with_the_reason(worl
     idle_cluster(world.sim, trainer=False)
     elsewhere = with_message("alertmanager-sns-text.json", lambda m: m)  # its node is not in this cluster
 
-    result = handle_alerts(batch(elsewhere), world.deps(POLICY)).to_json()
+    result = handle_alerts(batch(elsewhere), world.deps(ALERTS_POLICY)).to_json()
 
     assert result["kind"] == "gpu-unhealthy"
     assert result["outcome"] == "ignored"
@@ -108,7 +95,9 @@ def test_per_gpu_alerts_for_six_of_eight_gpus_leave_the_busy_node_alone(world: W
     before = len(world.sim.requests)
 
     # When real Alertmanager's notification for its six idle GPUs (the seed's rule, per GPU) arrives
-    result = handle_alerts(batch(load_event("alertmanager-sns-per-gpu-partial.json")), world.deps(POLICY)).to_json()
+    result = handle_alerts(
+        batch(load_event("alertmanager-sns-per-gpu-partial.json")), world.deps(ALERTS_POLICY)
+    ).to_json()
 
     # Then the node is not idle: ignored, naming the count, and the node is not written
     assert result["kind"] == "gpu-idle"
@@ -125,7 +114,7 @@ def test_the_same_two_alerts_cover_a_two_gpu_node_but_not_an_eight_gpu_one(world
     idle_cluster(world.sim, trainer=False, gpus=8)
 
     # When it arrives
-    result = handle_alerts(batch(load_event("alertmanager-sns-json.json")), world.deps(POLICY)).to_json()
+    result = handle_alerts(batch(load_event("alertmanager-sns-json.json")), world.deps(ALERTS_POLICY)).to_json()
 
     # Then two of eight is not idleness
     assert result["outcome"] == "ignored"
@@ -138,7 +127,9 @@ def test_per_gpu_alerts_covering_every_gpu_reclaim_the_node(world: World) -> Non
     idle_cluster(world.sim, trainer=False, node_name=IDLE, gpus=2)
 
     # When real Alertmanager's notification carries both GPUs' alerts (group_by [alertname, Hostname])
-    result = handle_alerts(batch(load_event("alertmanager-sns-per-gpu-whole-node.json")), world.deps(POLICY)).to_json()
+    result = handle_alerts(
+        batch(load_event("alertmanager-sns-per-gpu-whole-node.json")), world.deps(ALERTS_POLICY)
+    ).to_json()
 
     # Then the node is reclaimed, once
     assert result["outcome"] == "handled", result["reason"]
@@ -151,7 +142,7 @@ def test_an_alert_aggregated_by_node_covers_its_node(world: World) -> None:
     idle_cluster(world.sim, trainer=False, node_name=IDLE, gpus=2)
 
     # When the README's rule aggregated by node fires for it (no GPU label)
-    result = handle_alerts(batch(load_event("alertmanager-sns-by-node.json")), world.deps(POLICY)).to_json()
+    result = handle_alerts(batch(load_event("alertmanager-sns-by-node.json")), world.deps(ALERTS_POLICY)).to_json()
 
     # Then the one alert covers the node
     assert result["outcome"] == "handled", result["reason"]

@@ -15,8 +15,9 @@ from sim.builders import auto_mode_gpu_node, auto_mode_nodepool, nodeclaim_for
 from sim.builders.pods import inference_pod
 from sim.training_jobs import indexed_job_pod
 from tests.integration.conftest import World
-from tests.integration.test_gang_replacement import requirement, spot_warning
-from tests.integration.test_gpu_idle import IDLE, contributor_event, put_utilization
+from tests.integration.gpu_idle_cluster import IDLE, contributor_event, put_utilization
+from tests.integration.inputs import spot_warning
+from tests.integration.scenarios import requirement
 
 AUTO_GPU_NAME = "eks.amazonaws.com/instance-gpu-name"
 KARPENTER_GPU_NAME = "karpenter.k8s.aws/instance-gpu-name"

@@ -17,7 +17,6 @@ import boto3
 import pytest
 
 from gpuwarden.adapters.scheduler import EventBridgeScheduler, at_expression
-from gpuwarden.domain.policy import Policy
 from gpuwarden.kinds.inputs import parse_notices, parse_scheduler_tick
 from gpuwarden.services.dispatch import handle_batch, handle_tick
 from gpuwarden.services.engine.context import Deps
@@ -27,14 +26,13 @@ from sim.builders import gpu_node, job, nodepool, training_pod
 from sim.clock import rfc3339
 from sim.wiring import sim_deps
 from tests.integration.conftest import World, load_event
+from tests.integration.scenarios import BLOCK, BLOCKS_POLICY
 
-BLOCK = "cr-0a1b2c3d4e5f67890"
 NODES = ("ip-10-0-3-10.us-west-2.compute.internal", "ip-10-0-3-11.us-west-2.compute.internal")
 INSTANCES = ("i-0aaaaaaaaaaaaaaa1", "i-0aaaaaaaaaaaaaaa2")
 GROUP = "gpuwarden-test"
 WINDOWS_FN = "arn:aws:lambda:us-west-2:123456789012:function:gpuwarden-windows"
 ROLE = "arn:aws:iam::123456789012:role/gpuwarden-scheduler"
-POLICY = Policy.model_validate({"cluster": "ml-prod", "capacity_blocks": {"lead_minutes": 20}})
 
 
 def block_cluster(sim: KubeSim, *, labelled: bool = True) -> list[str]:
@@ -75,7 +73,7 @@ def schedules(world: World) -> Any:
 
 
 def deps_for(world: World, blocks: CapacityReservations) -> Deps:
-    deps = sim_deps(world.sim, caller="test", policy=POLICY, ledger=world.ledger, reservations=blocks)
+    deps = sim_deps(world.sim, caller="test", policy=BLOCKS_POLICY, ledger=world.ledger, reservations=blocks)
     deps.scheduler = EventBridgeScheduler(GROUP, WINDOWS_FN, ROLE, "us-west-2")
     return deps
 

@@ -16,15 +16,15 @@ from sim import KubeSim
 from sim.actors.karpenter import DO_NOT_DISRUPT, Karpenter, MessageKind
 from sim.builders import nodeclaim_for
 from sim.clock import rfc3339
-from tests.integration import test_cli_invoke
+from tests.integration.cli_subprocess import GPUWARDEN, invoke, invoke_env, moto_endpoint, sim
 from tests.integration.conftest import load_event
 from tests.integration.scenarios import INSTANCE, spot_node
-from tests.integration.test_cli_invoke import GPUWARDEN, invoke, invoke_env
 from tests.reliability.karpenter_race import start_when_asked
 
+# the fixtures: a real-time simulator with acking workloads, a moto server
+__all__ = ["moto_endpoint", "sim"]
+
 REQUESTED = "gpuwarden.io/checkpoint-requested"
-sim = test_cli_invoke.sim  # the same fixtures: a real-time simulator with acking workloads, a moto server
-moto_endpoint = test_cli_invoke.moto_endpoint
 
 
 def with_claims(sim: KubeSim) -> list[str]:

@@ -14,11 +14,12 @@ import pytest
 
 from sim import KubeSim
 from sim.builders import gpu_node, nodepool
-from tests.integration import test_cli_invoke
-from tests.integration.test_cli_invoke import GPUWARDEN, invoke_env
+from tests.integration.cli_subprocess import GPUWARDEN, invoke_env, moto_endpoint
+
+# the fixtures: a real-time simulator with acking workloads, a moto server
+__all__ = ["moto_endpoint"]
 
 NODE = "ip-10-0-1-23.us-west-2.compute.internal"
-moto_endpoint = test_cli_invoke.moto_endpoint
 
 
 @pytest.fixture

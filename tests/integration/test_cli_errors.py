@@ -19,7 +19,7 @@ import pexpect
 import pytest
 
 from sim import KubeSim
-from tests.integration.test_cli_invoke import GPUWARDEN, WRITES, cluster, invoke_env, moto_endpoint, sim, spot_now
+from tests.integration.cli_subprocess import GPUWARDEN, WRITES, cluster, invoke_env, moto_endpoint, sim, spot_now
 
 __all__ = ["moto_endpoint", "sim"]
 

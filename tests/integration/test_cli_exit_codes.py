@@ -7,9 +7,8 @@ from __future__ import annotations
 import json
 
 from sim import KubeSim
+from tests.integration.cli_subprocess import WRITES, cluster, invoke, moto_endpoint, run, sim, spot_now
 from tests.integration.scenarios import spot_node
-from tests.integration.test_cli_invoke import WRITES, cluster, invoke, moto_endpoint, sim, spot_now
-from tests.integration.test_cli_settings import run
 
 __all__ = ["moto_endpoint", "sim"]
 

@@ -8,7 +8,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,8 +16,8 @@ from typing import Any
 import pytest
 
 from gpuwarden.domain.notice import Kind
+from tests.integration.cli_subprocess import GPUWARDEN, closed_port, kubeconfig
 
-GPUWARDEN = Path(sys.executable).with_name("gpuwarden")
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 KINDS = {k.value for k in Kind}
 NODE = "ip-10-0-1-23.us-west-2.compute.internal"
@@ -72,24 +71,6 @@ def listener() -> Iterator[Listener]:
         yield running
     finally:
         running.close()
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def kubeconfig(tmp_path: Path, port: int) -> Path:
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        "apiVersion: v1\nkind: Config\n"
-        "clusters:\n- name: ml-prod\n  cluster:\n"
-        f"    server: https://127.0.0.1:{port}\n    insecure-skip-tls-verify: true\n"
-        "contexts:\n- name: c\n  context: {cluster: ml-prod, user: u}\ncurrent-context: c\n"
-        "users:\n- name: u\n  user: {token: t}\n"
-    )
-    return path
 
 
 def invoke(sample: str, tmp_path: Path, **env: str) -> tuple[int, dict[str, Any], str]:

@@ -18,13 +18,14 @@ import pytest
 from sim import KubeSim
 from sim.builders import gpu_node, inference_pod, job, nodepool, pdb, training_pod
 from sim.clock import rfc3339
-from tests.integration import test_cli_invoke
+from tests.integration.cli_subprocess import GPUWARDEN, invoke_env, moto_endpoint
 from tests.integration.conftest import load_event
-from tests.integration.test_cli_invoke import GPUWARDEN, invoke_env
+
+# the fixtures: a real-time simulator with acking workloads, a moto server
+__all__ = ["moto_endpoint"]
 
 NODE = "ip-10-0-1-23.us-west-2.compute.internal"
 INSTANCE = "i-0abc1234def567890"  # the Spot samples' instance
-moto_endpoint = test_cli_invoke.moto_endpoint
 
 
 @pytest.fixture

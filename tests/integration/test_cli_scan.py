@@ -12,12 +12,12 @@ import yaml
 
 from sim import KubeSim
 from sim.builders import gpu_node, nodepool
-from tests.integration import test_cli_invoke
-from tests.integration.test_cli_invoke import GPUWARDEN, WRITES, invoke_env
-from tests.integration.test_gpu_health import condition, failing, report
+from tests.integration.cli_subprocess import GPUWARDEN, WRITES, invoke_env, moto_endpoint, sim
+from tests.integration.gpu_health_reports import condition, failing, report
 
-sim = test_cli_invoke.sim  # the same fixtures: a real-time simulator with acking workloads, a moto server
-moto_endpoint = test_cli_invoke.moto_endpoint
+# the fixtures: a real-time simulator with acking workloads, a moto server
+__all__ = ["moto_endpoint", "sim"]
+
 NODES = [f"ip-10-0-5-{i}.us-west-2.compute.internal" for i in range(5)]
 
 
@@ -145,7 +145,7 @@ def test_racing_invocations_for_one_pool_never_hold_more_than_it_allows(
 
 
 def test_a_scan_that_cannot_reach_the_cluster_is_a_failed_json_answer(tmp_path: Path) -> None:
-    from tests.integration.test_cli_failures import closed_port, kubeconfig
+    from tests.integration.cli_subprocess import closed_port, kubeconfig
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GPUWARDEN_", "KUBECONFIG", "DRY_RUN"))}
     env |= {"KUBECONFIG": str(kubeconfig(tmp_path, closed_port())), "GPUWARDEN_CLUSTER": "ml-prod"}

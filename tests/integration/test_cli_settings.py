@@ -5,13 +5,12 @@ the failed JSON on stdout, never a traceback) and write nothing to the cluster."
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from sim import KubeSim
-from tests.integration.test_cli_invoke import GPUWARDEN, WRITES, cluster, invoke_env, moto_endpoint, sim, spot_now
+from tests.integration.cli_subprocess import WRITES, cluster, moto_endpoint, run, sim, spot_now
 
 __all__ = ["moto_endpoint", "sim"]
 
@@ -22,20 +21,6 @@ BAD_SETTINGS = [
     ({"GPUWARDEN_KUBE_QPS": "fast"}, "GPUWARDEN_KUBE_QPS"),
     ({"GPUWARDEN_POLICY_FILE": "/nonexistent/policy.yaml"}, "/nonexistent/policy.yaml"),
 ]
-
-
-def run(
-    sim: KubeSim, endpoint: str, args: list[str], extra: dict[str, str], stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(GPUWARDEN), *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=invoke_env(sim, endpoint) | extra,
-        timeout=60,
-        check=False,
-    )
 
 
 @pytest.mark.parametrize(("extra", "named"), BAD_SETTINGS)

@@ -8,7 +8,7 @@ from typing import Any
 
 from sim import KubeSim
 from sim import builders as b
-from tests.integration.test_doctor import by_check, doctor, healthy_cluster, put_gpu_metric
+from tests.integration.doctor_cli import by_check, doctor, healthy_cluster, put_gpu_metric
 
 ALERTS_POLICY = """
 cluster: ml-prod

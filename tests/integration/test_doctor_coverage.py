@@ -10,7 +10,7 @@ from sim import KubeSim
 from sim import builders as b
 from sim.seeds import TRAINING_JOB, seed_cluster
 from sim.training_jobs import pytorchjob_pod
-from tests.integration.test_doctor import by_check, doctor
+from tests.integration.doctor_cli import by_check, doctor
 
 
 def test_the_seeds_indexed_job_is_named_with_the_annotation_to_add_and_its_grace(

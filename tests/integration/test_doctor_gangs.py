@@ -9,7 +9,7 @@ from gpuwarden.services.doctor.gangs import runs_torchrun
 from sim import KubeSim
 from sim import builders as b
 from sim.training_jobs import indexed_job_pod, pytorchjob_pod
-from tests.integration.test_doctor import by_check, doctor, healthy_cluster
+from tests.integration.doctor_cli import by_check, doctor, healthy_cluster
 
 
 def nodes(sim: KubeSim, zones: tuple[str, ...]) -> list[dict]:  # type: ignore[type-arg]

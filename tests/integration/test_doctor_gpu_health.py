@@ -7,7 +7,7 @@ from pathlib import Path
 from sim import KubeSim
 from sim import builders as b
 from sim.actors.karpenter import karpenter_deployment
-from tests.integration.test_doctor import POLICY, by_check, doctor, healthy_cluster, put_gpu_metric
+from tests.integration.doctor_cli import POLICY, by_check, doctor, healthy_cluster, put_gpu_metric
 
 #: Karpenter's chart renders its feature gates into this env var (settings.featureGates)
 GATES = "ReservedCapacity=true,SpotToSpotConsolidation=false,NodeRepair={},NodeOverlay=false"

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from datetime import timedelta
 from typing import Any
 
 from gpuwarden.domain.ports import EvictionOutcome, KubePort
@@ -16,18 +15,12 @@ from gpuwarden.services.dispatch import handle_batch
 from sim import KubeSim
 from sim.apiserver.http_state import RequestRecord
 from sim.builders import inference_pod, training_pod
-from sim.clock import rfc3339
-from tests.integration.conftest import World, load_event
+from tests.integration.conftest import World
+from tests.integration.inputs import spot_warning
 from tests.integration.scenarios import spot_node
 
 _POD_PATH = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)(?P<sub>/eviction)?$")
 OTHER_NODE = "ip-10-0-2-40.us-west-2.compute.internal"
-
-
-def spot_event(world: World, seconds_left: float) -> dict[str, Any]:
-    """The sample Spot warning, sent so that `seconds_left` of its 120 s remain."""
-    sent = world.sim.clock.now() - timedelta(seconds=120 - seconds_left)
-    return load_event("spot-interruption.json", time=rfc3339(sent))
 
 
 def pod_writes(sim: KubeSim) -> tuple[list[RequestRecord], list[RequestRecord]]:
@@ -66,7 +59,7 @@ def test_every_eviction_and_delete_names_the_pods_uid_and_a_delete_keeps_one_sec
     scenario = spot_node(world.sim, pdb_min_available=4)
     before = uids(world.sim)
     # When the warning is handled to the end
-    result = handle_batch(parse_notices(spot_event(world, seconds_left=20)), world.deps()).to_json()
+    result = handle_batch(parse_notices(spot_warning(world, seconds_left=20)), world.deps()).to_json()
     assert result["outcome"] == "handled", result["reason"]
     # Then every eviction body carries deleteOptions.preconditions.uid: the UID of the pod listed
     evictions, deletes = pod_writes(world.sim)
@@ -129,7 +122,9 @@ def test_a_pod_recreated_under_the_same_name_is_never_evicted_by_the_drain(world
     deps = world.deps()
     racer = SwapBeforeEvicting(deps.kube, world.sim, target)
     # When the warning is handled to the end
-    result = handle_batch(parse_notices(spot_event(world, 60)), dataclasses.replace(deps, kube=racer)).to_json()
+    result = handle_batch(
+        parse_notices(spot_warning(world, seconds_left=60)), dataclasses.replace(deps, kube=racer)
+    ).to_json()
     # Then the eviction named the old UID and the API refused it (409); the new pod runs on
     assert result["outcome"] == "handled", result["reason"]
     assert racer.new_uid
@@ -151,7 +146,9 @@ def test_a_pod_recreated_under_the_same_name_is_never_deleted_at_the_deadline(wo
     deps = world.deps()
     racer = SwapAfterRefusal(deps.kube, world.sim, target)
     # When the warning is handled to the end
-    result = handle_batch(parse_notices(spot_event(world, 20)), dataclasses.replace(deps, kube=racer)).to_json()
+    result = handle_batch(
+        parse_notices(spot_warning(world, seconds_left=20)), dataclasses.replace(deps, kube=racer)
+    ).to_json()
     # Then the DELETE named the old UID and was refused (409); the new pod is untouched
     assert result["outcome"] == "handled", result["reason"]
     assert racer.new_uid
@@ -191,7 +188,7 @@ def test_lower_priority_pods_are_asked_to_leave_first(world: World) -> None:
     assert priorities["ml/low-0"] == -100
     assert priorities["serving/high-0"] == 100000
     # When the warning is handled to the end
-    result = handle_batch(parse_notices(spot_event(world, 120)), world.deps()).to_json()
+    result = handle_batch(parse_notices(spot_warning(world, seconds_left=120)), world.deps()).to_json()
     assert result["outcome"] == "handled", result["reason"]
     # Then each pod's first eviction is no earlier than that of any lower-priority pod
     first: dict[str, RequestRecord] = {}

@@ -18,7 +18,7 @@ from gpuwarden.services.engine.node_ops import find_node
 from sim import KubeSim
 from sim.builders import gpu_node
 from tests.integration.conftest import World
-from tests.integration.test_spot_interruption import spot_event
+from tests.integration.inputs import spot_warning
 
 
 #: The tags Karpenter puts on every instance it launches (karpenter-provider-aws,
@@ -66,7 +66,7 @@ def test_a_warning_for_another_clusters_instance_touches_no_kubernetes_api(world
     instance, _ = launch(karpenter_tags("ml-staging"))
     before = len(world.sim.requests)
     # When its Spot warning reaches the ml-prod stack
-    event = spot_event(world, detail={"instance-id": instance, "instance-action": "terminate"})
+    event = spot_warning(world, detail={"instance-id": instance, "instance-action": "terminate"})
     result = handle_batch(parse_notices(event), world.deps()).to_json()
     # Then it is ignored as not ml-prod's, and the API server was not asked anything
     assert result["outcome"] == "ignored", result

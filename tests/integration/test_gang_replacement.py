@@ -3,15 +3,14 @@ constraints, validated by Karpenter's NodeClaim CRD admission and launched by it
 
 from __future__ import annotations
 
-from typing import Any
-
 from gpuwarden.kinds.inputs import parse_notices
 from gpuwarden.services.dispatch import handle_batch
 from sim.actors.karpenter import Karpenter
 from sim.builders import gpu_node, nodepool
-from sim.clock import rfc3339
 from sim.training_jobs import indexed_job_pod
-from tests.integration.conftest import World, load_event
+from tests.integration.conftest import World
+from tests.integration.inputs import spot_warning
+from tests.integration.scenarios import requirement
 
 ZONE, CAPACITY = "topology.kubernetes.io/zone", "karpenter.sh/capacity-type"
 
@@ -30,19 +29,6 @@ def seed_job(world: World, zones: tuple[str, ...], node_selector: dict[str, str]
         world.sim.create(pod)
         nodes.append(name)
     return nodes
-
-
-def spot_warning(world: World, instance_id: str) -> dict[str, Any]:
-    return load_event(
-        "spot-interruption.json",
-        time=rfc3339(world.sim.clock.now()),
-        resources=[f"arn:aws:ec2:us-west-2:123456789012:instance/{instance_id}"],
-        detail={"instance-id": instance_id, "instance-action": "terminate"},
-    )
-
-
-def requirement(claim: dict[str, Any], key: str) -> list[dict[str, Any]]:
-    return [r for r in claim["spec"]["requirements"] if r["key"] == key]
 
 
 def test_a_ranks_replacement_lands_in_the_gangs_zone_on_the_same_instance_type(world: World) -> None:

@@ -17,56 +17,21 @@ from gpuwarden.kinds.inputs import parse_notices
 from gpuwarden.services.dispatch import handle_batch, handle_runbook
 from gpuwarden.sources import parse_runbook
 from gpuwarden.wiring import runbook_deps
-from sim import KubeSim
-from sim.builders import gpu_node, inference_pod, nodepool
-from sim.clock import rfc3339
+from sim.builders import inference_pod
 from sim.training_jobs import indexed_job_pod, jobset_pod
-from tests.integration.conftest import World, load_event
-
-
-def node_name(i: int) -> str:
-    return f"ip-10-0-5-{10 + i}.us-west-2.compute.internal"
-
-
-def instance(i: int) -> str:
-    return f"i-0{i:016x}"
-
-
-def gpu_nodes(sim: KubeSim, count: int) -> list[dict[str, Any]]:
-    sim.create(nodepool("gpu-training"))
-    return [sim.create(gpu_node(node_name(i), instance(i), ip=f"10.0.5.{10 + i}")) for i in range(count)]
-
-
-def four_rank_job(world: World, mode: str = "signal:SIGUSR1", annotations: dict[str, str] | None = None) -> list[str]:
-    """The seed's Indexed Job: `torchrun --nnodes=4`, one rank per GPU node."""
-    nodes = gpu_nodes(world.sim, 4)
-    keys = []
-    for rank, node in enumerate(nodes):
-        pod = world.sim.create(indexed_job_pod("llama-ft", rank, node, checkpoint=mode, annotations=annotations))
-        keys.append(f"ml/{pod['metadata']['name']}")
-    return keys
-
-
-def spot_warning(world: World, i: int) -> dict[str, Any]:
-    event = load_event("spot-interruption.json", time=rfc3339(world.sim.clock.now()), id=f"spot-{i}")
-    event["detail"]["instance-id"] = instance(i)
-    event["resources"] = [f"arn:aws:ec2:us-west-2a:instance/{instance(i)}"]
-    return event
+from tests.integration.conftest import World
+from tests.integration.gang_cluster import four_rank_job, gpu_nodes, node_name, rank_warning, signalled
 
 
 def asked_pods(results: list[dict[str, Any]]) -> Counter[str]:
     return Counter(a["pod"] for r in results for a in r["actions"] if a["type"] == "checkpoint-requested")
 
 
-def signalled(world: World) -> Counter[str]:
-    return Counter(f"{r.namespace}/{r.pod}" for r in world.sim.exec_log if r.command[:2] == ["kill", "-s"])
-
-
 def test_spot_warning_for_one_rank_asks_every_rank_and_evicts_only_that_rank(world: World) -> None:
     # Given the seed's four-rank Indexed Job, one rank per node, each rank opted into SIGUSR1
     ranks = four_rank_job(world)
     # When a Spot warning arrives for rank 1's node
-    result = handle_batch(parse_notices(spot_warning(world, 1)), world.deps()).to_json()
+    result = handle_batch(parse_notices(rank_warning(world, 1)), world.deps()).to_json()
     # Then every rank was signalled once, and only rank 1 left, after acknowledging
     assert result["outcome"] == "handled", result["reason"]
     assert signalled(world) == Counter(ranks)
@@ -81,7 +46,7 @@ def test_spot_warning_for_one_rank_asks_every_rank_and_evicts_only_that_rank(wor
 
 def test_ranks_on_healthy_nodes_are_asked_and_otherwise_left_alone(world: World) -> None:
     ranks = four_rank_job(world)
-    handle_batch(parse_notices(spot_warning(world, 1)), world.deps())
+    handle_batch(parse_notices(rank_warning(world, 1)), world.deps())
     # Then the other ranks' nodes are not cordoned, and the ranks carry no do-not-disrupt mark
     for i in (0, 2, 3):
         assert not world.node(node_name(i))["spec"].get("unschedulable")
@@ -97,7 +62,7 @@ def test_doomed_rank_leaves_only_after_the_slowest_rank_has_checkpointed(world: 
     ranks = four_rank_job(world)
     world.workloads.delays[ranks[3]] = 6.0
     # When rank 1's node gets a Spot warning
-    result = handle_batch(parse_notices(spot_warning(world, 1)), world.deps()).to_json()
+    result = handle_batch(parse_notices(rank_warning(world, 1)), world.deps()).to_json()
     # Then rank 1 was evicted after rank 3 acknowledged, not after its own acknowledgement
     evict = next(a for a in result["actions"] if a["type"] == "evict" and a["pod"] == ranks[1])
     slow_ack = isoparse(world.pod(ranks[3])["metadata"]["annotations"]["gpuwarden.io/checkpoint-done"])  # type: ignore[index]
@@ -113,7 +78,7 @@ def test_two_notices_for_two_nodes_of_one_job_at_the_same_moment_ask_each_rank_o
 
     def deliver(i: int) -> None:
         start.wait()
-        results.append(handle_batch(parse_notices(spot_warning(world, i)), world.deps()).to_json())
+        results.append(handle_batch(parse_notices(rank_warning(world, i)), world.deps()).to_json())
 
     threads = [threading.Thread(target=deliver, args=(i,)) for i in (1, 2)]
     for t in threads:
@@ -134,10 +99,10 @@ def test_two_notices_for_two_nodes_of_one_job_at_the_same_moment_ask_each_rank_o
 def test_a_warning_after_the_gang_acknowledged_asks_it_again(world: World) -> None:
     # Given rank 1's node was handled: every rank was asked and acknowledged
     ranks = four_rank_job(world)
-    first = handle_batch(parse_notices(spot_warning(world, 1)), world.deps()).to_json()
+    first = handle_batch(parse_notices(rank_warning(world, 1)), world.deps()).to_json()
     world.sim.clock.advance(30)
     # When a warning for rank 2's node arrives afterwards (its time after those acknowledgements)
-    second = handle_batch(parse_notices(spot_warning(world, 2)), world.deps()).to_json()
+    second = handle_batch(parse_notices(rank_warning(world, 2)), world.deps()).to_json()
     # Then the ranks still running are asked again, once, for the second warning: the checkpoint they
     # wrote before it does not hold what they trained since (docs/training-jobs.md)
     still_running = [ranks[0], ranks[2], ranks[3]]
@@ -161,7 +126,7 @@ def test_leader_mode_asks_only_the_jobset_leader_and_the_doomed_worker_waits_for
         world.sim.create(pod)
     world.workloads.delays[keys[0]] = 4.0
     # When the node of completion index 2 gets a Spot warning
-    result = handle_batch(parse_notices(spot_warning(world, 2)), world.deps()).to_json()
+    result = handle_batch(parse_notices(rank_warning(world, 2)), world.deps()).to_json()
     # Then only the leader (job-index 0, completion index 0) was signalled
     assert signalled(world) == Counter([keys[0]])
     (gang,) = result["checkpoints"]
@@ -183,7 +148,7 @@ def test_explicit_group_across_deployment_free_pods_is_one_gang(world: World) ->
     for i, node in enumerate(nodes):
         world.sim.create(inference_pod(f"serve-{i}", node, labels=serving))
     # When node 0 gets a Spot warning
-    result = handle_batch(parse_notices(spot_warning(world, 0)), world.deps()).to_json()
+    result = handle_batch(parse_notices(rank_warning(world, 0)), world.deps()).to_json()
     # Then both trainers of the group were asked; the Deployment's replicas are no gang
     (gang,) = result["checkpoints"]
     assert (gang["gang"], gang["by"]) == ("ml/rl-loop", "group")
@@ -199,7 +164,7 @@ def test_bad_gang_input_is_reported_on_the_pod_and_the_pod_is_a_gang_of_one(worl
         pod = world.sim.create(indexed_job_pod("bad-ft", rank, node, annotations=extra.get(rank)))
         keys.append(f"ml/{pod['metadata']['name']}")
     # When rank 1's node gets a Spot warning
-    result = handle_batch(parse_notices(spot_warning(world, 1)), world.deps()).to_json()
+    result = handle_batch(parse_notices(rank_warning(world, 1)), world.deps()).to_json()
     # Then rank 1 is asked alone (a gang of one), and the bad input is in the result and an Event
     assert result["outcome"] == "handled", result["reason"]
     assert signalled(world) == Counter([keys[1]])
@@ -217,7 +182,7 @@ def test_two_leaders_in_one_gang_are_each_a_gang_of_one(world: World) -> None:
         notes = {LEADER: "true"} if rank < 2 else {}
         pod = world.sim.create(indexed_job_pod("two-heads", rank, node, annotations=notes))
         keys.append(f"ml/{pod['metadata']['name']}")
-    result = handle_batch(parse_notices(spot_warning(world, 2)), world.deps()).to_json()
+    result = handle_batch(parse_notices(rank_warning(world, 2)), world.deps()).to_json()
     invalid = sorted(a["pod"] for a in result["actions"] if a["type"] == "checkpoint-gang-invalid")
     assert invalid == sorted(keys[:2])
     assert signalled(world) == Counter([keys[2]])
@@ -258,7 +223,7 @@ def test_a_gang_that_cannot_be_listed_still_has_its_doomed_rank_asked(world: Wor
     ranks = four_rank_job(world)
     world.sim.faults.inject(status=403, method="GET", path="/api/v1/namespaces/ml/pods", message="forbidden")
     # When rank 1's node gets a Spot warning
-    result = handle_batch(parse_notices(spot_warning(world, 1)), world.deps()).to_json()
+    result = handle_batch(parse_notices(rank_warning(world, 1)), world.deps()).to_json()
     # Then rank 1 was still asked and checkpointed (as a gang of one), and the result says why
     assert result["outcome"] == "handled", result["reason"]
     assert signalled(world) == Counter([ranks[1]])
@@ -279,7 +244,7 @@ def test_a_later_notice_with_an_earlier_deadline_moves_the_gangs_request_up_with
     request = parse_runbook({"action": "checkpoint", "node": node_name(0)})
     handle_runbook(request, runbook_deps(world.deps(), request))
     # When a Spot warning (2 minutes) arrives for rank 1's node
-    event = spot_warning(world, 1)
+    event = rank_warning(world, 1)
     result = handle_batch(parse_notices(event), world.deps()).to_json()
     # Then nobody was signalled again, and every rank's request now asks for the Spot deadline
     assert signalled(world) == Counter(ranks)

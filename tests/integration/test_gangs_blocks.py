@@ -14,8 +14,8 @@ from sim.clock import rfc3339
 from sim.training_jobs import jobset_pod
 from sim.wiring import sim_deps
 from tests.integration.conftest import World, load_event
-from tests.integration.test_capacity_blocks import BLOCK, POLICY
-from tests.integration.test_gangs import four_rank_job, signalled, spot_warning
+from tests.integration.gang_cluster import four_rank_job, rank_warning, signalled
+from tests.integration.scenarios import BLOCK, BLOCKS_POLICY
 
 BEFORE_DRAIN = ("GET /api/v1/nodes", "PATCH /api/v1/nodes", "GET /api/v1/pods", "PATCH /api/v1/namespaces")
 
@@ -45,7 +45,9 @@ def block_gang(world: World, nodes: int = 4, per_node: int = 2) -> list[str]:
 def test_a_capacity_block_expiry_over_one_gang_asks_each_of_its_pods_once(world: World) -> None:
     # Given a JobSet of 8 ranks on the block's 4 nodes
     ranks = block_gang(world)
-    deps = sim_deps(world.sim, caller="test", policy=POLICY, ledger=world.ledger, reservations=CapacityReservations())
+    deps = sim_deps(
+        world.sim, caller="test", policy=BLOCKS_POLICY, ledger=world.ledger, reservations=CapacityReservations()
+    )
     now = world.sim.clock.now()
     event = load_event("capacity-block-expiration-warning.json")
     event["time"], event["detail"]["end-date"] = rfc3339(now), rfc3339(now + timedelta(minutes=40))
@@ -68,7 +70,7 @@ def test_a_gang_costs_one_list_more_than_the_node_alone(world: World) -> None:
     # Given the four-rank job; When a Spot warning arrives for rank 1's node
     four_rank_job(world)
     world.sim.clear_requests()
-    result = handle_batch(parse_notices(spot_warning(world, 1)), world.deps()).to_json()
+    result = handle_batch(parse_notices(rank_warning(world, 1)), world.deps()).to_json()
     assert result["outcome"] == "handled", result["reason"]
     requests = world.sim.requests
     # Then the gang was listed with one label-selector LIST in its namespace, never a cluster-wide LIST
@@ -89,7 +91,9 @@ def test_a_gang_costs_one_list_more_than_the_node_alone(world: World) -> None:
 def test_a_capacity_blocks_nodes_do_not_race_for_their_gangs_pods(world: World) -> None:
     # Given a JobSet of 12 ranks on the block's 4 nodes, the drains handed to the workflow (as deployed)
     ranks = block_gang(world, per_node=3)
-    deps = sim_deps(world.sim, caller="test", policy=POLICY, ledger=world.ledger, reservations=CapacityReservations())
+    deps = sim_deps(
+        world.sim, caller="test", policy=BLOCKS_POLICY, ledger=world.ledger, reservations=CapacityReservations()
+    )
     deps.start_drain = lambda _state: None
     now = world.sim.clock.now()
     event = load_event("capacity-block-expiration-warning.json")

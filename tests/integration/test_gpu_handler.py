@@ -5,7 +5,6 @@ handled and handed to the drain workflow (a moto Step Functions state machine)."
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,23 +15,15 @@ import yaml
 from gpuwarden.domain.errors import InvalidEvent
 from gpuwarden.handlers import _runtime
 from gpuwarden.handlers import gpu_signals as gpu_handler
-from sim import KubeSim
 from sim.builders import gpu_node, nodepool
-from tests.integration import test_handlers
 from tests.integration.conftest import LambdaContext, World, load_event
-from tests.integration.test_doctor import by_check, doctor
-from tests.integration.test_gpu_health import failing
-from tests.integration.test_handlers import executions
+from tests.integration.doctor_cli import by_check, doctor
+from tests.integration.gpu_health_reports import failing
+from tests.integration.lambda_env import executions, sim, state_machine
 
-state_machine = test_handlers.state_machine  # the drain workflow in moto, the handlers' environment
+__all__ = ["sim", "state_machine"]
 TEXT_NODE = "ip-10-0-2-40.us-west-2.compute.internal"
 SCAN_TICK = {"gpuwarden": "gpu-health-scan", "scheduled_time": "2026-11-24T11:41:00Z", "execution_id": "e-1"}
-
-
-@pytest.fixture
-def sim() -> Iterator[KubeSim]:
-    with KubeSim(clock_speed=1.0) as running:
-        yield running
 
 
 @pytest.fixture

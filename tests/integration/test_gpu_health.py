@@ -4,13 +4,10 @@ NVSentinel write them (samples: events/node-conditions-*.json), and the breaker.
 
 from __future__ import annotations
 
-import json
 import threading
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
-import kubernetes
 import pytest
 
 from gpuwarden.domain import annotations as ann
@@ -23,20 +20,9 @@ from sim import KubeSim
 from sim.builders import gpu_node, job, nodepool, training_pod, trainium_node
 from sim.clock import parse_rfc3339, rfc3339
 from tests.integration.conftest import World
+from tests.integration.gpu_health_reports import condition, failing, report
 
-EVENTS = Path(__file__).resolve().parents[2] / "events"
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-
-
-def condition(sample: str, **changes: Any) -> dict[str, Any]:
-    found: dict[str, Any] = json.loads((EVENTS / sample).read_text())
-    return found | changes
-
-
-def report(sim: KubeSim, node: str, cond: dict[str, Any]) -> None:
-    """The agent's write: a strategic-merge PATCH of nodes/<name>/status (conditions merge by type)."""
-    api = kubernetes.client.CoreV1Api(sim.api_client())
-    api.patch_node_status(node, {"status": {"conditions": [cond]}})
 
 
 def pool(sim: KubeSim, size: int, name: str = "gpu-training") -> list[str]:
@@ -47,12 +33,6 @@ def pool(sim: KubeSim, size: int, name: str = "gpu-training") -> list[str]:
         sim.create(gpu_node(node, f"i-0{i:016x}", nodepool=name))
         nodes.append(node)
     return nodes
-
-
-def failing(sim: KubeSim, node: str, sample: str = "nodes/eks-accelerated-hardware-xid79.json") -> str:
-    since = rfc3339(sim.clock.now() - timedelta(seconds=30))
-    report(sim, node, condition(sample, lastTransitionTime=since, lastHeartbeatTime=since))
-    return since
 
 
 def policy(**gpu: Any) -> Policy:

@@ -9,7 +9,7 @@ from gpuwarden.kinds.inputs import parse_notices
 from gpuwarden.services.dispatch import handle_batch
 from sim import builders as b
 from tests.integration.conftest import World
-from tests.integration.test_gpu_idle import IDLE, contributor_event, node_events, put_utilization
+from tests.integration.gpu_idle_cluster import IDLE, contributor_event, node_events, put_utilization
 
 IDLE_NODE, IDLE_INSTANCE = "ip-10-0-1-23.us-west-2.compute.internal", "i-0abc1234def567890"
 OTHER, OTHER_INSTANCE = "ip-10-0-7-1.us-west-2.compute.internal", "i-0aaaabbbbcccc1111"
@@ -78,7 +78,7 @@ def test_a_bare_notebook_pod_does_not_block_the_reclaim(world: World) -> None:
 def test_a_notebook_held_to_its_zone_by_its_ebs_volume_does_not_move_to_a_free_gpu_elsewhere(world: World) -> None:
     # Given the idle notebook node in us-west-2a whose notebook's home PVC is an EBS volume there,
     # and the pool's only free GPU in us-west-2c
-    from tests.integration.test_zonal_volumes import claim, ebs_volume
+    from tests.integration.scenarios import claim, ebs_volume
 
     world.sim.create(b.nodepool(POOL))
     for name, instance, zone in ((IDLE_NODE, IDLE_INSTANCE, "us-west-2a"), (OTHER, OTHER_INSTANCE, "us-west-2c")):

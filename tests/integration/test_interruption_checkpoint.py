@@ -10,15 +10,11 @@ from dateutil.parser import isoparse
 from gpuwarden.kinds.inputs import parse_notices
 from gpuwarden.services.dispatch import handle_batch
 from sim.builders import gpu_node, job, training_pod
-from sim.clock import rfc3339
-from tests.integration.conftest import World, load_event
+from tests.integration.conftest import World
+from tests.integration.inputs import spot_warning
 from tests.integration.scenarios import INSTANCE, NODE, spot_node
 
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-
-
-def spot_event(world: World) -> dict[str, Any]:
-    return load_event("spot-interruption.json", time=rfc3339(world.sim.clock.now()))
 
 
 def one_trainer(world: World, checkpoint: str, timeout: int | None = None) -> str:
@@ -47,7 +43,7 @@ def test_signal_pod_that_never_acknowledges_is_evicted_at_its_timeout(world: Wor
     trainer = one_trainer(world, "signal:SIGUSR1", timeout=5)
     world.workloads.silent.add(trainer)
     # When the Spot warning arrives
-    result = handle_batch(parse_notices(spot_event(world)), world.deps()).to_json()
+    result = handle_batch(parse_notices(spot_warning(world)), world.deps()).to_json()
     # Then the signal was sent to PID 1, and the pod evicted once its 5 s had passed, not before
     assert result["outcome"] == "handled", result["reason"]
     assert [r.command for r in world.sim.exec_log] == [["kill", "-s", "USR1", "1"]]
@@ -66,7 +62,7 @@ def test_exec_checkpoint_that_exits_1_fails_and_is_evicted_at_once(world: World)
     trainer = one_trainer(world, "exec:/bin/checkpoint --now")
     world.workloads.exit_codes[trainer] = 1
     # When the Spot warning arrives
-    result = handle_batch(parse_notices(spot_event(world)), world.deps()).to_json()
+    result = handle_batch(parse_notices(spot_warning(world)), world.deps()).to_json()
     # Then the failure is recorded (action, pod annotation, Warning Event) and the pod evicted right away
     assert result["outcome"] == "handled", result["reason"]
     assert [r.command for r in world.sim.exec_log] == [["/bin/checkpoint", "--now"]]
@@ -84,7 +80,7 @@ def test_every_step_leaves_a_kubernetes_event_on_the_node(world: World) -> None:
     # Given a Spot node with opted-in trainers and inference pods
     spot_node(world.sim, modes=("annotate", "exec:/bin/checkpoint"), inference=1, pdb_min_available=None, grace=2)
     # When the Spot warning is handled to the end
-    result = handle_batch(parse_notices(spot_event(world)), world.deps()).to_json()
+    result = handle_batch(parse_notices(spot_warning(world)), world.deps()).to_json()
     assert result["outcome"] == "handled", result["reason"]
     # Then the node carries an Event for the cordon, the checkpoints, the evictions, the replacement, the drain
     on_node = [e for e in world.sim.list("Event") if e["involvedObject"]["name"] == NODE]
@@ -100,7 +96,7 @@ def test_dry_run_plans_every_pod_and_writes_nothing(world: World) -> None:
     scenario = spot_node(world.sim)
     world.sim.clear_requests()
     # When the Spot warning arrives with DRY_RUN
-    result = handle_batch(parse_notices(spot_event(world)), world.deps(dry_run=True)).to_json()
+    result = handle_batch(parse_notices(spot_warning(world)), world.deps(dry_run=True)).to_json()
     # Then the outcome is dry-run, the plan names every pod with its step and reason
     assert result["outcome"] == "dry-run", result["reason"]
     plan = {step["pod"]: step for step in result["plan"]}

@@ -9,17 +9,13 @@ from typing import Any
 from gpuwarden.kinds.inputs import parse_notices
 from gpuwarden.services.dispatch import handle_batch
 from sim.apiserver.faults import RequestInfo
-from sim.clock import rfc3339
-from tests.integration.conftest import World, load_event
+from tests.integration.conftest import World
+from tests.integration.inputs import spot_warning
 from tests.integration.scenarios import spot_node
 
 NODES_PATH = r"/api/v1/nodes/.*"
 TAINT_KEY = "gpuwarden.io/disruption"
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-
-
-def spot_event(world: World) -> dict[str, Any]:
-    return load_event("spot-interruption.json", time=rfc3339(world.sim.clock.now()))
 
 
 def spy_taint_writes(world: World) -> list[dict[str, Any]]:
@@ -45,7 +41,7 @@ def test_second_delivery_of_a_spot_warning_is_a_duplicate_that_writes_no_taint(w
     # Given a Spot node that was handled once for this event
     scenario = spot_node(world.sim, modes=("annotate",), inference=1, pdb_min_available=None, grace=2)
     taint_writes = spy_taint_writes(world)
-    event = spot_event(world)
+    event = spot_warning(world)
     first = handle_batch(parse_notices(event), world.deps()).to_json()
     assert first["outcome"] == "handled", first["reason"]
     world.sim.clear_requests()
@@ -64,7 +60,7 @@ def test_second_delivery_of_a_spot_warning_is_a_duplicate_that_writes_no_taint(w
 def test_two_concurrent_deliveries_handle_once_and_launch_one_nodeclaim(world: World) -> None:
     # Given a Spot node and the same warning delivered twice at the same moment
     spot_node(world.sim, modes=("annotate",), inference=1, pdb_min_available=None, grace=2)
-    event = spot_event(world)
+    event = spot_warning(world)
     results: list[dict[str, Any]] = []
     errors: list[BaseException] = []
     start = threading.Barrier(2)
@@ -97,7 +93,7 @@ def test_node_patch_that_fails_twice_with_503_still_cordons_once(world: World) -
     taint_writes = spy_taint_writes(world)
     unavailable = world.sim.faults.inject(status=503, method="PATCH", path=NODES_PATH, count=2)
     # When the Spot warning arrives
-    result = handle_batch(parse_notices(spot_event(world)), world.deps()).to_json()
+    result = handle_batch(parse_notices(spot_warning(world)), world.deps()).to_json()
     # Then the patch was retried: handled, one cordon action, the node tainted once
     assert result["outcome"] == "handled", result["reason"]
     assert unavailable.hits == 2
@@ -120,7 +116,7 @@ def test_node_changed_between_read_and_write_is_reread_and_cordoned_once(world: 
 
     world.sim.faults.inject(status=500, method="PATCH", path=NODES_PATH, predicate=change_node_first)
     # When the Spot warning arrives
-    result = handle_batch(parse_notices(spot_event(world)), world.deps()).to_json()
+    result = handle_batch(parse_notices(spot_warning(world)), world.deps()).to_json()
     # Then the first write lost with 409, the node was re-read and cordoned once, keeping the label
     assert result["outcome"] == "handled", result["reason"]
     assert next(r.status for r in node_patches(world)) == 409
@@ -135,7 +131,7 @@ def test_injected_409_on_the_first_node_patch_is_retried_as_a_conflict(world: Wo
     scenario = spot_node(world.sim, modes=(), inference=1, pdb_min_available=None, grace=2)
     conflict = world.sim.faults.inject(status=409, method="PATCH", path=NODES_PATH, count=1)
     # When the Spot warning arrives
-    result = handle_batch(parse_notices(spot_event(world)), world.deps()).to_json()
+    result = handle_batch(parse_notices(spot_warning(world)), world.deps()).to_json()
     # Then it is handled with exactly one cordon
     assert conflict.hits == 1
     assert result["outcome"] == "handled", result["reason"]

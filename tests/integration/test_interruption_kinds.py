@@ -11,7 +11,7 @@ from gpuwarden.domain.policy import Policy, RebalancePolicy
 from gpuwarden.kinds.inputs import parse_notices
 from gpuwarden.services.dispatch import handle_batch
 from sim.clock import rfc3339
-from tests.integration.conftest import World, load_event
+from tests.integration.conftest import World, load_event, types
 from tests.integration.scenarios import spot_node
 
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -19,10 +19,6 @@ WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 def event(world: World, name: str, **overrides: Any) -> dict[str, Any]:
     return load_event(name, time=rfc3339(world.sim.clock.now()), **overrides)
-
-
-def types(result: dict[str, Any]) -> list[str]:
-    return [a["type"] for a in result["actions"]]
 
 
 def writes(world: World) -> list[str]:

@@ -11,6 +11,7 @@ from gpuwarden.services.dispatch import handle_batch
 from sim.builders import gpu_node, inference_pod
 from sim.clock import rfc3339
 from tests.integration.conftest import World, load_event
+from tests.integration.inputs import spot_warning
 from tests.integration.scenarios import spot_node
 
 GROUP = "gpu-nodegroup"
@@ -51,20 +52,11 @@ def asg_node(world: World, instance_id: str) -> None:
     world.sim.create(inference_pod("inference-asg", node, grace=2))
 
 
-def spot_event_for(world: World, instance_id: str) -> dict[str, Any]:
-    return load_event(
-        "spot-interruption.json",
-        time=rfc3339(world.sim.clock.now()),
-        resources=[f"arn:aws:ec2:us-west-2:123456789012:instance/{instance_id}"],
-        detail={"instance-id": instance_id, "instance-action": "terminate"},
-    )
-
-
 def test_auto_scaling_group_node_raises_desired_capacity_once_even_after_a_redelivery(world: World) -> None:
     # Given a node of an Auto Scaling group at desired 1, max 3
     instance_id = asg_instance(max_size=3)
     asg_node(world, instance_id)
-    event = spot_event_for(world, instance_id)
+    event = spot_warning(world, instance_id)
     # When the Spot warning for its instance arrives twice
     first = handle_batch(parse_notices(event), world.deps()).to_json()
     second = handle_batch(parse_notices(event), world.deps()).to_json()
@@ -83,7 +75,7 @@ def test_auto_scaling_group_at_max_size_records_the_failure_and_still_drains(wor
     instance_id = asg_instance(max_size=1)
     asg_node(world, instance_id)
     # When the Spot warning arrives
-    result = handle_batch(parse_notices(spot_event_for(world, instance_id)), world.deps()).to_json()
+    result = handle_batch(parse_notices(spot_warning(world, instance_id)), world.deps()).to_json()
     # Then the failed replacement is recorded (action + Warning Event), the group is untouched,
     # and the node is drained all the same
     assert result["outcome"] == "handled", result["reason"]

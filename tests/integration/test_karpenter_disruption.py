@@ -91,7 +91,7 @@ def test_the_scan_narrowed_by_node_selector_narrows_the_karpenter_disruption_par
 
 def test_the_scan_answers_one_flat_list_each_result_with_its_own_kind(world: World) -> None:
     # Given a node Karpenter is disrupting and another whose GPU condition failed
-    from tests.integration.test_gpu_health import failing
+    from tests.integration.gpu_health_reports import failing
 
     spot_node(world.sim, modes=("annotate",))
     disrupting(world)

@@ -18,8 +18,8 @@ from sim.actors.karpenter.installs import karpenter_deployment
 from sim.builders import nodeclaim_for
 from sim.clock import rfc3339
 from tests.integration.conftest import World, load_event
+from tests.integration.doctor_cli import by_check, doctor, healthy_cluster, put_gpu_metric
 from tests.integration.scenarios import NODE, spot_node
-from tests.integration.test_doctor import by_check, doctor, healthy_cluster, put_gpu_metric
 
 DISRUPTED = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
 

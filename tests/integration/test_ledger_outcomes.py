@@ -21,15 +21,10 @@ from gpuwarden.kinds.inputs import parse_notices, parse_scheduler_tick
 from gpuwarden.services.dispatch import handle_batch, handle_tick
 from sim.clock import rfc3339
 from tests.integration.conftest import World, load_event
+from tests.integration.inputs import spot_warning
 from tests.integration.scenarios import spot_node
 
 PACKAGE = Path(__file__).resolve().parents[2] / "functions" / "gpuwarden"
-
-
-def spot(world: World, **overrides: Any) -> dict[str, Any]:
-    event = load_event("spot-interruption.json", time=rfc3339(world.sim.clock.now()))
-    event.update(overrides)
-    return event
 
 
 def deliver(world: World, event: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
@@ -64,14 +59,14 @@ def _health_closed(world: World) -> dict[str, Any]:
 
 
 def _not_ours(world: World) -> dict[str, Any]:
-    event = spot(world)
+    event = spot_warning(world)
     event["detail"] = {**event["detail"], "instance-id": "i-0000000000000beef"}
     event["resources"] = ["arn:aws:ec2:us-west-2:123456789012:instance/i-0000000000000beef"]
     return event
 
 
 def _held_by_another_event(world: World) -> dict[str, Any]:
-    deliver(world, spot(world, id="an-earlier-warning"))
+    deliver(world, spot_warning(world, id="an-earlier-warning"))
     return load_event("rebalance-recommendation.json", time=rfc3339(world.sim.clock.now()))
 
 
@@ -122,7 +117,7 @@ def test_every_ignored_answer_is_one_ledger_entry_with_its_reason(world: World, 
 
 def test_a_handled_notice_is_one_entry_and_its_redelivery_is_counted_as_a_duplicate(world: World) -> None:
     spot_node(world.sim)
-    event = spot(world)
+    event = spot_warning(world)
     first = deliver(world, event)
     second = deliver(world, event)
     assert (first["outcome"], second["outcome"]) == ("handled", "duplicate")
@@ -135,7 +130,7 @@ def test_a_handled_notice_is_one_entry_and_its_redelivery_is_counted_as_a_duplic
 
 def test_a_dry_run_is_recorded_as_dry_run(world: World) -> None:
     spot_node(world.sim)
-    event = spot(world)
+    event = spot_warning(world)
     result = deliver(world, event, dry_run=True)
     assert result["outcome"] == "dry-run"
     assert entry(world, event["id"])["outcome"] == "dry-run"
@@ -145,7 +140,7 @@ def test_a_failed_notice_is_recorded_as_failed_with_what_failed(world: World) ->
     # Given the API server drops every connection
     spot_node(world.sim)
     world.sim.faults.inject(reset=True)
-    event = spot(world)
+    event = spot_warning(world)
     result = deliver(world, event)
     assert result["outcome"] == "failed"
     recorded = entry(world, event["id"])
@@ -161,7 +156,7 @@ def test_a_redelivery_that_finishes_after_a_partial_failure_is_handled_with_the_
     # cannot fix it, so it is not handed on to the drain workflow) listing its pods
     scenario = spot_node(world.sim)
     world.sim.faults.inject(status=403, method="GET", path=r"/api/v1/pods", count=1)
-    event = spot(world)
+    event = spot_warning(world)
     first = deliver(world, event)
     assert first["outcome"] == "failed", first
     assert world.node(scenario.node)["spec"].get("unschedulable") is True  # the cordon was done

@@ -9,15 +9,11 @@ from typing import Any
 from gpuwarden.kinds.inputs import parse_notices
 from gpuwarden.services.dispatch import handle_batch
 from sim.builders import nodepool
-from sim.clock import rfc3339
-from tests.integration.conftest import World, load_event
+from tests.integration.conftest import World
+from tests.integration.inputs import spot_warning
 from tests.integration.scenarios import INSTANCE, NODE, spot_node
 
 GPU = "nvidia.com/gpu"
-
-
-def spot_warning(world: World) -> dict[str, Any]:
-    return load_event("spot-interruption.json", time=rfc3339(world.sim.clock.now()))
 
 
 def in_use(world: World, pool: str, gpus: int, nodes: int) -> None:

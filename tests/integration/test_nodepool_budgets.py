@@ -11,20 +11,18 @@ from typing import Any
 from gpuwarden.domain.annotations import rfc3339
 from gpuwarden.domain.policy import Policy
 from gpuwarden.kinds.inputs import parse_notices
-from gpuwarden.services.dispatch import handle_batch, handle_runbook
-from gpuwarden.sources import parse_runbook
-from gpuwarden.wiring import runbook_deps
-from tests.integration.conftest import World, load_event
-from tests.integration.scenarios import INSTANCE, NODE, spot_node
-from tests.integration.test_gpu_idle import (
+from gpuwarden.services.dispatch import handle_batch
+from tests.integration.conftest import World, load_event, types
+from tests.integration.gpu_idle_cluster import (
     CLUSTER,
     IDLE,
     assert_untouched,
     contributor_event,
     idle_cluster,
     put_utilization,
-    types,
 )
+from tests.integration.inputs import runbook
+from tests.integration.scenarios import INSTANCE, NODE, spot_node
 
 POOL = "gpu-inference"
 
@@ -154,11 +152,6 @@ def test_a_window_refusal_is_named_before_a_budget_refusal(world: World) -> None
 
 
 # --------------------------------------------------------------------------- runbook, rebalance, spot
-
-
-def runbook(world: World, **payload: Any) -> dict[str, Any]:
-    request = parse_runbook({"node": NODE, **payload})
-    return handle_runbook(request, runbook_deps(world.deps(), request)).to_json()
 
 
 def test_a_runbook_drain_is_refused_by_a_budget_of_zero_unless_forced(world: World) -> None:

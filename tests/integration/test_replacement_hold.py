@@ -335,7 +335,7 @@ def test_a_drain_round_reads_the_node_once_beside_its_replacement(world: World) 
 
 
 def test_runbook_status_on_the_held_replacement_says_it_is_gpuwardens(world: World) -> None:
-    from tests.integration.test_runbook import runbook
+    from tests.integration.inputs import runbook
 
     claim = launched(world)
     register(world, claim)

@@ -15,25 +15,16 @@ from gpuwarden.domain.windows import Window
 from gpuwarden.services.dispatch import handle_runbook
 from gpuwarden.sources import parse_runbook
 from gpuwarden.wiring import runbook_deps
-from tests.integration.conftest import World, load_event
+from tests.integration.conftest import World, load_event, types
+from tests.integration.inputs import runbook
 from tests.integration.scenarios import INSTANCE, NODE, spot_node
 
 TAINT = {"key": "gpuwarden.io/disruption", "value": "manual", "effect": "NoSchedule"}
 ACTIONS = ("plan", "status", "cordon", "uncordon", "drain", "checkpoint", "replace")
 
 
-def runbook(world: World, policy: Policy | None = None, **payload: Any) -> dict[str, Any]:
-    """Parse the payload as a direct invoke would, run it on the ports a request gets."""
-    request = parse_runbook({"node": NODE, **payload} if "instance_id" not in payload else payload)
-    return handle_runbook(request, runbook_deps(world.deps(policy), request)).to_json()
-
-
 def writes(world: World) -> list[str]:
     return [f"{r.method} {r.path}" for r in world.sim.requests if r.method not in ("GET", "HEAD")]
-
-
-def types(result: dict[str, Any]) -> list[str]:
-    return [a["type"] for a in result["actions"]]
 
 
 def frozen_policy(**drain: Any) -> Policy:

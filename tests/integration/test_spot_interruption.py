@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from gpuwarden.kinds.inputs import parse_notices
 from gpuwarden.services.dispatch import handle_batch
-from sim.clock import rfc3339
-from tests.integration.conftest import World, load_event
+from tests.integration.conftest import World, types
+from tests.integration.inputs import spot_warning
 from tests.integration.scenarios import checkpoint_server, spot_node
-
-
-def spot_event(world: World, **overrides: object) -> dict[str, object]:
-    return load_event("spot-interruption.json", time=rfc3339(world.sim.clock.now()), **overrides)
-
-
-def types(result: dict[str, Any]) -> list[str]:
-    return [a["type"] for a in result["actions"]]
 
 
 def test_spot_warning_cordons_checkpoints_replaces_and_drains(world: World) -> None:
@@ -25,7 +16,7 @@ def test_spot_warning_cordons_checkpoints_replaces_and_drains(world: World) -> N
     with checkpoint_server() as endpoint:
         scenario = spot_node(world.sim, http_port=endpoint.port)
         # When the Spot warning arrives
-        result = handle_batch(parse_notices(spot_event(world)), world.deps()).to_json()
+        result = handle_batch(parse_notices(spot_warning(world)), world.deps()).to_json()
         # Then it was handled, in order: cordon, checkpoint requests, replacement, evictions, drained
         assert result["outcome"] == "handled", result["reason"]
         assert result["node"] == scenario.node
@@ -58,7 +49,7 @@ def test_spot_warning_cordons_checkpoints_replaces_and_drains(world: World) -> N
 
 def test_each_trainer_is_asked_before_it_is_evicted(world: World) -> None:
     scenario = spot_node(world.sim)
-    result = handle_batch(parse_notices(spot_event(world)), world.deps()).to_json()
+    result = handle_batch(parse_notices(spot_warning(world)), world.deps()).to_json()
     asked = {a["pod"]: i for i, a in enumerate(result["actions"]) if a["type"] == "checkpoint-requested"}
     evicted = {a["pod"]: i for i, a in enumerate(result["actions"]) if a["type"] == "evict"}
     for pod in scenario.trainers.values():
@@ -70,7 +61,7 @@ def test_annotate_pod_that_acks_early_is_evicted_right_after_its_ack(world: Worl
     scenario = spot_node(world.sim, modes=("annotate",), inference=0, pdb_min_available=None)
     world.workloads.delay = 1.0
     # When
-    result = handle_batch(parse_notices(spot_event(world)), world.deps()).to_json()
+    result = handle_batch(parse_notices(spot_warning(world)), world.deps()).to_json()
     # Then it is evicted within a couple of seconds of the notice, not at its 60 s timeout
     trainer = scenario.trainers["annotate"]
     evict = next(a for a in result["actions"] if a["type"] == "evict" and a["pod"] == trainer)
@@ -86,7 +77,7 @@ def test_pdb_that_never_allows_a_disruption_is_overridden_before_the_deadline(wo
     # Given inference pods behind a PDB that never allows an eviction (minAvailable = all)
     scenario = spot_node(world.sim, modes=(), inference=2, pdb_min_available="100%", grace=10)
     # When the warning arrives
-    result = handle_batch(parse_notices(spot_event(world)), world.deps()).to_json()
+    result = handle_batch(parse_notices(spot_warning(world)), world.deps()).to_json()
     # Then the guarded pods were deleted at deadline - grace, and the drain ended before the deadline
     deletes = [a for a in result["actions"] if a["type"] == "delete"]
     assert {a["pod"] for a in deletes} == set(scenario.inference)

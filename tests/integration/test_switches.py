@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 
 from sim import KubeSim
+from tests.integration.cli_subprocess import WRITES, cluster, moto_endpoint, run, sim
 from tests.integration.conftest import load_event
-from tests.integration.test_cli_invoke import WRITES, cluster, moto_endpoint, sim
-from tests.integration.test_cli_settings import run
 
 __all__ = ["moto_endpoint", "sim"]
 

@@ -11,9 +11,11 @@ from typing import Any
 from gpuwarden.kinds.inputs import parse_event
 from gpuwarden.services.dispatch import handle_alerts
 from gpuwarden.sources import AlertBatch
+from tests.alert_policy import ALERTS_POLICY
 from tests.integration.conftest import World, load_event
-from tests.integration.test_alerts import POLICY, with_message
-from tests.integration.test_gpu_idle import IDLE, INSTANCE, NODE, assert_untouched, idle_cluster, put_utilization, run
+from tests.integration.gpu_idle_cluster import IDLE, assert_untouched, idle_cluster, put_utilization, run
+from tests.integration.inputs import with_message
+from tests.integration.scenarios import INSTANCE, NODE
 
 
 def test_an_alarm_naming_another_cluster_is_ignored_before_any_node_is_looked_up(world: World) -> None:
@@ -73,7 +75,7 @@ def test_an_alert_labelled_with_another_cluster_is_ignored(world: World) -> None
     assert isinstance(parsed, AlertBatch)
     before = len(world.sim.requests)
 
-    result = handle_alerts(parsed, world.deps(POLICY)).to_json()
+    result = handle_alerts(parsed, world.deps(ALERTS_POLICY)).to_json()
 
     assert result["outcome"] == "ignored"
     assert "ml-staging" in result["reason"]

@@ -7,10 +7,6 @@ keeps driving the drains.
 from __future__ import annotations
 
 import copy
-import json
-import os
-import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,10 +14,10 @@ from typing import Any
 from gpuwarden.domain.policy import Policy
 from gpuwarden.kinds.inputs import parse_notices, parse_scheduler_tick
 from gpuwarden.services.dispatch import handle_batch, handle_tick
-from gpuwarden.services.engine.context import Deps
 from sim.builders import gpu_node, nodepool
-from tests.integration.conftest import EVENTS, World, load_event
+from tests.integration.conftest import EVENTS, World, load_event, types
 from tests.integration.scenarios import spot_node
+from tests.integration.window_clock import GPU_CAP, MORNING_0630, NIGHT, NIGHT_2230, at, run_cli
 
 OTHER_NODE = "ip-10-0-2-40.us-west-2.compute.internal"
 OTHER_INSTANCE = "i-0fedcba9876543210"
@@ -32,22 +28,13 @@ FREEZE = {
     "duration": "10h",
     "max_disruptions": 0,
 }
-NIGHT = {"name": "night-cap", "schedule": "0 22 * * *", "timezone": "UTC", "duration": "8h", "max_disruptions": 1}
 MONDAY_10_KST = datetime(2026, 6, 1, 1, 0, tzinfo=UTC)
-NIGHT_2230 = datetime(2026, 6, 1, 22, 30, tzinfo=UTC)
-MORNING_0630 = datetime(2026, 6, 2, 6, 30, tzinfo=UTC)
 
 
 def policy(*windows: dict[str, Any], drain: bool = True) -> Policy:
     return Policy.model_validate(
         {"cluster": "ml-prod", "windows": list(windows), "rebalance": {"action": "drain" if drain else "prepare"}}
     )
-
-
-def at(world: World, when: datetime, p: Policy) -> Deps:
-    deps = world.deps(p)
-    deps.window_clock = lambda: when
-    return deps
 
 
 def rebalance(instance_id: str, event_id: str) -> dict[str, Any]:
@@ -64,10 +51,6 @@ def tick(action: str, window: str | None = None) -> Any:
     if window:
         raw["window"] = window
     return parse_scheduler_tick(raw)
-
-
-def types(result: dict[str, Any]) -> list[str]:
-    return [a["type"] for a in result["actions"]]
 
 
 # --------------------------------------------------------------------------- enforcement
@@ -133,8 +116,6 @@ def test_spot_interruption_never_waits_for_a_freeze(world: World) -> None:
 
 
 # --------------------------------------------------------------------------- NodePools in step
-
-GPU_CAP = {**NIGHT, "max_disruptions": 2, "gpu_limit": 8}
 
 
 def two_pools(world: World) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -288,24 +269,6 @@ def invoke(world: World, tmp_path: Path, now: str, event: Path) -> dict[str, Any
     code, answer = run_cli(world, tmp_path, now, event)
     assert code == 0, answer
     return answer
-
-
-def run_cli(world: World, tmp_path: Path, now: str, event: Path) -> tuple[int, dict[str, Any]]:
-    """`gpuwarden invoke EVENT` with the night-cap policy at GPUWARDEN_NOW: (exit code, JSON answer)."""
-    policy_file = tmp_path / "policy.json"
-    policy_file.write_text(json.dumps({"cluster": "ml-prod", "windows": [GPU_CAP]}))
-    env = {
-        **os.environ,
-        "KUBECONFIG": str(world.sim.kubeconfig_path),
-        "GPUWARDEN_POLICY_FILE": str(policy_file),
-        "GPUWARDEN_NOW": now,
-        "POWERTOOLS_LOG_LEVEL": "ERROR",
-    }
-    env.pop("GPUWARDEN_STATE_TABLE", None)
-    cli = Path(sys.executable).parent / "gpuwarden"
-    done = subprocess.run([str(cli), "invoke", str(event)], env=env, capture_output=True, text=True, timeout=60)
-    answer: dict[str, Any] = json.loads(done.stdout) if done.stdout.strip() else {"stderr": done.stderr}
-    return done.returncode, answer
 
 
 def test_cli_invoke_of_a_window_tick_decides_at_gpuwarden_now(world: World, tmp_path: Path) -> None:

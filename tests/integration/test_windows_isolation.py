@@ -14,7 +14,7 @@ from gpuwarden.kinds.inputs import parse_scheduler_tick
 from gpuwarden.services.dispatch import handle_tick
 from sim.builders import nodepool
 from tests.integration.conftest import EVENTS, World
-from tests.integration.test_windows import GPU_CAP, MORNING_0630, NIGHT_2230, at, run_cli
+from tests.integration.window_clock import GPU_CAP, MORNING_0630, NIGHT_2230, at, run_cli
 
 NIGHT_CAP = GPU_CAP  # 22:00-06:00 UTC, 2 disruptions, GPU cap 8
 OWNER_FROZEN: list[dict[str, Any]] = [

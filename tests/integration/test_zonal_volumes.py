@@ -6,52 +6,12 @@ affinity on ``topology.ebs.csi.aws.com/zone``)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from gpuwarden.kinds.inputs import parse_notices
 from gpuwarden.services.dispatch import handle_batch
 from sim.builders import gpu_node, job, nodepool, training_pod
 from sim.clock import rfc3339
 from tests.integration.conftest import World, load_event
-from tests.integration.scenarios import INSTANCE, NODE
-
-ZONE_KEY = "topology.ebs.csi.aws.com/zone"
-
-
-def ebs_volume(name: str, zone: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {"name": name},
-        "spec": {
-            "capacity": {"storage": "500Gi"},
-            "accessModes": ["ReadWriteOnce"],
-            "storageClassName": "gp3",
-            "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-0123456789abcdef0", "fsType": "ext4"},
-            "nodeAffinity": {
-                "required": {
-                    "nodeSelectorTerms": [{"matchExpressions": [{"key": ZONE_KEY, "operator": "In", "values": [zone]}]}]
-                }
-            },
-            "claimRef": {"namespace": "ml", "name": "ckpt-train-0"},
-        },
-        "status": {"phase": "Bound"},
-    }
-
-
-def claim(name: str, volume: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": name, "namespace": "ml"},
-        "spec": {
-            "accessModes": ["ReadWriteOnce"],
-            "storageClassName": "gp3",
-            "resources": {"requests": {"storage": "500Gi"}},
-            "volumeName": volume,
-        },
-        "status": {"phase": "Bound"},
-    }
+from tests.integration.scenarios import INSTANCE, NODE, claim, ebs_volume
 
 
 def test_a_spot_replacement_stays_in_the_zone_of_the_trainers_ebs_volume(world: World) -> None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -328,3 +330,34 @@ def deadline_of(event: dict[str, Any]) -> datetime:
 def fresh_sim(speed: float = 20.0, ack_delay: float = 1.0) -> Iterator[tuple[KubeSim, Workloads]]:
     with KubeSim(clock_speed=speed) as sim:
         yield sim, Workloads(sim, delay=ack_delay).install()
+
+
+# --------------------------------------------------------------------------- deliveries as separate processes
+# Each delivery a `gpuwarden invoke` subprocess, as a separate Lambda instance would be.
+
+GPUWARDEN = str(Path(sys.executable).with_name("gpuwarden"))
+
+
+def start(event_file: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [GPUWARDEN, "invoke", str(event_file)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 120) -> tuple[int, dict[str, Any], str]:
+    out, err = proc.communicate(timeout=timeout)
+    try:
+        result = json.loads(out)
+    except ValueError:
+        result = {"unparsed": out[-2000:]}
+    return proc.returncode, result, err[-4000:]
+
+
+def write_event(tmp_path: Path, event: dict[str, Any], name: str = "event.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(event))
+    return path
+
+
+def drained(sim: KubeSim, keys: list[str]) -> bool:
+    return all(sim.get("Pod", k.split("/")[1], k.split("/")[0]) is None for k in keys)

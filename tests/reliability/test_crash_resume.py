@@ -14,8 +14,19 @@ import pytest
 
 from sim import KubeSim
 from tests.reliability.conftest import invoke_env, ledger_item
-from tests.reliability.harness import TAINT_KEY, Cluster, Observer, build_cluster, fresh_sim, snapshot, spot_event
-from tests.reliability.test_duplicates_races import drained, finish, start, write_event
+from tests.reliability.harness import (
+    TAINT_KEY,
+    Cluster,
+    Observer,
+    build_cluster,
+    drained,
+    finish,
+    fresh_sim,
+    snapshot,
+    spot_event,
+    start,
+    write_event,
+)
 
 Boundary = Callable[[KubeSim, Cluster, Observer], bool]
 

@@ -7,8 +7,6 @@ and AWS_ENDPOINT_URL at one shared moto server holding the state table.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import uuid
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -27,33 +25,14 @@ from tests.reliability.harness import (
     TAINT_KEY,
     Observer,
     build_cluster,
+    drained,
+    finish,
     fresh_sim,
     load_event,
     spot_event,
+    start,
+    write_event,
 )
-
-GPUWARDEN = str(Path(sys.executable).with_name("gpuwarden"))
-
-
-def start(event_file: Path, env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [GPUWARDEN, "invoke", str(event_file)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-
-
-def finish(proc: subprocess.Popen[str], timeout: float = 120) -> tuple[int, dict[str, Any], str]:
-    out, err = proc.communicate(timeout=timeout)
-    try:
-        result = json.loads(out)
-    except ValueError:
-        result = {"unparsed": out[-2000:]}
-    return proc.returncode, result, err[-4000:]
-
-
-def write_event(tmp_path: Path, event: dict[str, Any], name: str = "event.json") -> Path:
-    path = tmp_path / name
-    path.write_text(json.dumps(event))
-    return path
 
 
 def keep_runs(tmp_path: Path, runs: list[tuple[int, dict[str, Any], str]]) -> None:
@@ -61,10 +40,6 @@ def keep_runs(tmp_path: Path, runs: list[tuple[int, dict[str, Any], str]]) -> No
     kept = [{"rc": rc, "result": result, "stderr": err} for rc, result, err in runs]
     (tmp_path / "deliveries.json").write_text(json.dumps(kept, indent=1))
     replay.note(outcomes=dict(Counter(str(result.get("outcome")) for _, result, _ in runs)))
-
-
-def drained(sim: KubeSim, keys: list[str]) -> bool:
-    return all(sim.get("Pod", k.split("/")[1], k.split("/")[0]) is None for k in keys)
 
 
 # --------------------------------------------------------------------------- the same event N times

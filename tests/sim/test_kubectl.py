@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +15,7 @@ from sim import ExecResult, KubeSim
 from sim import builders as b
 from sim.actors.controllers import ReplicaSetReplacer
 from sim.apiserver.disruption import pod_healthy
+from tests.sim.kubectl import kubectl
 
 pytestmark = [
     pytest.mark.kubectl,
@@ -30,17 +30,6 @@ def fast_sim(tmp_path: Path) -> Iterator[KubeSim]:
     """30x clock: a 30 s grace period lasts one real second."""
     with KubeSim(clock_speed=30) as s:
         yield s
-
-
-def kubectl(sim: KubeSim, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    cache = Path(sim.kubeconfig_path).parent / "kubectl-cache"
-    return subprocess.run(
-        ["kubectl", "--kubeconfig", str(sim.kubeconfig_path), "--cache-dir", str(cache), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def test_kubectl_get_nodes_and_pods_lists_the_cluster(fast_sim: KubeSim) -> None:

@@ -7,43 +7,12 @@ The scenario: one Spot node (4 GPUs) running one training job that checkpoints e
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from sim.outcome.events import Incident, IncidentKind, generate
+from sim.outcome.events import IncidentKind, generate
 from sim.outcome.runner import Arm, run, run_arm
 from sim.outcome.scenario import Scenario
-
-NOTICE = 50 * 60.0
-GPUS = 4
-
-
-def tiny(**training: Any) -> Scenario:
-    job = {
-        "name": "ft",
-        "pool": "spot",
-        "jobs": 1,
-        "gpus": GPUS,
-        "checkpoint_interval_minutes": 30,
-        "checkpoint_seconds": 60,
-        "grace_seconds": 30,
-        "checkpoint": "annotate",
-        "checkpoint_timeout_seconds": 90,
-    }
-    return Scenario.model_validate(
-        {
-            "name": "tiny",
-            "days": 0.1,
-            "instance_types": [{"name": "g6e.12xlarge", "gpus": GPUS, "spot_band": ">20%", "launch_seconds": 300}],
-            "pools": [{"name": "spot", "instance_type": "g6e.12xlarge", "capacity_type": "spot", "nodes": 1}],
-            "training": [job | training],
-            "reactions": {"karpenter_seconds": 2, "gpuwarden_seconds": 1},
-        }
-    )
-
-
-SPOT = [Incident(NOTICE, IncidentKind.SPOT_INTERRUPTION, "spot", 0, 120.0, "spot-1", "c1")]
+from tests.sim.outcome_scenarios import GPUS, SPOT, tiny
 
 
 def lost(scenario: Scenario, arm: Arm) -> float:

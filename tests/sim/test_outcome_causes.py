@@ -12,8 +12,7 @@ import pytest
 from sim.outcome.causes import MEANING, Cause, attribute, by_cause
 from sim.outcome.events import Incident, IncidentKind
 from sim.outcome.runner import Arm, ArmResult, run_arm
-from tests.sim.test_outcome import SPOT, tiny
-from tests.sim.test_outcome_gangs import ddp, spot
+from tests.sim.outcome_scenarios import SPOT, ddp, spot, tiny
 
 
 def causes(result: ArmResult) -> dict[str, float]:

@@ -20,7 +20,7 @@ from sim.outcome.costs import arm_costs, per_week, verdict
 from sim.outcome.plot import METADATA_KEY
 from sim.outcome.prices import BUILTIN_PRICES, PriceTable, load_prices
 from sim.outcome.runner import Arm, run_arm
-from tests.sim.test_outcome import GPUS, SPOT, tiny
+from tests.sim.outcome_scenarios import GPUS, SPOT, tiny
 
 GPUWARDEN = shutil.which("gpuwarden", path=str(Path(sys.executable).parent)) or "gpuwarden"
 #: $4 an instance-hour on Spot: $1 a GPU-hour on the 4-GPU node

@@ -5,24 +5,12 @@ write) from t = 0."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from sim.outcome.causes import Cause, attribute, by_cause, lost_to_expiry
 from sim.outcome.events import node_ages
 from sim.outcome.runner import Arm, run_arm
-from sim.outcome.scenario import Scenario
-from tests.sim.test_outcome import GPUS, tiny
-
-EXPIRES_AT = 50 * 60.0
-AGES = {"spot": [2 * 3600.0 - EXPIRES_AT]}
-
-
-def expiring(**pool: Any) -> Scenario:
-    doc = tiny().model_dump(mode="json")
-    doc["pools"][0] |= {"capacity_type": "on-demand", "expire_after_hours": 2, "budgets": [{"nodes": "0"}], **pool}
-    return Scenario.model_validate(doc)
+from tests.sim.outcome_scenarios import AGES, GPUS, expiring, tiny
 
 
 @pytest.mark.parametrize("arm", [Arm.NOTHING, Arm.KARPENTER])

@@ -14,53 +14,16 @@ from typing import Any
 
 import pytest
 
-from sim.outcome.events import Incident, IncidentKind
 from sim.outcome.multinode import figures
-from sim.outcome.runner import Arm, ArmResult, run_arm
-from sim.outcome.scenario import Scenario
-
-NOTICE = 50 * 60.0
-GPUS = 4 * 8
-
-
-def ddp(**training: Any) -> Scenario:
-    job = {
-        "name": "ddp",
-        "pool": "spot",
-        "jobs": 1,
-        "gpus": 8,
-        "nodes_per_job": 4,
-        "checkpoint_interval_minutes": 30,
-        "checkpoint_seconds": 60,
-        "grace_seconds": 30,
-        "checkpoint": "annotate",
-        "checkpoint_timeout_seconds": 90,
-    }
-    return Scenario.model_validate(
-        {
-            "name": "ddp",
-            "days": 0.1,
-            "instance_types": [{"name": "p4d.24xlarge", "gpus": 8, "spot_band": ">20%", "launch_seconds": 300}],
-            "pools": [{"name": "spot", "instance_type": "p4d.24xlarge", "capacity_type": "spot", "nodes": 4}],
-            "training": [job | training],
-            "reactions": {"karpenter_seconds": 2, "gpuwarden_seconds": 1},
-        }
-    )
-
-
-def spot(rank: int) -> list[Incident]:
-    return [Incident(NOTICE, IncidentKind.SPOT_INTERRUPTION, "spot", rank, 120.0, "spot-1", "c1")]
-
-
-def arm(scenario: Scenario, which: Arm, rank: int = 1) -> ArmResult:
-    return run_arm(scenario, which, spot(rank), days=0.1)
+from sim.outcome.runner import Arm
+from tests.sim.outcome_scenarios import DDP_GPUS, arm, ddp
 
 
 def test_nothing_loses_every_ranks_work_since_the_jobs_last_checkpoint() -> None:
     # Given no reactor, When rank 1's instance dies at 52:00
     result = arm(ddp(), Arm.NOTHING)
     # Then all four ranks restart from 30:00: 22 min x 32 GPUs
-    assert result.figures["training_gpu_minutes_lost"] == pytest.approx(22 * GPUS, abs=1)
+    assert result.figures["training_gpu_minutes_lost"] == pytest.approx(22 * DDP_GPUS, abs=1)
     mn = figures(result)
     assert (mn["ranks_lost_work"], mn["job_restarts"], mn["spot_interruptions"]) == (4, 1, 1)
     assert sorted(loss.how for loss in result.ledger.losses) == ["job restart"] * 3 + ["killed"]
@@ -70,7 +33,7 @@ def test_karpenter_alone_stops_the_job_at_its_sigterm_to_one_rank() -> None:
     # Given Karpenter's interruption queue (2 s), When it SIGTERMs rank 1 at 50:02 (rank 1 cannot write)
     result = arm(ddp(), Arm.KARPENTER)
     # Then the job stops then: 20 min 2 s x 32 GPUs
-    assert result.figures["training_gpu_minutes_lost"] == pytest.approx((20 * 60 + 2) * GPUS / 60, abs=1)
+    assert result.figures["training_gpu_minutes_lost"] == pytest.approx((20 * 60 + 2) * DDP_GPUS / 60, abs=1)
 
 
 def test_a_sigterm_to_rank_zero_of_a_ddp_job_that_saves_on_sigterm_loses_nothing() -> None:
@@ -86,7 +49,7 @@ def test_gpuwarden_asking_rank_zero_checkpoints_the_whole_job_before_the_evictio
     result = arm(ddp(), Arm.GPUWARDEN, rank=0)
     # Then the job loses at most the seconds between the write and the eviction, on 32 GPUs
     assert result.failures == []
-    assert result.figures["training_gpu_minutes_lost"] < 0.2 * GPUS
+    assert result.figures["training_gpu_minutes_lost"] < 0.2 * DDP_GPUS
     assert figures(result)["checkpoints_timed_out"] == 0
 
 
@@ -98,7 +61,7 @@ def test_gpuwarden_asks_every_rank_so_rank_zero_writes_before_rank_one_leaves() 
     mn = figures(result)
     assert (mn["checkpoints_requested"], mn["checkpoints_timed_out"]) == (4, 0)
     assert result.figures["checkpoints_acked"] == 4
-    assert result.figures["training_gpu_minutes_lost"] < 0.2 * GPUS
+    assert result.figures["training_gpu_minutes_lost"] < 0.2 * DDP_GPUS
 
 
 def test_a_sharded_job_checkpoints_when_every_rank_is_asked() -> None:
@@ -106,7 +69,7 @@ def test_a_sharded_job_checkpoints_when_every_rank_is_asked() -> None:
     result = arm(ddp(checkpoint_writers="all"), Arm.GPUWARDEN, rank=2)
     # Then the job checkpoints (all four were asked) and loses next to nothing
     assert figures(result)["checkpoints_requested"] == 4
-    assert result.figures["training_gpu_minutes_lost"] < 0.2 * GPUS
+    assert result.figures["training_gpu_minutes_lost"] < 0.2 * DDP_GPUS
 
 
 def test_simulate_json_reports_multi_node_jobs_and_a_headline_over_seeds_deterministically(tmp_path: Any) -> None:

@@ -13,8 +13,7 @@ from sim.outcome.goodput import JobClock
 from sim.outcome.multinode import figures as multinode_figures
 from sim.outcome.runner import Arm, run_arm
 from sim.outcome.scenario import load_scenario
-from tests.sim.test_outcome_expiry import AGES, expiring
-from tests.sim.test_outcome_gangs import GPUS, arm, ddp
+from tests.sim.outcome_scenarios import AGES, DDP_GPUS, arm, ddp, expiring
 
 WALL = 0.1 * 86400
 
@@ -25,7 +24,7 @@ def test_a_restart_costs_the_job_its_overhead_once_every_rank_runs_again() -> No
     without = arm(ddp(restart_overhead_seconds=0), Arm.KARPENTER)
     # Then the restart cost every rank 300 s before the job trained again, counted apart from the
     # work lost, and the job's ETTR is lower by exactly that share of the run
-    assert with_overhead.figures["restart_overhead_gpu_minutes"] == pytest.approx(GPUS * 5, abs=0.1)
+    assert with_overhead.figures["restart_overhead_gpu_minutes"] == pytest.approx(DDP_GPUS * 5, abs=0.1)
     assert without.figures["restart_overhead_gpu_minutes"] == 0
     assert with_overhead.figures["training_gpu_minutes_lost"] == without.figures["training_gpu_minutes_lost"]
     assert without.figures["ettr"] - with_overhead.figures["ettr"] == pytest.approx(300 / WALL, abs=2e-4)
@@ -46,7 +45,7 @@ def test_the_week_with_no_incident_is_all_goodput_and_every_arm_is_below_it() ->
 def test_a_requested_checkpoint_pauses_training_and_the_pause_is_not_goodput() -> None:
     result = arm(ddp(), Arm.GPUWARDEN)
     # gpuwarden asked rank 0 for the job's checkpoint: training paused for the 60 s write
-    assert result.figures["checkpoint_pause_gpu_minutes"] == pytest.approx(GPUS * 1, abs=0.2)
+    assert result.figures["checkpoint_pause_gpu_minutes"] == pytest.approx(DDP_GPUS * 1, abs=0.2)
 
 
 def test_a_clock_counts_training_after_the_overhead_and_without_pauses() -> None:

@@ -11,7 +11,7 @@ from kubernetes.client.exceptions import ApiException
 
 from sim import KubeSim
 from sim import builders as b
-from tests.sim.test_kubectl import kubectl
+from tests.sim.kubectl import kubectl
 
 
 def _nodes(sim: KubeSim, count: int) -> list[str]:

@@ -15,22 +15,11 @@ import pytest
 
 from gpuwarden.domain.alerts import Alert, alert_plan, coverage_refusal, gpu_of
 from gpuwarden.domain.notice import Kind, Notice
-from gpuwarden.domain.policy import Policy
 from gpuwarden.kinds.inputs import parse_event
 from gpuwarden.sources import AlertBatch
+from tests.alert_policy import ALERTS_POLICY, planned
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
-POLICY = Policy(
-    cluster="ml-prod",
-    alerts={"LowGPUUtilization": "gpu-idle", "LowGPUUtilizationByNode": "gpu-idle", "GPUXidError": "gpu-unhealthy"},
-)
-
-
-def planned(batch: AlertBatch) -> Notice:
-    """The notification's one notice (one node per notification, as group_by [alertname, Hostname] sends)."""
-    notices = [p for p in alert_plan(batch.alerts, POLICY, batch.published) if isinstance(p, Notice)]
-    assert len(notices) == 1, notices
-    return notices[0]
 
 
 def captured(name: str) -> AlertBatch:
@@ -79,7 +68,7 @@ def gpu_alert(name: str, index: int | None, **labels: str) -> Alert:
 
 
 def notice_of(*alerts: Alert) -> Notice:
-    plan = alert_plan(alerts, POLICY, datetime(2026, 11, 24, 6, 43, tzinfo=UTC))
+    plan = alert_plan(alerts, ALERTS_POLICY, datetime(2026, 11, 24, 6, 43, tzinfo=UTC))
     return next(p for p in plan if isinstance(p, Notice))
 
 

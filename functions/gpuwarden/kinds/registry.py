@@ -19,6 +19,7 @@ from gpuwarden import kinds as _package
 from gpuwarden.domain.notice import Kind
 from gpuwarden.domain.policy import Policy, with_sections
 from gpuwarden.kinds.spec import KarpenterReason, KindSpec, Route, Unrouted
+from gpuwarden.services.doctor.facts import KindCheck
 from gpuwarden.sources.rules import DEFAULT_ALARM_PREFIX, Rule
 
 #: The modules of the package that are not kinds: they read the registry, or define what a spec is.
@@ -78,6 +79,9 @@ TICK_ACTIONS: tuple[str, ...] = tuple(_TICKS)
 
 #: Every policy switch, in the kinds' order (`doctor` prints them).
 SWITCHES: tuple[str, ...] = tuple(dict.fromkeys(spec.switch for spec in SPECS if spec.switch))
+
+#: The kinds' own `doctor` checks (`KindSpec.doctor`), one per name.
+DOCTOR_CHECKS: tuple[KindCheck, ...] = tuple(spec.doctor for spec in SPECS if spec.doctor is not None)
 
 #: The policy document's model: `Policy` with every section a kind adds (`KindSpec.policy`).
 POLICY: type[Policy] = with_sections({spec.policy.key: spec.policy.model for spec in SPECS if spec.policy})

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.views import NodeView, PodView
+from gpuwarden.services.doctor.facts import KindCheck
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.hooks import KindHooks
 from gpuwarden.services.engine.result import Result
@@ -137,6 +138,8 @@ class KindSpec:
     scan: Scan | None = None
     #: The inputs that report as this kind when they fail before they reach a kind (one kind each).
     unrouted: Unrouted | None = None
+    #: Its own `gpuwarden doctor` check, in its room (reported in the contract's order: docs/cli.md).
+    doctor: KindCheck | None = None
 
     @property
     def detail_types(self) -> tuple[str, ...]:

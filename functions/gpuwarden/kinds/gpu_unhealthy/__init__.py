@@ -4,6 +4,7 @@ from dataclasses import replace
 
 from gpuwarden.domain.decide import drain_with
 from gpuwarden.domain.notice import Kind
+from gpuwarden.kinds.gpu_unhealthy import doctor
 from gpuwarden.kinds.gpu_unhealthy import use_case as gpu_health
 from gpuwarden.kinds.spec import KindSpec
 from gpuwarden.services.engine import karpenter
@@ -31,4 +32,5 @@ SPEC = KindSpec(
     switch="gpu_health.enabled",
     samples=("alertmanager-sns-json.json", "alertmanager-sns-text.json"),
     scan=gpu_health.scan,
+    doctor=doctor.DOCTOR,
 )

@@ -28,10 +28,8 @@ from gpuwarden.services.doctor.checks import (
     check_termination_handler,
 )
 from gpuwarden.services.doctor.coverage import check_checkpoint_coverage
-from gpuwarden.services.doctor.expiry import check_karpenter_expiry
-from gpuwarden.services.doctor.facts import ClusterFacts, DoctorReads, Finding, Severity, read_facts
+from gpuwarden.services.doctor.facts import ClusterFacts, DoctorReads, Finding, KindCheck, Severity, read_facts
 from gpuwarden.services.doctor.gangs import check_checkpoint_gangs
-from gpuwarden.services.doctor.gpu_health import check_gpu_health
 from gpuwarden.services.doctor.versions import check_karpenter_version
 
 
@@ -55,7 +53,8 @@ def _no_behaviours() -> Finding:
 
 __all__ = ["CLUSTER_CHECKS", "DoctorReads", "DoctorReport", "Finding", "Severity", "diagnose"]
 
-#: The checks that need the cluster, in the order they are reported.
+#: The checks that need the cluster, in the order they are reported (the contract's). A kind's own
+#: check (`gpu-health`, `karpenter-expiry`) lives in the kind's room and is handed to `diagnose`.
 CLUSTER_CHECKS = (
     "cluster-access",
     "karpenter-interruption-queue",
@@ -104,14 +103,18 @@ def _unreachable(why: str) -> list[Finding]:
 
 
 def _cluster_findings(
-    reads: DoctorReads, policy: Policy, now: datetime, received: Sequence[ReceivedAlert] | str | None
+    reads: DoctorReads,
+    policy: Policy,
+    now: datetime,
+    received: Sequence[ReceivedAlert] | str | None,
+    kind_checks: Sequence[KindCheck],
 ) -> list[Finding]:
     try:
         facts: ClusterFacts = read_facts(reads)
         access = check_cluster_access(reads, policy)
     except GpuwardenError as err:
         return _unreachable(f"{reads.server}: {err}")
-    return [
+    findings = [
         access,
         check_interruption_queue(facts),
         check_termination_handler(facts),
@@ -120,17 +123,12 @@ def _cluster_findings(
         check_checkpoint_gangs(facts, policy),
         check_checkpoint_coverage(facts, policy),
         check_static_gpu_limit(facts, policy),
-        _gpu_health(facts, policy),
-        check_karpenter_expiry(facts, policy, now),
         check_alert_node_labels(policy, facts.daemonsets, received, facts.nodes),
         check_eks_auto_mode(facts.nodes, facts.nodeclaims),
         check_karpenter_version(facts.karpenter_deployments),
+        *(check.run(facts, policy, now) for check in kind_checks),
     ]
-
-
-def _gpu_health(facts: ClusterFacts, policy: Policy) -> Finding:
-    severity, message, fix = check_gpu_health(facts.nodes, facts.node_repair, policy)
-    return Finding("gpu-health", Severity(severity), message, fix)
+    return sorted(findings, key=lambda f: CLUSTER_CHECKS.index(f.check))
 
 
 def diagnose(
@@ -143,15 +141,22 @@ def diagnose(
     policy_source: str | None = "the policy",
     *,
     switches: Sequence[str],
+    kind_checks: Sequence[KindCheck],
     received: Sequence[ReceivedAlert] | str | None = None,
 ) -> DoctorReport:
     """Every check. ``reads`` is the cluster, or why it could not be reached; ``policy`` is None
     when it does not validate (``policy_error`` says why; the cluster checks then use the defaults).
-    ``switches``: every policy switch, as the kinds' specs name them (`kinds.registry.SWITCHES`).
+    ``switches``: every policy switch, as the kinds' specs name them (`kinds.registry.SWITCHES`);
+    ``kind_checks``: the kinds' own checks (`kinds.registry.DOCTOR_CHECKS`), each reported at its
+    name's place in `CLUSTER_CHECKS`.
     ``received``: the alerts last received (the state table's record), why they could not be read,
     or None (no state table)."""
     effective = policy or Policy(cluster=cluster)
-    cluster_part = _unreachable(reads) if isinstance(reads, str) else _cluster_findings(reads, effective, now, received)
+    cluster_part = (
+        _unreachable(reads)
+        if isinstance(reads, str)
+        else _cluster_findings(reads, effective, now, received, kind_checks)
+    )
     findings = [
         *cluster_part,
         check_gpu_metrics(effective, has_gpu_metric),

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
 from gpuwarden.domain.errors import KubeError
+from gpuwarden.domain.policy import Policy
 from gpuwarden.domain.views import NODEPOOL_LABEL, NodeView, PodView, node_from_json, pod_from_json
 from gpuwarden.services.doctor.gpu_health import node_repair_on
 
@@ -203,3 +205,12 @@ def not_read(facts: ClusterFacts, check: str, *needs: str) -> Finding | None:
 def names(items: Sequence[str]) -> str:
     shown = ", ".join(items[:_SHOWN])
     return shown + (f" and {len(items) - _SHOWN} more" if len(items) > _SHOWN else "")
+
+
+@dataclass(frozen=True)
+class KindCheck:
+    """A kind's own doctor check, in the kind's room (`KindSpec.doctor`): its finding from the cluster's
+    facts, the policy and the time, reported at its name's place in `doctor.CLUSTER_CHECKS`."""
+
+    name: str
+    run: Callable[[ClusterFacts, Policy, datetime], Finding]

@@ -17,11 +17,11 @@ from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.budgets import VoluntaryVerdict, voluntary_verdict
 from gpuwarden.domain.errors import GpuwardenError
 from gpuwarden.domain.notice import Notice
-from gpuwarden.domain.views import NodeView
+from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.domain.windows import voluntary_allowance
 from gpuwarden.services.engine.context import Deps, FanOut, Recorder
 from gpuwarden.services.engine.failures import what_failed
-from gpuwarden.services.engine.hooks import Disruption, KindHooks, Marked, Ran, Steps, Stop
+from gpuwarden.services.engine.hooks import Disruption, KindHooks, Marked, Ran, RoundReport, Steps, Stop
 from gpuwarden.services.engine.node_ops import find_node, not_ours, voluntary_verdict_of
 from gpuwarden.services.engine.pipeline import guard_and_mark, hand_on, run_steps
 from gpuwarden.services.engine.plan import notice_plan
@@ -39,17 +39,21 @@ def disrupt(
     recorder: Recorder | None = None,
     why: str | None = None,
     fan_out: FanOut | None = None,
+    pods: list[PodView] | None = None,
+    on_round: RoundReport | None = None,
 ) -> Result:
     """The one sequence for ``notice`` with its kind's ``hooks``. ``node``: already resolved by the
     use case; ``recorder``: the use case's own, when it recorded steps before; ``why``: the reason
     the use case gives for acting now, in place of the plan's; ``fan_out``: the other runs of one
-    Capacity Block beside this one."""
+    Capacity Block beside this one; ``pods``: the node's pods, when the use case listed them (its
+    plan was drawn on them); ``on_round``: called after every local drain round (a terminal's
+    progress)."""
     recorder = recorder or Recorder(deps, notice.event_id)
     if node is None:
         node = find_node(deps.kube, deps.cloud, notice.instance_id, notice.node_name, deps.policy.cluster)
         if node is None:
             return _stopped(hooks, Stop(notice, recorder, None, not_ours(notice, deps.policy.cluster), why or ""))
-    d = Disruption(notice, deps, node, hooks, drain_locally, fan_out=fan_out)
+    d = Disruption(notice, deps, node, hooks, drain_locally, on_round=on_round, fan_out=fan_out, _pods=pods)
     d.recorder = recorder
     try:
         return _marked_and_run(d, why)

@@ -1,8 +1,8 @@
 """Runbook actions (docs/cli.md): one on-call request against one node.
 
-The same use cases and decisions as the automated paths: the pipeline's `guard_and_mark` cordons, the
-checkpoint handshake asks, the pipeline drains, `ensure_replacement` launches, and every plan
-comes from `domain.drain.decide_round`. The manual kind's rules are in `run`, the read-only
+The same use cases and decisions as the automated paths: a drain runs `disrupt`, as every kind's
+does; `guard_and_mark` cordons, the checkpoint handshake asks, `ensure_replacement` launches, every
+plan comes from `domain.drain.decide_round`. The manual kind's rules are in `run`, the read-only
 actions (`plan`, `status`) in `read`; its hooks are its spec's (gpuwarden/kinds/manual.py).
 
 Every request is written to the ledger under its own id (who asked, why, what came of it);
@@ -21,6 +21,7 @@ from typing import Any
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.checkpoint import checkpoint_spec
+from gpuwarden.domain.decide import drain_with
 from gpuwarden.domain.errors import GpuwardenError
 from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.pdb import pdbs_guarding
@@ -28,12 +29,13 @@ from gpuwarden.domain.views import NodeView
 from gpuwarden.domain.wording import count
 from gpuwarden.services.engine.checkpoint import Asking
 from gpuwarden.services.engine.context import Deps, Recorder, worker_pool
+from gpuwarden.services.engine.disrupt import disrupt
 from gpuwarden.services.engine.drain import DrainState
 from gpuwarden.services.engine.gangs import ask_gangs
-from gpuwarden.services.engine.hooks import Disruption, KindHooks, Marked, Steps
+from gpuwarden.services.engine.hooks import Disruption, KindHooks, Marked, Ran
 from gpuwarden.services.engine.karpenter import give_back_pods
 from gpuwarden.services.engine.node_ops import find_node, pods_on
-from gpuwarden.services.engine.pipeline import guard_and_mark, run_steps
+from gpuwarden.services.engine.pipeline import guard_and_mark
 from gpuwarden.services.engine.plan import namespace_pdbs
 from gpuwarden.services.engine.replace import ensure_replacement
 from gpuwarden.services.engine.result import Result
@@ -50,6 +52,7 @@ from gpuwarden.services.runbook.run import (
     manual_refusal,
     refusal,
     refuse,
+    stopped,
     who,
 )
 from gpuwarden.sources import RunbookRequest
@@ -96,8 +99,7 @@ def run_runbook(
         progress=progress,
     )
     plan = plan_steps(run)
-    answer = _ACTIONS[request.action](run, plan)
-    result = _result(request, deps, run.recorder, node, answer, plan, notice.event_id)
+    result = _ACTIONS[request.action](run, plan)
     _record(request, deps, result, request_id)
     return result
 
@@ -166,7 +168,7 @@ def _take_node(run: Run, d: Disruption) -> Marked | Answer:
     if taken.refused is not None:
         return refuse(run, taken.refused)
     if taken.held_by is not None:
-        return Answer("ignored", f"{run.node.name} is already being handled for {taken.held_by}")
+        return Answer("ignored", taken.held_reason())
     return taken
 
 
@@ -270,44 +272,83 @@ def _reporter(run: Run, started: datetime) -> Callable[[DrainState], None] | Non
     return report
 
 
-def _drain_answer(run: Run, state: DrainState) -> Answer:
+def _drain_answer(run: Run, state: DrainState, why: str) -> Answer:
+    """``why``: what the drain was for (`who`), and that the drain workflow took over when a failure
+    after the mark was handed on."""
     name = run.node.name
     seconds = f"{(run.deps.clock() - state.started_at).total_seconds():.0f} s"
     if state.outcome.drained:
-        return Answer("handled", f"drained {name} in {seconds} ({who(run)})", drain=state)
+        return Answer("handled", f"drained {name} in {seconds} ({why})", drain=state)
     if not state.done:
-        return Answer("handled", f"draining {name}: the drain workflow continues ({who(run)})", drain=state)
+        return Answer("handled", f"draining {name}: the drain workflow continues ({why})", drain=state)
     held = "; ".join(state.blocked[:5]) or "; ".join(state.waiting[:5])
     limit = run.deps.policy.drain.voluntary_limit_seconds
     return Answer("failed", f"{name} not drained after {limit} s, PDBs are never overridden: {held}", drain=state)
 
 
-def _drain(run: Run, plan: list[dict[str, Any]]) -> Answer:
-    d = _disruption(run, replace(run.hooks, admission=replace(run.hooks.admission, after_mark=_drain_started)))
-    taken = _take_node(run, d)
-    if isinstance(taken, Answer):
-        return taken
-    d.on_round = _reporter(run, run.deps.clock())
-    ran = run_steps(d, Steps(replace=False))
+#: The manual drain's steps: cordon, checkpoint, drain; no replacement (`replace` is its own action).
+MANUAL_DRAIN = drain_with("manual drain", replace=False)
+
+
+def _drain(run: Run, plan: list[dict[str, Any]]) -> Result:
+    """The drain goes through `disrupt`, as every kind's does (docs/architecture.md, "The pipeline"):
+    the manual kind's guard, the mark, the checkpoint requests, the rounds, and the hand-on to the drain
+    workflow when a failure after the mark leaves the drain unfinished. The runbook's hooks answer as
+    every runbook action does (refused, held, drained, or what a dry run would do)."""
+    admission = replace(
+        run.hooks.admission,
+        plan=MANUAL_DRAIN,
+        after_mark=_drain_started,
+        stopped=lambda stop: _answered(run, plan, stopped(run, stop)),
+    )
+    settlement = replace(
+        run.hooks.settlement, answer=lambda d, _, ran, why: _answered(run, plan, _ran(run, d, ran, plan, why))
+    )
+    hooks = replace(run.hooks, admission=admission, settlement=settlement)
+    on_round = _reporter(run, run.deps.clock())
+    return disrupt(
+        run.notice,
+        run.deps,
+        hooks,
+        run.drain_locally,
+        node=run.node,
+        recorder=run.recorder,
+        why=who(run),
+        pods=run.pods,
+        on_round=on_round,
+    )
+
+
+def _ran(run: Run, d: Disruption, ran: Ran, plan: list[dict[str, Any]], why: str) -> Answer:
+    """The drain's answer once the sequence ran: drained, going on in the drain workflow, not drained
+    in the time allowed, or what a dry run would do."""
     if ran.state is None:
         moving = sum(1 for s in plan if s["step"] != "skip")
         return Answer("dry-run", f"dry run: would cordon {d.node.name} and drain {moving} pods (see plan)")
-    return replace(_drain_answer(run, ran.state), looks=ran.looks)
+    return replace(_drain_answer(run, ran.state, why), looks=ran.looks)
+
+
+def _answering(action: Callable[[Run, list[dict[str, Any]]], Answer]) -> Callable[[Run, list[dict[str, Any]]], Result]:
+    return lambda run, plan: _answered(run, plan, action(run, plan))
 
 
 #: The one table of runbook actions (their names are `sources.runbook.RUNBOOK_ACTIONS`).
-_ACTIONS: dict[RunbookAction, Callable[[Run, list[dict[str, Any]]], Answer]] = {
-    "plan": plan_answer,
-    "status": status_answer,
-    "cordon": _cordon,
-    "uncordon": _uncordon,
+_ACTIONS: dict[RunbookAction, Callable[[Run, list[dict[str, Any]]], Result]] = {
+    "plan": _answering(plan_answer),
+    "status": _answering(status_answer),
+    "cordon": _answering(_cordon),
+    "uncordon": _answering(_uncordon),
     "drain": _drain,
-    "checkpoint": _checkpoint,
-    "replace": _replace,
+    "checkpoint": _answering(_checkpoint),
+    "replace": _answering(_replace),
 }
 
 
 # --------------------------------------------------------------------------- answer and ledger
+
+
+def _answered(run: Run, plan: list[dict[str, Any]], answer: Answer) -> Result:
+    return _result(run.request, run.deps, run.recorder, run.node, answer, plan, run.notice.event_id)
 
 
 def _result(

@@ -19,7 +19,7 @@ from gpuwarden.domain.protections import do_not_disrupt_refusal
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.drain import DrainState
-from gpuwarden.services.engine.hooks import KindHooks
+from gpuwarden.services.engine.hooks import KindHooks, Stop
 from gpuwarden.services.engine.node_ops import voluntary_verdict_of
 from gpuwarden.services.engine.plan import Plan as DrainPlan
 from gpuwarden.services.engine.result import Outcome
@@ -105,6 +105,12 @@ def refuse(run: Run, why: str) -> Answer:
     run.recorder.add(ActionType.REFUSED, run.node, reason=f"{who(run)}; refused: {why}")
     run.recorder.flush()
     return Answer("ignored", f"{run.request.action} of {run.node.name} refused: {why}")
+
+
+def stopped(run: Run, stop: Stop) -> Answer:
+    """A guard refused (a window, the NodePool's budgets or do-not-disrupt, without ``force``), or
+    another notice holds the node: the sequence stopped before acting."""
+    return refuse(run, stop.reason) if stop.refused else Answer("ignored", stop.reason)
 
 
 def done(run: Run, changed: bool, reason: str, would: str | None = None) -> Answer:

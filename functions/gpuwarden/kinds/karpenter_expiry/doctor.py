@@ -1,5 +1,6 @@
-"""`doctor`'s `karpenter-expiry` check (docs/cluster.md, "Expiry"): the GPU nodes Karpenter expires
-within seven days, each with what gpuwarden plans for it (the reconcile's own plan, `domain.expiry`)."""
+"""`doctor`'s `karpenter-expiry` check (docs/cluster.md, "Expiry"), in the kind's room: the GPU nodes
+Karpenter expires within seven days, each with what gpuwarden plans for it (the reconcile's own plan,
+`domain.expiry`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from gpuwarden.domain.annotations import rfc3339
 from gpuwarden.domain.expiry import expiry_of, plan_expiry
 from gpuwarden.domain.nodepools import claim_of, nodeclaim_from_json
 from gpuwarden.domain.policy import Policy
-from gpuwarden.services.doctor.facts import ClusterFacts, Finding, Severity
+from gpuwarden.services.doctor.facts import ClusterFacts, Finding, KindCheck, Severity
 
 #: How far ahead the check looks.
 HORIZON = timedelta(days=7)
@@ -41,3 +42,7 @@ def check_karpenter_expiry(facts: ClusterFacts, policy: Policy, now: datetime) -
         "long training runs on them meet Karpenter's forceful expiry: make sure they checkpoint on request "
         "(gpuwarden.io/checkpoint), or raise the NodePool's spec.template.spec.expireAfter",
     )
+
+
+#: The kind's doctor check (`KindSpec.doctor`).
+DOCTOR = KindCheck("karpenter-expiry", check_karpenter_expiry)
