@@ -245,7 +245,7 @@ def test_gpu_nodes_expiring_within_seven_days_are_named_with_their_plan(
     # Then the soon-expiring node is named with the drain gpuwarden plans for it; the other is not
     found = by_check(report)["karpenter-expiry"]
     assert found["severity"] == "warn", found
-    assert found["message"].startswith("1 GPU node(s) expire within 7 days: ip-10-0-3-3.us-west-2.compute.internal")
+    assert found["message"].startswith("1 GPU node expires within 7 days: ip-10-0-3-3.us-west-2.compute.internal")
     assert "before Karpenter expires the node at" in found["message"]
     assert "ip-10-0-4-4" not in found["message"]
     assert "expireAfter" in found["fix"]

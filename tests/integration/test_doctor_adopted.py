@@ -101,9 +101,9 @@ def test_nodes_of_eks_auto_mode_are_named_with_what_gpuwarden_does(sim: KubeSim,
     # Then eks-auto-mode names the node, its pool and its NodeClaim on the eks.amazonaws.com NodeClass
     finding = by_check(report)["eks-auto-mode"]
     assert finding["severity"] == "ok"
-    assert "1 node(s) of EKS Auto Mode" in finding["message"]
+    assert "1 node of EKS Auto Mode" in finding["message"]
     assert "gpu-auto" in finding["message"]
-    assert "1 NodeClaim(s)" in finding["message"]
+    assert "1 NodeClaim on" in finding["message"]
     assert by_check(report)["karpenter-interruption-queue"]["severity"] == "ok"
 
 

@@ -23,7 +23,7 @@ def test_the_seeds_indexed_job_is_named_with_the_annotation_to_add_and_its_grace
     # Then checkpoint-coverage warns, naming the Job, the annotation to add, and its grace
     finding = by_check(report)["checkpoint-coverage"]
     assert finding["severity"] == "warn", finding
-    assert f"Job ml/{TRAINING_JOB} (4 accelerator pod(s))" in finding["message"], finding
+    assert f"Job ml/{TRAINING_JOB} (4 accelerator pods)" in finding["message"], finding
     assert "300 s, longer than the 120 s a Spot notice leaves" in finding["message"], finding
     assert "gpuwarden.io/checkpoint: annotate" in finding["fix"], finding
     assert "SIGTERM within 120 s" in finding["fix"], finding

@@ -75,7 +75,7 @@ def test_a_healthy_cluster_has_consistent_gangs(sim: KubeSim, aws: None, tmp_pat
     _, report = doctor(sim, tmp_path)
     finding = by_check(report)["checkpoint-gangs"]
     assert finding["severity"] == "ok", finding
-    assert finding["message"].startswith("1 gang(s)")
+    assert finding["message"].startswith("1 gang of several pods")
 
 
 def test_torchrun_is_recognised_in_its_spellings() -> None:

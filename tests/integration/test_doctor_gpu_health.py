@@ -52,4 +52,4 @@ def test_a_selector_that_misses_the_reporting_nodes_is_a_warning(sim: KubeSim, a
 
     finding = by_check(report)["gpu-health"]
     assert finding["severity"] == "warn"
-    assert "matches none of the 1 node(s)" in finding["message"]
+    assert "matches none of the 1 node that reports" in finding["message"]

@@ -12,6 +12,7 @@ from gpuwarden.domain.gpu_health import CONDITIONS, reports_gpu_health
 from gpuwarden.domain.policy import Policy
 from gpuwarden.domain.predicates import requirement_matches
 from gpuwarden.domain.views import NodeSelectorRequirement, NodeView
+from gpuwarden.domain.wording import count
 from gpuwarden.services.doctor.facts import ClusterFacts, Finding, KindCheck, Severity
 
 CHECK = "gpu-health"
@@ -54,19 +55,25 @@ def check_gpu_health(nodes: Sequence[NodeView], repairs: Sequence[str], policy: 
     if gpu_nodes and not reporting:
         return (
             "warn",
-            f"none of {len(gpu_nodes)} GPU node(s) reports {' or '.join(CONDITIONS)}: gpu-unhealthy never fires "
-            "from the scan",
+            f"none of {count(len(gpu_nodes), 'GPU node')} reports {' or '.join(CONDITIONS)}: "
+            "gpu-unhealthy never fires from the scan",
             "install the EKS node monitoring agent (EKS add-on eks-node-monitoring-agent) or NVIDIA NVSentinel",
         )
     selected = [n for n in reporting if selects(config.node_selector, n.labels)]
     if reporting and not selected:
         return (
             "warn",
-            f"gpu_health.node_selector {config.node_selector!r} matches none of the {len(reporting)} node(s) that "
-            "report GPU health: the scan would list none of them",
+            f"gpu_health.node_selector {config.node_selector!r} matches none of the "
+            f"{count(len(reporting), 'node')} that {'reports' if len(reporting) == 1 else 'report'} GPU health: "
+            "the scan would list none of them",
             "set gpu_health.node_selector to a label those nodes carry, e.g. karpenter.k8s.aws/instance-gpu-count",
         )
-    return "ok", f"{len(selected)} of {len(gpu_nodes)} GPU node(s) report GPU health and match the scan's selector", ""
+    return (
+        "ok",
+        f"{len(selected)} of {count(len(gpu_nodes), 'GPU node')} {'reports' if len(selected) == 1 else 'report'} "
+        f"GPU health and {'matches' if len(selected) == 1 else 'match'} the scan's selector",
+        "",
+    )
 
 
 def _finding(facts: ClusterFacts, policy: Policy, now: datetime) -> Finding:

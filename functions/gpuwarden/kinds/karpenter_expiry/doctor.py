@@ -11,6 +11,7 @@ from gpuwarden.domain.annotations import rfc3339
 from gpuwarden.domain.expiry import expiry_of, plan_expiry
 from gpuwarden.domain.nodepools import claim_of, nodeclaim_from_json
 from gpuwarden.domain.policy import Policy
+from gpuwarden.domain.wording import count
 from gpuwarden.services.doctor.facts import ClusterFacts, Finding, KindCheck, Severity
 
 #: How far ahead the check looks.
@@ -38,7 +39,8 @@ def check_karpenter_expiry(facts: ClusterFacts, policy: Policy, now: datetime) -
     return Finding(
         "karpenter-expiry",
         Severity.WARN,
-        f"{len(soon)} GPU node(s) expire within 7 days: {'; '.join(shown)}{more}",
+        f"{count(len(soon), 'GPU node')} {'expires' if len(soon) == 1 else 'expire'} within 7 days: "
+        f"{'; '.join(shown)}{more}",
         "long training runs on them meet Karpenter's forceful expiry: make sure they checkpoint on request "
         "(gpuwarden.io/checkpoint), or raise the NodePool's spec.template.spec.expireAfter",
     )

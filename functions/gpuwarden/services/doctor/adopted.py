@@ -13,6 +13,7 @@ from gpuwarden.domain.alerts_received import ReceivedAlert, unknown
 from gpuwarden.domain.instance_labels import COMPUTE_TYPE_LABEL, is_auto_mode, is_auto_mode_class
 from gpuwarden.domain.policy import Policy
 from gpuwarden.domain.views import NODEPOOL_LABEL, NodeView
+from gpuwarden.domain.wording import count
 from gpuwarden.services.doctor.facts import Finding, Severity, names
 
 ALERT_CHECK = "alert-node-labels"
@@ -146,8 +147,9 @@ def check_eks_auto_mode(nodes: Sequence[NodeView], nodeclaims: Sequence[Mapping[
     return Finding(
         AUTO_MODE_CHECK,
         Severity.OK,
-        f"{len(auto)} node(s) of EKS Auto Mode ({COMPUTE_TYPE_LABEL}: auto; NodePools {names(pools) or 'none'}), "
-        f"{len(claims)} NodeClaim(s) on its eks.amazonaws.com NodeClass: gpuwarden treats them as Karpenter nodes "
+        f"{count(len(auto), 'node')} of EKS Auto Mode ({COMPUTE_TYPE_LABEL}: auto; "
+        f"NodePools {names(pools) or 'none'}), {count(len(claims), 'NodeClaim')} on its eks.amazonaws.com "
+        "NodeClass: gpuwarden treats them as Karpenter nodes "
         "(budgets, limits, expiry, do-not-disrupt), reads their eks.amazonaws.com/instance-* labels, launches "
         "replacements as NodeClaims of their NodePool's NodeClass, and expects no Karpenter Deployment: AWS runs "
         "Karpenter and its Spot interruption handling, gpuwarden cordons and asks for checkpoints beside it",

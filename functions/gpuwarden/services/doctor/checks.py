@@ -14,6 +14,7 @@ from gpuwarden.domain.checkpoint import BadCheckpoint, checkpoint_spec
 from gpuwarden.domain.errors import CloudError
 from gpuwarden.domain.policy import Policy
 from gpuwarden.domain.views import DO_NOT_DISRUPT, PodView
+from gpuwarden.domain.wording import count
 from gpuwarden.services.doctor import rbac
 from gpuwarden.services.doctor.facts import (
     NOTICE_SECONDS,
@@ -178,7 +179,7 @@ def check_checkpoint_annotations(facts: ClusterFacts, policy: Policy) -> Finding
         return Finding(
             "checkpoint-annotations",
             Severity.ERROR,
-            f"{len(bad)} opted-in pod(s) would be evicted without a checkpoint: {names(bad)}",
+            f"{count(len(bad), 'opted-in pod')} would be evicted without a checkpoint: {names(bad)}",
             "fix the gpuwarden.io/checkpoint* annotations in the pod templates (see docs/ for the forms)",
         )
     unguarded = [p.key for p in opted if p.annotations.get(DO_NOT_DISRUPT) != "true"]
@@ -186,11 +187,12 @@ def check_checkpoint_annotations(facts: ClusterFacts, policy: Policy) -> Finding
         return Finding(
             "checkpoint-annotations",
             Severity.WARN,
-            f"Karpenter's interruption queue is on and {len(unguarded)} opted-in pod(s) lack "
+            f"Karpenter's interruption queue is on and {count(len(unguarded), 'opted-in pod')} "
+            f"{'lacks' if len(unguarded) == 1 else 'lack'} "
             f"karpenter.sh/do-not-disrupt: {names(unguarded)}; Karpenter may evict them before gpuwarden marks them",
             'add karpenter.sh/do-not-disrupt: "true" to the pod template of each checkpointing workload',
         )
-    return Finding("checkpoint-annotations", Severity.OK, f"{len(opted)} opted-in pod(s), all annotations valid")
+    return Finding("checkpoint-annotations", Severity.OK, f"{count(len(opted), 'opted-in pod')}, all annotations valid")
 
 
 def check_static_gpu_limit(facts: ClusterFacts, policy: Policy) -> Finding:
@@ -220,7 +222,8 @@ def check_gpu_metrics(policy: Policy, has_metric: Callable[[str], bool]) -> Find
         return Finding(
             "gpu-metrics",
             Severity.OK,
-            f"gpu-idle is fed by the Alertmanager alert(s) {names(alerted)} (policy alerts): "
+            f"gpu-idle is fed by the Alertmanager {'alert' if len(alerted) == 1 else 'alerts'} {names(alerted)} "
+            "(policy alerts): "
             "no CloudWatch GPU metric is needed",
         )
     try:

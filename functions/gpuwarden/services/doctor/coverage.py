@@ -21,6 +21,7 @@ from gpuwarden.domain.gangs import JOB_NAME, JOBSET_NAME, KUBEFLOW_JOB_NAME, LWS
 from gpuwarden.domain.notice import SPOT_NOTICE_SECONDS
 from gpuwarden.domain.policy import Policy
 from gpuwarden.domain.views import PodView
+from gpuwarden.domain.wording import count
 from gpuwarden.services.doctor.facts import ClusterFacts, Finding, Severity
 
 CHECK = "checkpoint-coverage"
@@ -97,7 +98,7 @@ def _shown(items: list[str]) -> str:
 
 def check_checkpoint_coverage(facts: ClusterFacts, policy: Policy) -> Finding:
     workloads = _training(facts.pods, policy)
-    bare = [f"{w.name} ({len(w.pods)} accelerator pod(s))" for w in workloads if not w.covered]
+    bare = [f"{w.name} ({count(len(w.pods), 'accelerator pod')})" for w in workloads if not w.covered]
     notice = f"longer than the {SPOT_NOTICE_SECONDS} s a Spot notice leaves"
     long_grace = [
         f"{w.name}: terminationGracePeriodSeconds {grace} s, {notice}"
@@ -106,7 +107,7 @@ def check_checkpoint_coverage(facts: ClusterFacts, policy: Policy) -> Finding:
     ]
     if not bare and not long_grace:
         return Finding(
-            CHECK, Severity.OK, f"{len(workloads)} training workload(s), each reached by a checkpoint request"
+            CHECK, Severity.OK, f"{count(len(workloads), 'training workload')}, each reached by a checkpoint request"
         )
     said = []
     if bare:

@@ -19,6 +19,7 @@ from gpuwarden.domain.checkpoint import CheckpointSpec, checkpoint_spec
 from gpuwarden.domain.gangs import ASK, BadGangInput, Gang, form_gang, gang_refs, is_gang, zones_of
 from gpuwarden.domain.policy import Policy
 from gpuwarden.domain.views import PodView
+from gpuwarden.domain.wording import count
 from gpuwarden.services.doctor.facts import ClusterFacts, Finding, Severity
 
 CHECK = "checkpoint-gangs"
@@ -83,7 +84,7 @@ def check_checkpoint_gangs(facts: ClusterFacts, policy: Policy) -> Finding:
     warnings += [f"{key} runs in {len(zones)} zones ({', '.join(zones)})" for key, zones in spread]
     found = errors + warnings
     if not found:
-        return Finding(CHECK, Severity.OK, f"{len(gangs)} gang(s) of several pods, each consistent")
+        return Finding(CHECK, Severity.OK, f"{count(len(gangs), 'gang')} of several pods, each consistent")
     fixes = []
     if any("torchrun" in e for e in errors):
         fixes.append(_TORCHRUN_FIX)
