@@ -1,8 +1,8 @@
 """gpuwarden's real dependencies pointed at a simulator: the demo's, the tests' and the benchmarks'.
 
 The same adapters and Kubernetes client as deployed, over HTTP to the simulator; the services'
-clocks are the simulator's, and their sleeps shrink with its speed, so a sped-up cluster and
-gpuwarden's deadlines stay on one time line.
+clocks are the simulator's, and their sleeps shrink with its speed (or, on a `SteppedClock`, are
+what moves it), so a sped-up cluster and gpuwarden's deadlines stay on one time line.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from sim.actors.capacity_reservations import CapacityReservations
 from sim.apiserver.core import KubeSim
+from sim.stepped import SteppedClock
 
 if TYPE_CHECKING:
     from gpuwarden.domain.policy import Policy
@@ -51,5 +52,7 @@ def sim_deps(
     speed = sim.clock.speed or 1.0
     deps.clock = sim.clock.now
     deps.window_clock = sim.clock.now
-    deps.sleep = lambda seconds: time.sleep(seconds / speed)
+    clock = sim.clock
+    # a stepped clock moves only when this sleeps (sim/stepped.py)
+    deps.sleep = clock.sleep if isinstance(clock, SteppedClock) else lambda seconds: time.sleep(seconds / speed)
     return deps

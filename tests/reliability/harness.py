@@ -26,6 +26,7 @@ from sim.actors.workloads import Workloads
 from sim.apiserver.faults import RequestInfo
 from sim.builders import daemonset_pod, gpu_node, inference_pod, job, mirror_pod, nodepool, pdb, pod, training_pod
 from sim.clock import rfc3339
+from sim.stepped import SteppedClock
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 NODE = "ip-10-0-1-23.us-west-2.compute.internal"
@@ -325,6 +326,7 @@ def deadline_of(event: dict[str, Any]) -> datetime:
 
 
 @contextmanager
-def fresh_sim(speed: float = 20.0, ack_delay: float = 1.0) -> Iterator[tuple[KubeSim, Workloads]]:
-    with KubeSim(clock_speed=speed) as sim:
+def fresh_sim(speed: float | None = 20.0, ack_delay: float = 1.0) -> Iterator[tuple[KubeSim, Workloads]]:
+    """``speed=None``: the clock that moves only when the code sleeps (sim/stepped.py)."""
+    with KubeSim(clock_speed=speed or 0.0, clock=SteppedClock() if speed is None else None) as sim:
         yield sim, Workloads(sim, delay=ack_delay).install()
