@@ -93,8 +93,8 @@ class Routed:
 
     deps: Deps | None = None
     inputs: list[dict[str, Any]] = field(default_factory=list)
-    #: run once, just before the scene's first round (a fault that must meet the workflow's rounds)
-    before_first: Callable[[], object] | None = None
+    #: run before each invocation with its index (0: the first round): a fault that must meet the rounds
+    before_round: Callable[[int], object] | None = None
     #: the Retry's full jitter draws from this, seeded per scene: the same scene, the same pauses
     jitter: random.Random = field(default_factory=lambda: random.Random(0))
 
@@ -112,9 +112,8 @@ class Routed:
         """``LambdaFunction._invoke_lambda``'s place (a bound method on the class: not rebound)."""
         payload = event if isinstance(event, dict) else json.loads(event or "{}")
         self.inputs.append(payload)
-        if self.before_first is not None:
-            first, self.before_first = self.before_first, None
-            first()
+        if self.before_round is not None:
+            self.before_round(len(self.inputs) - 1)
         deps = self.scene_deps()
         context = LambdaContext(clock=deps.clock, started=deps.clock())
         try:
@@ -182,7 +181,7 @@ class Machine:
         try:
             yield Workflow(self.client, arn, deps, self.routed.inputs)
         finally:
-            self.routed.deps, self.routed.before_first = None, None
+            self.routed.deps, self.routed.before_round = None, None
 
 
 def _placeholder_zip() -> bytes:

@@ -6,6 +6,7 @@ workflow, executed": the executed workflow is the judge, the imitation the fast 
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from tests.infra.conftest import Synth
 from tests.infra.executed_workflow import Machine, Workflow, executing_machine
 from tests.infra.test_event_ruler import USER_PREFIX
 from tests.reliability.conftest import AWS_ENV, sim_deps
-from tests.reliability.harness import Cluster, build_cluster, fresh_sim, spot_event
+from tests.reliability.harness import STEPS, Cluster, OutageFrom, build_cluster, deadline_of, fresh_sim, spot_event
 
 #: the workflow's Fail state for a drain given up (infra/components/drain_workflow.py's `NotDrained`)
 NOT_FINISHED = "DrainNotFinished"
@@ -55,6 +56,7 @@ class Scene:
     age: float = 0.0  # how old the warning is when handled (its deadline is time + 120 s)
     cluster: dict[str, Any] = field(default_factory=lambda: {"pdb_min_available": None, "grace": 5})
     outage: float = 0.0  # simulated seconds the API server drops every connection, from the first round
+    outage_after: int = 0  # ... or from after this many rounds after the hand-off
     voluntary: bool = False  # handed on as a voluntary kind's drain (no deadline)
     node_gone: bool = False  # the Node is deleted before the first round (the instance went, Karpenter finished it)
 
@@ -94,11 +96,11 @@ def _handed(deps: Deps, scene: Scene, event: dict[str, Any]) -> dict[str, Any]:
     return state
 
 
-def _at_first_round(sim: KubeSim, cluster: Cluster, scene: Scene) -> None:
-    """What happens between the hand-off and the first round after it."""
-    if scene.outage:
+def _before_round(sim: KubeSim, cluster: Cluster, scene: Scene, rounds: int) -> None:
+    """What happens after ``rounds`` rounds since the hand-off, before the next."""
+    if scene.outage and rounds == scene.outage_after:
         sim.faults.inject(reset=True, duration=scene.outage)
-    if scene.node_gone:
+    if scene.node_gone and rounds == 0:
         sim.delete_direct("Node", cluster.node)
 
 
@@ -108,9 +110,15 @@ def imitated(scene: Scene) -> End:
         cluster = build_cluster(sim, **scene.cluster)
         deps = sim_deps(sim)
         state = DrainState.model_validate(_handed(deps, scene, spot_event(sim.clock.now(), age=scene.age)))
-        _at_first_round(sim, cluster, scene)
+        _before_round(sim, cluster, scene, 0)
+        rounds = itertools.count(1)
         try:
-            last = drain_to_end(Recorder(deps, state.event_id), state, spec_of(state.kind).hooks).state
+            last = drain_to_end(
+                Recorder(deps, state.event_id),
+                state,
+                spec_of(state.kind).hooks,
+                on_round=lambda _state: _before_round(sim, cluster, scene, next(rounds)),
+            ).state
         except DrainGaveUp:
             return End("FAILED", NOT_FINISHED, None, _pods(sim, cluster), ())
         return End(
@@ -142,8 +150,8 @@ def executed(machine: Machine, scene: Scene, *, starts: int = 1) -> Executed:
         event = spot_event(sim.clock.now(), age=scene.age)
         with machine.scene(deps) as workflow:
             state = _handed(deps, scene, event)
-            # from the workflow's first round, as `imitated` does it before drain_to_end's
-            machine.routed.before_first = lambda: _at_first_round(sim, cluster, scene)
+            # counted from the workflow's first round, as `imitated` counts drain_to_end's
+            machine.routed.before_round = lambda rounds: _before_round(sim, cluster, scene, rounds)
             for _ in range(starts):
                 workflow.start(state)
             execution = workflow.finished()
@@ -238,18 +246,70 @@ def test_the_deadline_passes_during_the_rounds(machine: Machine) -> None:
 
 
 def test_an_outage_is_retried_with_the_retry_count_passed_in_and_the_drain_ends(machine: Machine) -> None:
-    # Given the API server dropping every connection for 30 (simulated) seconds from the first round
-    scene = Scene(outage=30.0)
+    # Given trainers that take 20 s to checkpoint, and the API server dropping every connection for
+    # 30 (simulated) seconds after the workflow's first round (each failed round costs the client's
+    # real-time retries, about 1.5 s: the suite's time, not the scene's)
+    scene = Scene(ack_delay=20.0, outage=30.0, outage_after=1)
     run = executed(machine, scene)
     # Then the rounds failed as DrainClusterUnreachable, were retried with RetryCount counting up
     assert run.failures, "the outage never met a round"
     assert set(run.failures) == {"DrainClusterUnreachable"}, run.failures
     counts = [i["retry_count"] for i in run.workflow.inputs]
-    assert counts[: len(run.failures) + 1] == list(range(len(run.failures) + 1)), counts
+    assert counts[: len(run.failures) + 2] == [0, *range(len(run.failures) + 1)], counts
     # and the drain still ended, drained, before the deadline
     assert run.end.status == "SUCCEEDED", run.execution
     assert run.end.outcome == "drained", run.end
+    assert run.end.seconds_left is not None, run.end
+    assert run.end.seconds_left >= 0, run.end
     assert imitated(scene) == run.end
+
+
+def test_an_outage_that_outlasts_the_deadline_ends_not_drained_naming_what_is_left(machine: Machine) -> None:
+    # Given a Spot warning with 60 s left, trainers that take 30 s, and the API server gone for good
+    # after the workflow's first round
+    scene = Scene(ack_delay=30.0, age=60.0, outage=600.0, outage_after=1)
+    run = executed(machine, scene)
+    # Then the workflow retried until the deadline's grace, then ended in NotDrained with what is left
+    assert run.failures[0] == "DrainClusterUnreachable", run.failures
+    assert run.failures[-1] == "DrainGaveUp", run.failures  # the function's error, caught into NotDrained
+    assert run.end.status == "FAILED", run.execution
+    assert run.end.error == NOT_FINISHED, run.execution
+    cause = run.execution["cause"]
+    assert "deadline" in cause, cause
+    assert "left on the node: " in cause, cause
+    assert "ml/train-0-worker" in cause, cause
+    assert imitated(scene) == run.end
+
+
+@pytest.mark.parametrize("step", ["between the mark and the requests", "during the replacement"])
+def test_deployed_a_failure_after_the_mark_is_handed_to_the_workflow_which_waits_out_the_outage(
+    machine: Machine, step: str
+) -> None:
+    # Given a Spot warning just received, and the API server dropping every connection for 20 s from
+    # that step of the first invocation on (tests/reliability/test_drain_outage.py runs it locally)
+    with fresh_sim(speed=None, ack_delay=1.0) as (sim, _workloads):
+        cluster = build_cluster(sim, pdb_min_available=None, grace=5)
+        event = spot_event(sim.clock.now())
+        outage = OutageFrom(sim, STEPS[step])
+        deps = sim_deps(sim)
+        handed: list[dict[str, Any]] = []
+        deps.start_drain = handed.append
+        sim.faults.inject(reset=True, predicate=outage)
+        with machine.scene(deps) as workflow:
+            first = handle_batch(parse_notices(event), deps, drain_locally=False).to_json()
+            # Then the invocation answers handled with the failure, the workflow started
+            assert outage.began is not None
+            assert first["outcome"] == "handled", first
+            assert "handed-on" in [a["type"] for a in first["actions"]], first["actions"]
+            assert handed, "the drain workflow was never started"
+            workflow.start(handed[-1])
+            execution = workflow.finished()
+        # and the workflow's rounds wait the outage out and finish before the deadline
+        assert execution["status"] == "SUCCEEDED", execution
+        assert json.loads(execution["output"])["outcome"] == "drained", execution
+        assert sim.clock.now() < deadline_of(event)
+        pods = _pods(sim, cluster)
+        assert all(pods[key] in {"gone", "leaving"} for key in cluster.must_go), pods
 
 
 def test_a_voluntary_drain_that_cannot_reach_the_cluster_gives_up_as_drain_not_finished(machine: Machine) -> None:
