@@ -6,6 +6,13 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+
+class Later(Protocol):
+    """A timed action of `SimClock.call_later`, until it runs."""
+
+    def cancel(self) -> None: ...
 
 
 class SimClock:
@@ -65,6 +72,14 @@ class SimClock:
         if self._speed == 0:
             return None
         return delta / self._speed
+
+    def call_later(self, seconds: float, action: Callable[[], object]) -> Later:
+        """Run ``action`` once ``seconds`` of sim time have passed (a timer thread here; on a
+        `sim.stepped.SteppedClock`, inside the sleep that passes its time). ``cancel()`` drops it."""
+        timer = threading.Timer(seconds / (self._speed or 1.0), action)
+        timer.daemon = True
+        timer.start()
+        return timer
 
     def subscribe(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` after each advance() or speed change (used to wake the reaper)."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from sim.apiserver.core import KubeSim
 from sim.apiserver.exec_ws import ExecRecord, ExecResult
 from sim.apiserver.store import Obj
-from sim.clock import rfc3339
+from sim.clock import Later, rfc3339
 
 CHECKPOINT = "gpuwarden.io/checkpoint"
 REQUESTED = "gpuwarden.io/checkpoint-requested"
@@ -35,7 +35,7 @@ class Workloads:
     exit_codes: dict[str, int] = field(default_factory=dict)
     acked: list[str] = field(default_factory=list)
     _pending: set[str] = field(default_factory=set)
-    _timers: set[threading.Timer] = field(default_factory=set)
+    _timers: set[Later] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def install(self) -> Workloads:
@@ -52,19 +52,17 @@ class Workloads:
             timer.cancel()
 
     def _later(self, key: str, action: Callable[[], None]) -> None:
-        seconds = self.delays.get(key, self.delay)
-        speed = self.sim.clock.speed or 1.0
+        """``action`` after the pod's delay in sim seconds (`SimClock.call_later`: inside the sleep
+        that passes it on a `sim.stepped.SteppedClock`)."""
 
         def run() -> None:
             with self._lock:
                 self._timers.discard(timer)
             action()
 
-        timer = threading.Timer(seconds / speed, run)
-        timer.daemon = True
         with self._lock:
+            timer = self.sim.clock.call_later(self.delays.get(key, self.delay), run)
             self._timers.add(timer)
-        timer.start()
 
     def _ack(self, namespace: str, name: str) -> None:
         key = f"{namespace}/{name}"

@@ -24,6 +24,7 @@ from sim.apiserver.registry import Registry, ResourceType
 from sim.apiserver.server import SimHTTPServer
 from sim.apiserver.store import ChangeListener, Obj, Store
 from sim.clock import SimClock
+from sim.stepped import SteppedClock
 
 TOKEN = "sim-token"  # noqa: S105 - a dummy bearer token; the simulator checks none
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -52,6 +53,8 @@ class KubeSim:
         for ns in SYSTEM_NAMESPACES:
             self.api.ensure_namespace(ns)
         self.clock.subscribe(self.store.deadline_changed.set)
+        if isinstance(self.clock, SteppedClock):  # grace periods end inside the sleep that reaches them
+            self.clock.add_timed(self.store.next_deadline, self.store.reap)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -108,8 +111,10 @@ class KubeSim:
         self.stop()
 
     def _reap_loop(self) -> None:
+        stepped = isinstance(self.clock, SteppedClock)  # its sleeps reap (sim/stepped.py)
         while not self._state.stopping.is_set():
-            self.store.reap()
+            if not stepped:
+                self.store.reap()
             wait = 0.05
             deadline = self.store.next_deadline()
             if deadline is not None:

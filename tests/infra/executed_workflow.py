@@ -20,21 +20,25 @@ routed here, nothing else is changed:
   "errorMessage"}`` with a function error, which the interpreter turns into the error name its
   Retry and Catch match (``errorType``) and the cause (the whole payload, as Step Functions does);
 - the Wait state (``WaitFunction._wait_interval``) and the Retry's pause (``retrier_decl.time``)
-  sleep on the simulator's clock (`Deps.sleep`), so a 6 h workflow takes seconds;
+  sleep on the simulator's clock (`Deps.sleep`), so a 6 h workflow takes seconds; on the clock
+  that moves only when the code sleeps (sim/stepped.py) they are what moves it, and the Retry's
+  full jitter (``jitter_strategy_decl.random``) draws from a generator seeded per scene: a scene's
+  end is a function of its inputs, at any load. The state machine's own 6 h ``TimeoutSeconds`` is
+  a real-time ``join`` in moto's ``Program.eval``: no scene reaches it;
 - the drain function's dependencies (``handlers.drain.invocation_deps``) are the scene's: the real
   adapters on the simulator (`sim.wiring.sim_deps`), bounded by the context's remaining time as
   ``_runtime.invocation_deps`` bounds them deployed.
 
 moto, its Lambda function and the EC2 backend are made once per module, before any scene: they cost
-tens of seconds of real time, which a scene's clock (10x) would count against a Spot warning's
-120 s; made inside a scene, the warning was more than 10 min past its deadline when the first
-invocation handled it, a replay by `decide.stale_warning`, and the answer was ``ignored``.
+tens of seconds of real time (no simulated time on the stepped clock, but still real seconds for
+the suite).
 """
 
 from __future__ import annotations
 
 import io
 import json
+import random
 import time
 import types
 import uuid
@@ -89,8 +93,10 @@ class Routed:
 
     deps: Deps | None = None
     inputs: list[dict[str, Any]] = field(default_factory=list)
-    #: run once, just before the scene's first round (a fault that must meet the workflow's rounds)
-    before_first: Callable[[], object] | None = None
+    #: run before each invocation with its index (0: the first round): a fault that must meet the rounds
+    before_round: Callable[[int], object] | None = None
+    #: the Retry's full jitter draws from this, seeded per scene: the same scene, the same pauses
+    jitter: random.Random = field(default_factory=lambda: random.Random(0))
 
     def scene_deps(self) -> Deps:
         assert self.deps is not None, "no scene: the workflow was invoked outside `Machine.scene`"
@@ -99,13 +105,15 @@ class Routed:
     def sleep(self, seconds: float) -> None:
         self.scene_deps().sleep(seconds)
 
+    def uniform(self, low: float, high: float) -> float:
+        return self.jitter.uniform(low, high)
+
     def invoke(self, event: Any = None) -> tuple[str, bool, str]:
         """``LambdaFunction._invoke_lambda``'s place (a bound method on the class: not rebound)."""
         payload = event if isinstance(event, dict) else json.loads(event or "{}")
         self.inputs.append(payload)
-        if self.before_first is not None:
-            first, self.before_first = self.before_first, None
-            first()
+        if self.before_round is not None:
+            self.before_round(len(self.inputs) - 1)
         deps = self.scene_deps()
         context = LambdaContext(clock=deps.clock, started=deps.clock())
         try:
@@ -169,11 +177,11 @@ class Machine:
         arn = self.client.create_state_machine(name=name, definition=self.definition, roleArn=self.role)[
             "stateMachineArn"
         ]
-        self.routed.deps, self.routed.inputs = deps, []
+        self.routed.deps, self.routed.inputs, self.routed.jitter = deps, [], random.Random(0)
         try:
             yield Workflow(self.client, arn, deps, self.routed.inputs)
         finally:
-            self.routed.deps, self.routed.before_first = None, None
+            self.routed.deps, self.routed.before_round = None, None
 
 
 def _placeholder_zip() -> bytes:
@@ -189,7 +197,7 @@ def executing_machine(template: dict[str, Any]) -> Iterator[Machine]:
     from moto import mock_aws
     from moto.awslambda.models import LambdaBackend, LambdaFunction
     from moto.awslambda_simple.models import LambdaSimpleBackend
-    from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+    from moto.stepfunctions.parser.asl.component.common.retry import jitter_strategy_decl, retrier_decl
     from moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_function import WaitFunction
 
     routed = Routed()
@@ -202,6 +210,7 @@ def executing_machine(template: dict[str, Any]) -> Iterator[Machine]:
         mock.patch.object(LambdaFunction, "_invoke_lambda", routed.invoke),
         mock.patch.object(WaitFunction, "_wait_interval", lambda _self, env, wait_seconds: routed.sleep(wait_seconds)),
         mock.patch.object(retrier_decl, "time", types.SimpleNamespace(sleep=routed.sleep)),
+        mock.patch.object(jitter_strategy_decl, "random", types.SimpleNamespace(uniform=routed.uniform)),
         mock.patch.object(
             drain_handler, "invocation_deps", lambda context: _runtime.invocation_deps(context, routed.scene_deps())
         ),

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -28,6 +29,7 @@ from sim.actors.workloads import Workloads
 from sim.apiserver.faults import RequestInfo
 from sim.builders import daemonset_pod, gpu_node, inference_pod, job, mirror_pod, nodepool, pdb, pod, training_pod
 from sim.clock import rfc3339
+from sim.stepped import SteppedClock
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 NODE = "ip-10-0-1-23.us-west-2.compute.internal"
@@ -327,8 +329,9 @@ def deadline_of(event: dict[str, Any]) -> datetime:
 
 
 @contextmanager
-def fresh_sim(speed: float = 20.0, ack_delay: float = 1.0) -> Iterator[tuple[KubeSim, Workloads]]:
-    with KubeSim(clock_speed=speed) as sim:
+def fresh_sim(speed: float | None = 20.0, ack_delay: float = 1.0) -> Iterator[tuple[KubeSim, Workloads]]:
+    """``speed=None``: the clock that moves only when the code sleeps (sim/stepped.py)."""
+    with KubeSim(clock_speed=speed or 0.0, clock=SteppedClock() if speed is None else None) as sim:
         yield sim, Workloads(sim, delay=ack_delay).install()
 
 
@@ -361,3 +364,39 @@ def write_event(tmp_path: Path, event: dict[str, Any], name: str = "event.json")
 
 def drained(sim: KubeSim, keys: list[str]) -> bool:
     return all(sim.get("Pod", k.split("/")[1], k.split("/")[0]) is None for k in keys)
+
+
+# ------------------------------------------------------------------------- an outage from a step
+
+OUTAGE_SECONDS = 20.0  # simulated; the client's own retries (about 1.5 s of real time) are far shorter
+
+
+class OutageFrom:
+    """A fault predicate: from the first request ``starts`` matches, every request is dropped for
+    `OUTAGE_SECONDS` of simulated time (the API server gone: connections reset)."""
+
+    def __init__(self, sim: KubeSim, starts: Callable[[RequestInfo], bool], seconds: float = OUTAGE_SECONDS) -> None:
+        self.sim, self.starts, self.seconds = sim, starts, seconds
+        self.began: datetime | None = None
+
+    def __call__(self, req: RequestInfo) -> bool:
+        now = self.sim.clock.now()
+        if self.began is None:
+            if not self.starts(req):
+                return False
+            self.began = now
+        return now < self.began + timedelta(seconds=self.seconds)
+
+
+def _first(method: str, pattern: str) -> Callable[[RequestInfo], bool]:
+    compiled = re.compile(pattern)
+    return lambda req: req.method == method and compiled.fullmatch(req.path) is not None
+
+
+#: Where in a Spot warning's first invocation the outage starts (the request that meets it first).
+STEPS: dict[str, Callable[[RequestInfo], bool]] = {
+    "before the mark": lambda _req: True,
+    "between the mark and the requests": _first("GET", r"/api/v1/pods"),
+    "during the replacement": _first("POST", r"/apis/karpenter\.sh/v1/nodeclaims"),
+    "during the first drain round": _first("POST", r"/api/v1/namespaces/[^/]+/pods/[^/]+/eviction"),
+}
