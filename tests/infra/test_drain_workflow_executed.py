@@ -28,7 +28,8 @@ from sim import KubeSim
 from tests.infra.conftest import USER_PREFIX, Synth
 from tests.infra.executed_workflow import Machine, Workflow, executing_machine
 from tests.reliability.conftest import AWS_ENV, sim_deps
-from tests.reliability.harness import STEPS, Cluster, OutageFrom, build_cluster, deadline_of, fresh_sim, spot_event
+from tests.reliability.harness import Cluster, build_cluster, deadline_of, fresh_sim, spot_event
+from tests.reliability.outages import STEPS, OutageFrom
 
 #: the workflow's Fail state for a drain given up (infra/components/drain_workflow.py's `NotDrained`)
 NOT_FINISHED = "DrainNotFinished"

@@ -22,15 +22,14 @@ from gpuwarden.services.engine.context import Deps
 from sim import KubeSim
 from tests.reliability.conftest import sim_deps
 from tests.reliability.harness import (
-    STEPS,
     Cluster,
     Observer,
-    OutageFrom,
     build_cluster,
     deadline_of,
     fresh_sim,
     spot_event,
 )
+from tests.reliability.outages import STEPS, OutageFrom
 
 # --------------------------------------------------------------------------- the outage at every step
 
