@@ -109,8 +109,12 @@ def test_an_evicted_rank_of_the_docs_jobset_restarts_the_set_without_counting_a_
     assert status.get("restartsCountTowardsMax", 0) == 0, status
     assert not status.get("terminalState"), status
     assert not any(c["type"] in ("Failed", "Completed") and c["status"] == "True" for c in status.get("conditions", []))
-    events = core.list_namespaced_event(ns, field_selector=f"involvedObject.name={name}").items
-    assert any(e.reason == RESTART_EVENT for e in events), [e.reason for e in events]
+
+    def restart_event() -> bool:  # the controller's event recorder writes it after the status, on its own
+        events = core.list_namespaced_event(ns, field_selector=f"involvedObject.name={name}").items
+        return any(e.reason == RESTART_EVENT for e in events)
+
+    plane.wait_for(f"the JobSet's {RESTART_EVENT} event", restart_event, timeout=30)
     # and its child Job is made again, attempt 1, with all 16 ranks Running
     second = plane.wait_for("16 ranks of attempt 1 Running", lambda: running("1"), timeout=150)
     assert not {p.metadata.uid for p in second} & {p.metadata.uid for p in first}
