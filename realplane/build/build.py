@@ -65,12 +65,16 @@ def _ldflags(module: pins.GoModule, pinned: dict[str, dict[str, str]]) -> str:
         ]
     if module.name == "karpenter":
         flags.append(f"-X sigs.k8s.io/karpenter/pkg/operator.Version={pinned['karpenter']['version']}")
+    if module.name == "jobset":
+        flags.append(f"-X sigs.k8s.io/jobset/pkg/version.GitVersion={pinned['jobset']['version']}")
     return " ".join(flags)
 
 
 def _modules_of(module: pins.GoModule) -> list[str]:
     """The pins.toml sections whose module this Go module requires."""
-    return {"kube": ["kubernetes", "etcd"], "kwok": ["kwok"], "karpenter": ["karpenter"]}[module.name]
+    return {"kube": ["kubernetes", "etcd"], "kwok": ["kwok"], "karpenter": ["karpenter"], "jobset": ["jobset"]}[
+        module.name
+    ]
 
 
 def _required(go_mod: str, path: str) -> str | None:
@@ -137,20 +141,16 @@ def repin() -> None:
 
 
 def _copy_share() -> None:
-    """Copy KWOK's stages, Karpenter's and JobSet's CRDs out of the pinned modules (pins.SHARE)."""
+    """Copy KWOK's stages, Karpenter's and JobSet's CRDs and JobSet's webhook configurations out of
+    the pinned modules (pins.SHARE)."""
     dest = pins.share_dir()
     tmp = dest.parent / f"share.partial-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
-    for module_name, (folder, patterns) in pins.SHARE.items():
-        module = next((m for m in pins.MODULES if m.name == module_name), None)
-        pin = pins.load_pins()[module_name]
-        path = pin["module"]
-        if module is None:  # only files of it: the pinned version, checked by the checksum database
-            info = json.loads(_go(["mod", "download", "-json", f"{path}@{pin['version']}"], pins.GO_DIR, capture=True))
-            source = Path(info["Dir"])
-        else:
-            source = Path(_go(["list", "-m", "-f", "{{.Dir}}", path], module.path, capture=True).strip())
-        if module is not None and not source.is_dir():  # not in the module cache yet (warm binaries, fresh cache)
+    for folder, (module_name, patterns) in pins.SHARE.items():
+        module = next(m for m in pins.MODULES if m.name == module_name)
+        path = pins.load_pins()[module_name]["module"]
+        source = Path(_go(["list", "-m", "-f", "{{.Dir}}", path], module.path, capture=True).strip())
+        if not source.is_dir():  # not in the module cache yet (warm binaries, fresh cache)
             _go(["mod", "download", path], module.path)
             source = Path(_go(["list", "-m", "-f", "{{.Dir}}", path], module.path, capture=True).strip())
         (tmp / folder).mkdir(parents=True, exist_ok=True)

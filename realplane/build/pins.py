@@ -53,6 +53,8 @@ MODULES = (
     ),
     GoModule("kwok", {"kwok": "sigs.k8s.io/kwok/cmd/kwok"}),
     GoModule("karpenter", {"karpenter-kwok": "sigs.k8s.io/karpenter/kwok"}),
+    # JobSet's controller manager: the main package at its module's root (controllers and webhooks)
+    GoModule("jobset", {"jobset-controller": "sigs.k8s.io/jobset"}),
 )
 BINARIES = tuple(name for module in MODULES for name in module.binaries)
 
@@ -95,12 +97,15 @@ def share_dir() -> Path:
     return key_dir() / "share"
 
 
-# What the build copies into share/, from each module's directory in the module cache:
-# KWOK's default stages as kwokctl installs them (node initialize, heartbeat with a lease, and the
-# "fast" pod stages: ready, complete, delete), and Karpenter's CRDs with the KWOK provider's.
+# What the build copies into share/<folder>, from a module's directory in the module cache, as
+# folder: (pins.toml section, patterns): KWOK's default stages as kwokctl installs them (node
+# initialize, heartbeat with a lease, and the "fast" pod stages: ready, complete, delete),
+# Karpenter's CRDs with the KWOK provider's, JobSet's CRD, and JobSet's webhook configurations
+# (the kubebuilder manifests and the kustomize patches that give its pod webhooks their
+# objectSelector), which realplane/plane/jobset.py points at the controller on loopback.
 SHARE = {
-    "kwok": (
-        "kwok-stages",
+    "kwok-stages": (
+        "kwok",
         (
             "kustomize/stage/node/fast/node-initialize.yaml",
             "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
@@ -109,9 +114,12 @@ SHARE = {
             "kustomize/stage/pod/fast/pod-delete.yaml",
         ),
     ),
-    "karpenter": ("karpenter-crds", ("pkg/apis/crds/*.yaml", "kwok/apis/crds/*.yaml")),
-    # a module of no Go module of ours: `go mod download` of the pin (verified by the checksum database)
-    "jobset": ("jobset-crds", ("config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml",)),
+    "karpenter-crds": ("karpenter", ("pkg/apis/crds/*.yaml", "kwok/apis/crds/*.yaml")),
+    "jobset-crds": ("jobset", ("config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml",)),
+    "jobset-webhooks": (
+        "jobset",
+        ("config/components/webhook/manifests.yaml", "config/components/webhook/patches/*-patch.yaml"),
+    ),
 }
 
 

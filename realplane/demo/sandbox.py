@@ -1,11 +1,12 @@
 """`gpuwarden demo --serve --real`: the real control plane kept up as a sandbox (docs/realplane.md).
 
 etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK as every node's kubelet and
-Karpenter's KWOK provider with the tour's `gpu-training` NodePool; JobSet's CRD installed; moto
-in server mode as EC2. A user's own manifests (an Indexed Job, a Deployment, a JobSet) are
-admitted, Karpenter launches KWOK nodes for their pods and kube-scheduler binds them there. Each
-node Karpenter registers gets its EC2 instance in moto (its `PrivateDnsName` is the node's name,
-as gpuwarden finds EKS nodes), printed as it appears, so a Spot warning for it can be invoked.
+Karpenter's KWOK provider with the tour's `gpu-training` NodePool; JobSet's CRD, controller and
+webhooks; moto in server mode as EC2. A user's own manifests (an Indexed Job, a Deployment, a
+JobSet, which makes its Jobs) are admitted, Karpenter launches KWOK nodes for their pods and
+kube-scheduler binds them there. Each node Karpenter registers gets its EC2 instance in moto (its
+`PrivateDnsName` is the node's name, as gpuwarden finds EKS nodes), printed as it appears, so a
+Spot warning for it can be invoked.
 The `export` lines go to stdout; up until Ctrl-C (SIGINT) or SIGTERM.
 """
 
@@ -72,14 +73,14 @@ def serve() -> int:
     logs = Path(tempfile.mkdtemp(prefix="gpuwarden-real-sandbox-"))
     try:
         print("# starting the real control plane (etcd, kube-apiserver, controller-manager, scheduler,", flush=True)
-        print(f"# KWOK, Karpenter's KWOK provider); component logs in {logs}", flush=True)
+        print(f"# KWOK, Karpenter's KWOK provider, JobSet's controller); component logs in {logs}", flush=True)
         with start_moto() as aws, Plane(artifacts=logs, jobset=True, kubelet_deletes=True) as plane:
             policy = logs / "policy.yaml"
             policy.write_text(json.dumps({"cluster": CLUSTER}, indent=2) + "\n")
             watcher = NodeInstances(plane, aws.instance_for_node, stop)
             watcher.thread.start()
             env = exports(plane.kubeconfig, policy, aws.endpoint)  # as the simulator's sandbox says them
-            print("# gpuwarden sandbox on a real control plane: NodePool gpu-training (p4d/p5, GPU taint), JobSet CRD")
+            print("# gpuwarden sandbox on a real control plane: NodePool gpu-training (p4d/p5, GPU taint), JobSet")
             print("export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()), flush=True)
             print("# then: kubectl apply -f your-indexed-job.yaml (pods tolerate nvidia.com/gpu and request GPUs);")
             print("#       Karpenter launches KWOK nodes, each printed here with its EC2 instance; then, for one:")

@@ -157,13 +157,31 @@ def make_pki(where: Path) -> Pki:
     )
 
 
-def client_cert(pki: Pki, user: str, groups: tuple[str, ...], where: Path) -> tuple[Path, Path]:
-    """A client certificate for ``user`` in ``groups`` (the API server reads CN and O), signed by
-    the plane's CA: its certificate and key paths in ``where``."""
+def _ca(pki: Pki) -> tuple[ec.EllipticCurvePrivateKey, x509.Name]:
+    """The plane's CA key and name, read back from its files, to sign one more certificate."""
     ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
     if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
         raise TypeError("the plane's CA key is not an EC key")
-    ca_name = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes()).subject
+    return ca_key, x509.load_pem_x509_certificate(pki.ca_cert.read_bytes()).subject
+
+
+def client_cert(pki: Pki, user: str, groups: tuple[str, ...], where: Path) -> tuple[Path, Path]:
+    """A client certificate for ``user`` in ``groups`` (the API server reads CN and O), signed by
+    the plane's CA: its certificate and key paths in ``where``."""
+    ca_key, ca_name = _ca(pki)
     key = _key()
     cert = _issue(ca_key, ca_name, key, _name(user, *groups), [ExtendedKeyUsageOID.CLIENT_AUTH])
     return _write_cert(where / f"{user}.crt", cert), _write_key(where / f"{user}.key", key)
+
+
+def serving_cert(pki: Pki, name: str, where: Path) -> tuple[Path, Path]:
+    """A serving certificate for 127.0.0.1 (a webhook server the API server calls), signed by the
+    plane's CA, written as ``tls.crt`` and ``tls.key`` in ``where`` (created), the names
+    controller-runtime's webhook and metrics servers read from their certificate directory."""
+    ca_key, ca_name = _ca(pki)
+    key = _key()
+    cert = _issue(
+        ca_key, ca_name, key, _name(name), [ExtendedKeyUsageOID.SERVER_AUTH], dns=("localhost",), ips=("127.0.0.1",)
+    )
+    where.mkdir(parents=True, exist_ok=True)
+    return _write_cert(where / "tls.crt", cert), _write_key(where / "tls.key", key)

@@ -40,7 +40,8 @@ import yaml
 
 from realplane.build import pins
 from realplane.plane import control_plane, karpenter, kwok
-from realplane.plane.certs import client_cert, make_pki
+from realplane.plane import jobset as jobset_module
+from realplane.plane.certs import client_cert, make_pki, serving_cert
 from realplane.plane.control_plane import CLUSTER_NAME
 from realplane.plane.dumps import dump, dump_full
 from realplane.plane.karpenter import NODE_CLASS_REF, tour_nodepool
@@ -88,7 +89,7 @@ class Plane:
         #: KWOK's pod-complete stage: a Job's pod Succeeds as soon as it runs. Off by default, so
         #: a training pod runs until it is evicted or deleted, as a long training run does.
         self.complete_jobs = complete_jobs
-        #: JobSet's CRD (jobset.x-k8s.io), so a user's JobSet manifest is admitted (no JobSet controller).
+        #: JobSet's CRD (jobset.x-k8s.io) and its controller with its webhooks (realplane/plane/jobset.py).
         self.jobset = jobset
         #: A deleted pod goes to phase Failed at the end of its grace and leaves once its finalizers are
         #: gone, as a kubelet would (kwok.KUBELET_DELETE); off: KWOK deletes it at once.
@@ -101,6 +102,8 @@ class Plane:
             for name in ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok", "karpenter")
         }
         self.ports["karpenter-metrics"] = free_port()
+        if jobset:
+            self.ports.update({name: free_port() for name in jobset_module.PORTS})
         self.pki = make_pki(self.workdir / "pki")
         self.server = f"https://127.0.0.1:{self.ports['apiserver']}"
         self.kubeconfig = self.workdir / "admin.kubeconfig"
@@ -149,6 +152,7 @@ class Plane:
         self._start(self._start_kwok, "kwok", ("kwok",))
         if self.jobset:
             self.install_crds("jobset-crds")
+            self._start(self._start_jobset, "jobset-controller", jobset_module.PORTS)
         if self.with_karpenter:
             self._install_karpenter_objects()
             self._start(self._start_karpenter, "karpenter", ("karpenter", "karpenter-metrics"))
@@ -358,3 +362,20 @@ class Plane:
         started = self._add("karpenter", ["karpenter-kwok"], env=env)
         self._ready(started, f"http://127.0.0.1:{health}/readyz")
         karpenter.wait_ready(self.api_client(), self.nodepools, self.wait_for, self.ready_timeout)
+
+    def _start_jobset(self) -> None:
+        """JobSet's controller, ready once its webhook server listens; then its webhook
+        configurations, waited for until the API server calls them (realplane/plane/jobset.py)."""
+        cert_dir = self.workdir / "jobset-certs"
+        serving_cert(self.pki, "jobset-webhook", cert_dir)
+        config = jobset_module.config(self.workdir, self.ports, cert_dir)
+        env = {"KUBECONFIG": str(self.kubeconfig_for("jobset-controller"))}
+        started = self._add("jobset-controller", jobset_module.argv(config), env=env)
+        self._ready(started, f"http://127.0.0.1:{self.ports['jobset-health']}/readyz")
+        api = self.api_client()
+        jobset_module.install_webhooks(api, self.ports["jobset-webhook"], self.pki.ca_cert)
+        self.wait_for(
+            "JobSet's webhooks called by the API server",
+            lambda: jobset_module.defaulted(api),
+            timeout=self.ready_timeout,
+        )

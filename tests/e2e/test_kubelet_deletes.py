@@ -20,29 +20,13 @@ import yaml
 from kubernetes import client
 
 from realplane.plane.harness import Plane
-from realplane.plane.kwok import KWOK_NODE_ANNOTATION
 from tests.docs_manifests import docs_indexed_job
-from tests.e2e.world import ARTIFACTS, GPU
+from tests.e2e.world import ARTIFACTS, kwok_node
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.skipif(shutil.which("kubectl") is None, reason="needs kubectl")]
 
 TRACKING = "batch.kubernetes.io/job-tracking"
 INDEX = "batch.kubernetes.io/job-completion-index"
-
-
-def kwok_node(name: str) -> dict[str, Any]:
-    resources = {"cpu": "96", "memory": "1Ti", "pods": "110", GPU: "8"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "annotations": {KWOK_NODE_ANNOTATION: "fake"},
-            "labels": {"kubernetes.io/hostname": name, "type": "kwok"},
-        },
-        "spec": {"taints": [{"key": GPU, "value": "true", "effect": "NoSchedule"}]},
-        "status": {"capacity": resources, "allocatable": resources},
-    }
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from typing import Any
 from kubernetes import client
 
 from realplane.aws import REGION, AwsWorld
-from realplane.plane.harness import Plane
+from realplane.plane.harness import KWOK_NODE_ANNOTATION, Plane
 
 GPUWARDEN = Path(sys.executable).with_name("gpuwarden")
 EVENTS = Path(__file__).resolve().parents[2] / "events"
@@ -26,6 +26,24 @@ GPUWARDEN_USER = "gpuwarden"
 NODEPOOL = "gpu-training"
 GPU = "nvidia.com/gpu"
 GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
+
+
+def kwok_node(name: str, *, gpu_taint: bool = True) -> dict[str, Any]:
+    """A node made by hand for KWOK (the kubelet stand-in; the node is named as such): 8 GPUs, and
+    the GPU taint unless ``gpu_taint`` is false (for a manifest that tolerates nothing)."""
+    resources = {"cpu": "96", "memory": "1Ti", "pods": "110", GPU: "8"}
+    taints = [{"key": GPU, "value": "true", "effect": "NoSchedule"}] if gpu_taint else []
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {KWOK_NODE_ANNOTATION: "fake"},
+            "labels": {"kubernetes.io/hostname": name, "type": "kwok"},
+        },
+        "spec": {"taints": taints},
+        "status": {"capacity": resources, "allocatable": resources},
+    }
 
 
 def spot_warning(instance_id: str, at: datetime | None = None) -> dict[str, Any]:

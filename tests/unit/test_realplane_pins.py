@@ -61,7 +61,7 @@ def test_a_pin_without_its_go_mod_is_refused_in_one_line(copied: Path) -> None:
 
 
 def test_every_binary_is_built_by_one_module_and_named_once() -> None:
-    assert len(pins.BINARIES) == len(set(pins.BINARIES)) == 6
+    assert len(pins.BINARIES) == len(set(pins.BINARIES)) == 7
     assert set(pins.BINARIES) == {
         "etcd",
         "kube-apiserver",
@@ -69,6 +69,7 @@ def test_every_binary_is_built_by_one_module_and_named_once() -> None:
         "kube-scheduler",
         "kwok",
         "karpenter-kwok",
+        "jobset-controller",
     }
 
 
@@ -81,6 +82,6 @@ def test_a_plane_without_its_binaries_fails_in_one_line_naming_them(
         pass
     message = str(failed.value)
     assert "\n" not in message
-    assert re.search(r"etcd, kube-apiserver, .*karpenter-kwok not built", message), message
+    assert re.search(r"etcd, kube-apiserver, .*karpenter-kwok, jobset-controller not built", message), message
     assert "make setup-real" in message
     assert not plane.workdir.exists()  # the temporary directory went with the failed start
