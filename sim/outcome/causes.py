@@ -106,7 +106,7 @@ class _Record:
     stopped_by: dict[str, tuple[str, str]]  # pod -> (who, why): the first SIGTERM it got
     notices: dict[str, list[float]]  # node -> times a notice named it
     gone: dict[str, float]  # node -> when EC2 takes its instance
-    expired: set[str]  # nodes whose NodeClaim Karpenter expired
+    expired: dict[str, float]  # nodes whose NodeClaim Karpenter expired -> when
     expiry_drained: set[str]  # nodes gpuwarden drained for their expiry (kind karpenter-expiry)
 
     @classmethod
@@ -118,10 +118,10 @@ class _Record:
                     str(action["pod"]), ("gpuwarden", f"{action['type']}: {action.get('reason', '')}")
                 )
         notices: dict[str, list[float]] = {}
-        expired: set[str] = set()
+        expired: dict[str, float] = {}
         for t, node, what in result.ledger.trace:
             if what.startswith("Karpenter deletes NodeClaim (") and EXPIRED in what:
-                expired.add(node)
+                expired.setdefault(node, t)
             if what.startswith("Karpenter evicted ") or what.startswith("Karpenter force-deleted "):
                 verb, pod = what.split(" ", 2)[1:]
                 stopped_by.setdefault(pod, ("Karpenter", verb))
@@ -170,7 +170,9 @@ def _attribute(loss: Loss, record: _Record) -> Attributed:
         if who == "Karpenter":
             return Attributed(loss, Cause.CUT_BY_KARPENTER, detail)
         return Attributed(loss, Cause.WRITE_LONGER_THAN_NOTICE, detail)
-    if node in record.expired and who != "gpuwarden":
+    # the expiry, unless a notice after it stopped the pod (a do-not-disrupt pod the expiry left on
+    # its node, then taken by a Spot interruption or a Capacity Block's end: that notice's cause)
+    if node in record.expired and who != "gpuwarden" and (notice is None or notice <= record.expired[node]):
         return Attributed(loss, Cause.EXPIRED_BY_KARPENTER, f"stopped at {at(stop)} by {by}{whose}: the node expired")
     if notice is None:
         return Attributed(loss, Cause.STOPPED_WITHOUT_NOTICE, f"stopped at {at(stop)} by {by}{whose}")
@@ -199,7 +201,7 @@ def lost_to_expiry(result: ArmResult) -> float:
     """GPU-minutes lost on nodes that expired: Karpenter's own expiry, or gpuwarden's drain planned
     for it (kind karpenter-expiry), whatever the cause of each loss."""
     record = _Record.of(result)
-    nodes = record.expired | record.expiry_drained
+    nodes = set(record.expired) | record.expiry_drained
     lost = (loss.gpu_minutes for loss in result.ledger.losses if (loss.trigger_node or loss.node) in nodes)
     return round(float(sum(lost)), 1)
 

@@ -107,6 +107,8 @@ class KarpenterDriver:
         self.consolidation = consolidation
         self._wake_at: float | None = None
         self._empty_since: dict[str, float] = {}
+        #: pool -> empty nodes its budgets refused: looked at again when the pool's nodes change
+        self._refused: dict[str, set[str]] = {}
         self._expiring: set[str] = set()
         world.sim.on_change(self._changed)
         if consolidation:
@@ -119,6 +121,10 @@ class KarpenterDriver:
             self._plan_expiry(obj)
         if kind in ("Pod", "Node", "NodeClaim", "NodePool"):
             self.wake(self.world.engine.now() + _WATCH_DELAY)
+        if kind in ("Node", "NodeClaim") and event in ("ADDED", "DELETED"):
+            pool = (obj["metadata"].get("labels") or {}).get(stand_in.NODEPOOL_LABEL, "")
+            if self._refused.get(pool):  # the budget's count of nodes (or of those disrupting) moved
+                self.world.engine.after(0, partial(self._retry_refused, pool))
 
     def wake(self, t: float) -> None:
         if self._wake_at is not None and self._wake_at <= t:
@@ -227,16 +233,42 @@ class KarpenterDriver:
         pool = self.world.scenario.pool(self.world.node_pool[node])
         self.world.engine.after(pool.consolidate_after_seconds, partial(self._consolidate, node, now))
 
-    def _consolidate(self, node: str, since: float) -> None:
+    def _consolidate(self, node: str, since: float, polled: bool = False) -> None:
+        """Remove the empty node if its pool's budgets allow. Refused, it is looked at again when a
+        node or NodeClaim of its pool comes or goes (what the budgets count: nodes, and those
+        disrupting, such as an expired node a do-not-disrupt pod holds, which counts until it is gone:
+        `BuildDisruptionBudgetMapping`, pkg/controllers/disruption/helpers.go), and once a minute only
+        while a scheduled budget may open (events, not a poll for the rest of the week)."""
         world = self.world
-        if self._empty_since.get(node) != since or world.node_pods.get(node) or node not in world.node_pods:
-            return  # gone, or used again since
-        pool_name = world.node_pool[node]
+        pool_name = world.node_pool.get(node, "")
+        refused = self._refused.setdefault(pool_name, set())
+        claim = world.claim_of(node)
+        used = world.node_pods.get(node) or node not in world.node_pods
+        if self._empty_since.get(node) != since or used or claim is None or claim["metadata"].get("deletionTimestamp"):
+            refused.discard(node)
+            return  # gone, used again since, or already going
         if not self._budget_allows(pool_name):
-            world.engine.after(60, partial(self._consolidate, node, since))
+            first = node not in refused
+            refused.add(node)
+            if (first or polled) and self._schedule_may_open(pool_name):
+                world.engine.after(60, partial(self._consolidate, node, since, True))
             return
+        refused.discard(node)
         world.ledger.count("consolidated")
         self._delete_claim(node, "consolidation: empty")
+
+    def _retry_refused(self, pool_name: str) -> None:
+        for node in sorted(self._refused.get(pool_name, set())):
+            if node in self._empty_since:
+                self._consolidate(node, self._empty_since[node])
+
+    def _schedule_may_open(self, pool_name: str) -> bool:
+        """A budget with a schedule applies to emptiness, and no budget without one forbids it always."""
+        nodepool = self.world.sim.get("NodePool", pool_name) or {}
+        budgets = ((nodepool.get("spec") or {}).get("disruption") or {}).get("budgets") or []
+        empty = [b for b in budgets if "Empty" in b.get("reasons", ["Empty"])]
+        never = any(not b.get("schedule") and str(b.get("nodes")) in ("0", "0%") for b in empty)
+        return not never and any(b.get("schedule") for b in empty)
 
     def _budget_allows(self, pool_name: str) -> bool:
         world = self.world

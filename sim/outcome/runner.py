@@ -89,6 +89,7 @@ class Outcome:
             "scenario": self.scenario.name,
             "seed": self.seed,
             "days": self.days,
+            "setup": self.scenario.setup(),
             "incidents": {k.value: sum(1 for i in self.incidents if i.kind is k) for k in IncidentKind},
             "arms": {
                 r.arm.value: {

@@ -218,6 +218,25 @@ class Scenario(_Model):
         given = training.restart_overhead_seconds
         return self.restart_overhead_seconds if given is None else given
 
+    def setup(self) -> dict[str, Any]:
+        """What a reader checks the week against, in `simulate --json` (`setup`): each pool's
+        `expireAfter`, budgets and `terminationGracePeriod`, each training workload's do-not-disrupt,
+        grace, checkpoint write and timeout and restart overhead. Each value's source is written
+        beside it in the scenario file (docs/simulate.md, "The seeds' week")."""
+        pool_keys = {"capacity_type", "nodes", "expire_after_hours", "budgets", "budget_nodes"}
+        job_keys = {"pool", "jobs", "gpus", "nodes_per_job", "do_not_disrupt", "grace_seconds", "saves_on_sigterm"}
+        job_keys |= {"checkpoint_seconds", "checkpoint_timeout_seconds", "checkpoint_interval_minutes"}
+        return {
+            "pools": {
+                p.name: p.model_dump(mode="json", include=pool_keys | {"termination_grace_seconds"}) for p in self.pools
+            },
+            "training": {
+                t.name: t.model_dump(mode="json", include=job_keys)
+                | {"restart_overhead_seconds": self.restart_overhead(t)}
+                for t in self.training
+            },
+        }
+
     def instance_type(self, name: str) -> InstanceType:
         return next(t for t in self.instance_types if t.name == name)
 

@@ -9,6 +9,7 @@ from typing import Any
 from gpuwarden.domain.policy import Policy
 from gpuwarden.kinds.inputs import parse_scheduler_tick
 from gpuwarden.services.dispatch import handle_tick
+from sim.actors.karpenter import DO_NOT_DISRUPT as DND
 from sim.builders import nodeclaim_for
 from tests.integration.conftest import World
 from tests.integration.scenarios import NODE, spot_node
@@ -79,3 +80,26 @@ def test_the_due_tick_reads_the_claim_again_and_drains(world: World) -> None:
     assert result["outcome"] == "handled", result["reason"]
     assert result["kind"] == "karpenter-expiry"
     assert world.node(NODE)["spec"].get("unschedulable") is True
+
+
+def test_a_node_whose_pods_stay_for_good_gets_no_replacement(world: World) -> None:
+    # Given the node's only workload pods carry karpenter.sh/do-not-disrupt and its NodeClaim has no
+    # terminationGracePeriod (the seeds'): the expiry drain leaves them, nothing ever forces them off
+    spot_node(world.sim, inference=0, pdb_min_available=None)
+    claim = nodeclaim_for(world.node(NODE))
+    claim["spec"]["expireAfter"] = "20m"
+    world.sim.create(claim)
+    for pod in world.sim.list("Pod", "ml"):
+        world.sim.patch_direct("Pod", pod["metadata"]["name"], {"metadata": {"annotations": {DND: "true"}}}, "ml")
+    claims_before = {c["metadata"]["name"] for c in world.sim.list("NodeClaim")}
+    # When the reconcile drains it inside the lead
+    result = reconcile(world)
+    types = [a["type"] for a in result["actions"]]
+    assert "drain-complete" in types, types
+    # Then no replacement is launched for pods that never move (Karpenter's provisioner launches
+    # none either: v1.14.1 IsCurrentlyReschedulable), not in the urgent part nor by a drain round
+    assert "replacement" not in types, result["actions"]
+    (skipped,) = [a for a in result["actions"] if a["type"] == "replacement-skipped"]
+    assert skipped["reason"].startswith("no pod moves off the node"), skipped
+    assert {c["metadata"]["name"] for c in world.sim.list("NodeClaim")} == claims_before
+    assert "gpuwarden.io/replacement" not in world.node(NODE)["metadata"]["annotations"]

@@ -169,8 +169,7 @@ def test_queue_off_ignores_interruption_messages(sim: KubeSim) -> None:
 
 
 def test_provisioner_replaces_the_displaced_gpu_pods_once_and_launches_a_node(sim: KubeSim) -> None:
-    cluster(sim)
-    sim.patch_direct("Pod", "train-0-worker", {"metadata": {"annotations": {DO_NOT_DISRUPT: "true"}}}, "ml")
+    cluster(sim)  # no do-not-disrupt: a pod that stays gets nothing (below)
     karpenter = Karpenter(sim, launch_seconds=10)
     karpenter.step()
     karpenter.deliver_interruption(INSTANCE, MessageKind.SPOT_INTERRUPTED)
@@ -190,7 +189,6 @@ def test_provisioner_replaces_the_displaced_gpu_pods_once_and_launches_a_node(si
 def test_a_nodeclaim_someone_else_created_is_counted_as_capacity(sim: KubeSim) -> None:
     # Given another controller already created a replacement NodeClaim for the node's GPUs
     cluster(sim)
-    sim.patch_direct("Pod", "train-0-worker", {"metadata": {"annotations": {DO_NOT_DISRUPT: "true"}}}, "ml")
     other = b.nodeclaim_for(sim.get("Node", NODE) or {}, name="gpu-training-gpuwarden")
     other["status"] = {}
     sim.create(other)
@@ -309,3 +307,88 @@ def test_a_driver_that_steps_only_at_the_stand_ins_own_times_finishes_a_drain(si
     assert [a.target for a in forced] == ["ml/train-0-worker"]
     assert forced[0].at > deadline - timedelta(seconds=10)
     assert steps < 40  # a one-second poll takes 60+
+
+
+# ---------------------------------------------------------------- what the provisioner schedules
+# Real Karpenter v1.14.1 launches nothing for a deleting node's pod that will not leave
+# (``Provisioner.Schedule`` takes ``nodes.Deleting().CurrentlyReschedulablePods``:
+# ``pkg/utils/pdb/pdb.go`` ``IsCurrentlyReschedulable``): a do-not-disrupt pod, a pod a fully blocking
+# PDB holds. Before, the stand-in launched a node for a do-not-disrupt pod on an expired node,
+# emptiness consolidation removed it, and it launched again, all week (docs/simulate.md).
+def trainer_alone(sim: KubeSim, annotations: dict[str, str] | None = None) -> None:
+    """A Karpenter GPU node whose only GPU pod is a Job's four-GPU trainer."""
+    sim.create(b.nodepool("gpu-training"))
+    node = sim.create(b.gpu_node(NODE, INSTANCE, ip="10.0.1.23"))
+    sim.create(b.nodeclaim_for(node))
+    pod = b.training_pod("train-0-worker", node, gpus=4, grace=10, labels={"app": "train"})
+    pod["metadata"].setdefault("annotations", {}).update(annotations or {})
+    sim.create(pod)
+
+
+def launched_after_deletion(sim: KubeSim) -> list[str]:
+    karpenter = Karpenter(sim, launch_seconds=10)
+    karpenter.step()
+    karpenter.deliver_interruption(INSTANCE, MessageKind.SCHEDULED_CHANGE)  # cordon and drain
+    run(karpenter, sim, 60)
+    return karpenter.created_nodeclaims()
+
+
+def test_a_do_not_disrupt_pod_on_a_deleting_node_gets_no_new_node(sim: KubeSim) -> None:
+    # Given the node's trainer carries karpenter.sh/do-not-disrupt: "true"
+    trainer_alone(sim, {DO_NOT_DISRUPT: "true"})
+    # When its NodeClaim is deleted and a minute passes (the batch window is 1 s)
+    created = launched_after_deletion(sim)
+    # Then the pod stays where it is and nothing is launched for it
+    assert created == []
+    trainer = sim.get("Pod", "train-0-worker", "ml")
+    assert trainer is not None
+    assert not trainer["metadata"].get("deletionTimestamp")
+
+
+def test_a_held_pod_that_leaves_gets_its_node_as_its_controller_brings_it_back_pending(sim: KubeSim) -> None:
+    # Given a do-not-disrupt trainer held on its deleting node, nothing launched for it
+    trainer_alone(sim, {DO_NOT_DISRUPT: "true"})
+    karpenter = Karpenter(sim, launch_seconds=10)
+    karpenter.step()
+    karpenter.deliver_interruption(INSTANCE, MessageKind.SCHEDULED_CHANGE)
+    run(karpenter, sim, 30)
+    assert karpenter.created_nodeclaims() == []
+    # When someone else deletes it (gpuwarden, after its checkpoint)
+    sim.delete_direct("Pod", "train-0-worker", "ml")
+    run(karpenter, sim, 30)
+    # Then the provisioner launches one node for it, as for the Job's new pending pod
+    assert len(karpenter.created_nodeclaims()) == 1
+
+
+def test_the_same_pod_without_the_annotation_gets_its_node(sim: KubeSim) -> None:
+    trainer_alone(sim)
+    assert len(launched_after_deletion(sim)) == 1
+
+
+def test_an_outlived_do_not_disrupt_duration_no_longer_holds_the_pod(sim: KubeSim) -> None:
+    # Given do-not-disrupt "1m" on a trainer that started (b.running_status) before the clock's now - 1m
+    trainer_alone(sim, {DO_NOT_DISRUPT: "1m"})
+    sim.clock.advance(120)
+    # Then it is reschedulable again: a node is launched for it
+    assert len(launched_after_deletion(sim)) == 1
+
+
+@pytest.mark.parametrize(
+    ("min_available", "max_unavailable", "blocks"),
+    [(None, 0, True), (None, "0%", True), ("100%", None, True), (1, None, False), (None, 1, False)],
+)
+def test_a_fully_blocking_pdb_holds_the_pod_and_gets_it_no_node(
+    sim: KubeSim, min_available: int | str | None, max_unavailable: int | str | None, blocks: bool
+) -> None:
+    # Given a PDB over the trainer (`newPdb`'s isFullyBlocking: maxUnavailable 0 or "0%", minAvailable "100%")
+    trainer_alone(sim)
+    sim.create(b.pdb("train", "ml", {"app": "train"}, min_available=min_available, max_unavailable=max_unavailable))
+    # Then only a PDB that is not fully blocking lets the provisioner launch for the pod
+    assert (launched_after_deletion(sim) == []) is blocks
+
+
+def test_a_pod_under_two_pdbs_is_fully_blocked(sim: KubeSim) -> None:
+    trainer_alone(sim)
+    sim.create(b.pdb("train-a", "ml", {"app": "train"}, max_unavailable=1))
+    sim.create(b.pdb("train-b", "ml", {"app": "train"}, max_unavailable=1))
+    assert launched_after_deletion(sim) == []

@@ -12,7 +12,8 @@ import pytest
 from sim.outcome.causes import MEANING, Cause, attribute, by_cause
 from sim.outcome.events import Incident, IncidentKind
 from sim.outcome.runner import Arm, ArmResult, run_arm
-from tests.sim.outcome_scenarios import SPOT, ddp, spot, tiny
+from sim.outcome.scenario import Scenario
+from tests.sim.outcome_scenarios import SPOT, ddp, expiring, spot, tiny
 
 
 def causes(result: ArmResult) -> dict[str, float]:
@@ -76,3 +77,16 @@ def test_a_job_that_restarts_without_losing_work_is_counted_as_a_restart() -> No
     # Then the job still restarts (its rank's node is gone), having lost nothing
     mn = figures(result)
     assert (mn["job_restarts"], mn["job_restarts_losing_work"]) == (1, 0)
+
+
+def test_a_do_not_disrupt_pod_the_expiry_left_and_a_spot_interruption_took_is_lost_to_the_interruption() -> None:
+    # Given the fine-tuning pod with do-not-disrupt on a Spot node Karpenter expires at 30:00 (no
+    # terminationGracePeriod: its drain leaves the pod) and a Spot warning for that node at 50:00
+    doc = expiring(capacity_type="spot").model_dump(mode="json")
+    doc["training"][0]["do_not_disrupt"] = True
+    ages = {"spot": [2 * 3600.0 - 30 * 60.0]}
+    result = run_arm(Scenario.model_validate(doc), Arm.KARPENTER, SPOT, days=0.1, ages=ages)
+    # Then the expiry took nothing: Karpenter's interruption drain leaves the pod too, and the
+    # instance's end at 52:00 takes it, unhandled (before: counted as karpenter-expiry)
+    assert result.figures["nodes_expired_by_karpenter"] == 1
+    assert set(causes(result)) == {Cause.UNHANDLED.value}

@@ -72,6 +72,8 @@ def test_karpenter_leaves_a_do_not_disrupt_pod_on_its_expired_node() -> None:
     # the driver is not woken for a held pod: a day takes a few thousand steps)
     assert result.figures["nodes_expired_by_karpenter"] >= 1
     assert result.engine_steps < 5000
+    # and launches no node for it (`IsCurrentlyReschedulable`): none for consolidation to take again
+    assert result.figures["replacements_launched"] == 0
     assert result.figures["training_gpu_minutes_lost"] == 0
     assert result.figures["ettr"] == 1.0
 
@@ -83,12 +85,18 @@ def test_the_builtin_week_is_configured_as_the_seeds_configure_theirs() -> None:
     assert {"nodes": "0", "reasons": ["Underutilized", "Empty"]} in (pools["gpu-training"].budgets or [])
     assert any(b.get("schedule") and b["nodes"] == "0" for b in pools["gpu-training"].budgets or [])
     assert pools["gpu-finetune-spot"].expire_after_hours == 336
+    assert all(t.do_not_disrupt for t in scenario.training)
     ddp_job = next(t for t in scenario.training if t.name == "ddp-indexed")
     assert (ddp_job.nodes_per_job, ddp_job.grace_seconds) == (4, 300)
     # a requested checkpoint that is written is waited for: no timeout below its write
     for training in scenario.training:
         assert (training.checkpoint_timeout_seconds or 0) > training.checkpoint_seconds, training.name
     assert scenario.restart_overhead_seconds > 0
+    # and `simulate --json` says so, for a reader of the document (`setup`)
+    setup = scenario.setup()
+    assert setup["pools"]["gpu-training"]["expire_after_hours"] == 720
+    assert setup["pools"]["gpu-finetune-spot"]["expire_after_hours"] == 336
+    assert all(job["do_not_disrupt"] and job["restart_overhead_seconds"] > 0 for job in setup["training"].values())
 
 
 def test_the_cluster_ten_times_over() -> None:

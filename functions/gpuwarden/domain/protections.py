@@ -233,6 +233,13 @@ def do_not_disrupt_left(kind: Kind | None, pod: PodView, forced_at: datetime | N
     return f"karpenter.sh/do-not-disrupt: Karpenter's expiry never evicts it (IsEvictable), {when}: left to Karpenter"
 
 
+def left_for_good(kind: Kind | None, pods: Sequence[PodView], forced_at: datetime | None) -> list[PodView]:
+    """The pods the kind's drain leaves and nothing will ever force off (do-not-disrupt on an expiry
+    whose NodeClaim has no terminationGracePeriod): no replacement is for them, as Karpenter's
+    provisioner launches none for them (v1.14.1 ``IsCurrentlyReschedulable``; docs/cluster.md#expiry)."""
+    return [] if forced_at is not None else [p for p in pods if do_not_disrupt_left(kind, p, None)]
+
+
 COLUMNS = (
     ("do_not_disrupt", "`karpenter.sh/do-not-disrupt`"),
     ("pdb", "PodDisruptionBudget"),

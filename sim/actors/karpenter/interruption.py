@@ -19,7 +19,7 @@ from sim.clock import rfc3339
 class InterruptionController:
     cluster: Cluster
     #: the provisioner's "these pods need a home" (a deleting node's pods go into its batch at once)
-    displaced: Callable[[Obj], None]
+    displaced: Callable[[Obj, datetime], None]
 
     def deliver(self, instance: str, kind: MessageKind, now: datetime) -> None:
         for claim in self.cluster.items(NODECLAIMS):
@@ -43,4 +43,4 @@ class InterruptionController:
         acts = kind in CORDON_AND_DRAIN or kind in FORCEFUL
         if acts and not meta_of(claim).get("deletionTimestamp") and self.cluster.delete(f"{NODECLAIMS}/{name}"):
             self.cluster.record(now, "nodeclaim-deleted", name, kind.value)
-            self.displaced(claim)
+            self.displaced(claim, now)

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sim.actors.controllers import tolerates
+from sim.apiserver.disruption import pdb_selects
 from sim.clock import parse_rfc3339
 
 Obj = dict[str, Any]
@@ -32,6 +33,7 @@ USER_AGENT = "karpenter/v1.8.0 (kubesim)"
 NODECLAIMS = "/apis/karpenter.sh/v1/nodeclaims"
 NODEPOOLS = "/apis/karpenter.sh/v1/nodepools"
 NODES = "/api/v1/nodes"
+PDBS = "/apis/policy/v1/poddisruptionbudgets"
 
 
 def pod_path(ns: str, name: str) -> str:
@@ -137,6 +139,43 @@ def drainable(pod: Obj, now: datetime) -> bool:
 
 def evictable(pod: Obj, now: datetime) -> bool:
     return active(pod) and not tolerates_disrupted(pod) and not mirror(pod) and not do_not_disrupt_active(pod, now)
+
+
+def fully_blocked(pod: Obj, pdbs: list[Obj], now: datetime) -> bool:
+    """``Limits.isFullyBlocked`` (pkg/utils/pdb/pdb.go): an evictable pod under more than one PDB, or
+    under one with ``maxUnavailable`` 0 / "0%" or ``minAvailable`` "100%" (unless that PDB's
+    ``unhealthyPodEvictionPolicy: AlwaysAllow`` lets an unready pod go)."""
+    if not evictable(pod, now):
+        return False
+    matching = [p for p in pdbs if pdb_selects(p, pod)]
+    if len(matching) > 1:
+        return True
+    for pdb in matching:
+        spec = pdb.get("spec") or {}
+        if spec.get("unhealthyPodEvictionPolicy") == "AlwaysAllow" and not _ready(pod):
+            return False
+        max_unavailable, min_available = spec.get("maxUnavailable"), spec.get("minAvailable")
+        if max_unavailable in (0, "0%") or min_available == "100%":
+            return True
+    return False
+
+
+def _ready(pod: Obj) -> bool:
+    """Not explicitly unready: Karpenter lets an unhealthy pod go only on a Ready condition False."""
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return not any(c.get("type") == "Ready" and c.get("status") == "False" for c in conditions)
+
+
+def currently_reschedulable(pod: Obj, now: datetime, pdbs: list[Obj]) -> bool:
+    """``Limits.IsCurrentlyReschedulable`` (pkg/utils/pdb/pdb.go, v1.14.1): a deleting node's pod the
+    provisioner schedules elsewhere: ``IsReschedulable`` (active, or a terminating StatefulSet pod;
+    no DaemonSet or mirror pod), ``IsDisruptable`` (no active do-not-disrupt) and not fully blocked
+    by a PDB. "Since Karpenter doesn't know when these pods will be successfully evicted, spinning
+    up capacity until these pods are evicted is wasteful" (its comment)."""
+    sts = owned_by(pod, "apps/v1", "StatefulSet")
+    reschedulable = (active(pod) or (sts and terminating(pod))) and not daemon(pod) and not mirror(pod)
+    disruptable = not active(pod) or not do_not_disrupt_active(pod, now)
+    return bool(reschedulable) and disruptable and not fully_blocked(pod, pdbs, now)
 
 
 def needs_force_delete(pod: Obj, deadline: datetime | None, now: datetime) -> bool:

@@ -2,7 +2,15 @@
 nodes (and pending pods) are scheduled against existing schedulable nodes and in-flight NodeClaims (a
 NodeClaim someone else created counts); only what does not fit gets a new NodeClaim from the
 NodePool's template, after the batch window (``BATCH_IDLE_DURATION``). The scheduling simulation
-counts only ``nvidia.com/gpu`` (CPU and memory are assumed to fit)."""
+counts only ``nvidia.com/gpu`` (CPU and memory are assumed to fit).
+
+Of a deleting node's pods, only those that will leave count (v1.14.1 ``Provisioner.Schedule`` takes
+``nodes.Deleting().CurrentlyReschedulablePods``; ``pkg/utils/pdb/pdb.go`` ``IsCurrentlyReschedulable``,
+since #2033, v1.4.0): not a pod with an active ``karpenter.sh/do-not-disrupt`` (``IsDisruptable``), not
+one a fully blocking PDB holds (``maxUnavailable`` 0 or "0%", ``minAvailable`` "100%", or more than one
+PDB). No capacity is launched for a pod that stays, so emptiness consolidation has nothing to remove
+(docs/simulate.md, "do-not-disrupt on an expired node"). A pending pod is scheduled whatever its
+annotations (``GetPendingPods``: ``IsProvisionable``)."""
 
 from __future__ import annotations
 
@@ -21,8 +29,10 @@ from sim.actors.karpenter.objects import (
     NODEPOOL_LABEL,
     NODEPOOLS,
     NODES,
+    PDBS,
     Obj,
     active,
+    currently_reschedulable,
     daemon,
     gpu_request,
     meta_of,
@@ -42,32 +52,32 @@ class Provisioner:
     replacements: dict[str, list[str]] = field(default_factory=dict)
     need_since: datetime | None = None
     batch: dict[str, Obj] = field(default_factory=dict)  # uid -> pod, as first seen needing a home
+    #: uid -> a deleting node's GPU pod that stays (do-not-disrupt, a fully blocking PDB): no
+    #: capacity for it until it leaves; then its controller brings it back as a pending pod
+    held: dict[str, Obj] = field(default_factory=dict)
 
-    def displaced(self, claim: Obj) -> None:
+    def displaced(self, claim: Obj, now: datetime) -> None:
         """The pods of a node marked for deletion go into the batch at once: evicted or not, their
         controllers bring them back as pending pods that need this capacity."""
         node = (claim.get("status") or {}).get("nodeName")
         if not node:
             return
-        for pod in self.cluster.items("/api/v1/pods", f"spec.nodeName={node}"):
-            if gpu_request(pod) > 0 and self._needs_home(pod, {str(node)}):
-                self.batch.setdefault(pod["metadata"]["uid"], pod)
+        self._sort(self.cluster.items("/api/v1/pods", f"spec.nodeName={node}"), {str(node)}, now)
 
     def provision(self, now: datetime) -> None:
         claims = self.cluster.items(NODECLAIMS)
         nodes = self.cluster.items(NODES)
         pods = self.cluster.items("/api/v1/pods")
         deleting = self._deleting_nodes(claims, nodes)
-        for pod in pods:
-            if gpu_request(pod) > 0 and self._needs_home(pod, deleting):
-                self.batch.setdefault(pod["metadata"]["uid"], pod)
+        pdbs = self._sort(pods, deleting, now)
+        self._released({p["metadata"]["uid"]: p for p in pods})
         if not self.batch:
             return
         if self.need_since is None:
             self.need_since = now  # the batch window opens
         if now < self.need_since + timedelta(seconds=self.cluster.settings.batch_idle_seconds):
             return
-        needs = self._still_needing(pods, deleting)
+        needs = self._still_needing(pods, deleting, now, pdbs)
         self.batch.clear()
         self.need_since = None
         homeless = self._pack(needs, self._capacity(claims, nodes, pods, deleting))
@@ -87,7 +97,32 @@ class Provisioner:
         for pool, members, _ in planned:
             self._create_claim(pool, members, by_node, claims, now)
 
-    def _still_needing(self, pods: list[Obj], deleting: set[str]) -> list[Obj]:
+    def _sort(self, pods: list[Obj], deleting: set[str], now: datetime) -> _Pdbs:
+        """Each GPU pod that needs a home into the batch; each one a deleting node keeps, held."""
+        pdbs = _Pdbs(self.cluster)
+        for pod in pods:
+            if gpu_request(pod) <= 0:
+                continue
+            uid = pod["metadata"]["uid"]
+            if self._needs_home(pod, deleting, now, pdbs):
+                self.batch.setdefault(uid, pod)
+                self.held.pop(uid, None)
+            elif (pod.get("spec") or {}).get("nodeName") in deleting and active(pod):
+                self.held[uid] = pod
+        return pdbs
+
+    def _released(self, live: dict[str, Obj]) -> None:
+        """A held pod that has left (evicted, deleted, terminating) needs a home now, as the pods of
+        the batch do: its controller recreates it pending (not one that finished)."""
+        for uid, seen in list(self.held.items()):
+            pod = live.get(uid)
+            if pod is not None and active(pod):
+                continue
+            del self.held[uid]
+            if pod is None or not terminal(pod):
+                self.batch.setdefault(uid, seen)
+
+    def _still_needing(self, pods: list[Obj], deleting: set[str], now: datetime, pdbs: _Pdbs) -> list[Obj]:
         """The batch's pods that need capacity now: those still pending or displaced (a pod bound
         meanwhile, on capacity launched for it or freed elsewhere, needs none: the provisioner
         schedules only pending pods and those of deleting nodes), and those evicted meanwhile
@@ -98,7 +133,7 @@ class Provisioner:
         for uid, seen in self.batch.items():
             pod = live.get(uid)
             if pod is not None and active(pod):
-                if self._needs_home(pod, deleting):
+                if self._needs_home(pod, deleting, now, pdbs):
                     out.append(pod)
                 continue
             if not (owned_by(seen, "apps/v1", "ReplicaSet") or owned_by(seen, "apps/v1", "StatefulSet")):
@@ -126,13 +161,12 @@ class Provisioner:
         }
 
     @staticmethod
-    def _needs_home(pod: Obj, deleting: set[str]) -> bool:
+    def _needs_home(pod: Obj, deleting: set[str], now: datetime, pdbs: _Pdbs) -> bool:
         if daemon(pod) or mirror(pod):
             return False
         node = (pod.get("spec") or {}).get("nodeName")
         if node:
-            sts = owned_by(pod, "apps/v1", "StatefulSet")
-            return node in deleting and (active(pod) or (sts and terminating(pod)))
+            return node in deleting and currently_reschedulable(pod, now, pdbs.items())
         return (pod.get("status") or {}).get("phase") == "Pending" and not terminating(pod)
 
     @staticmethod
@@ -216,3 +250,17 @@ class Provisioner:
                 self.replacements[source].append(name)
         what = ", ".join(f"{pod_key(p)} ({gpu_request(p)} GPU)" for p in pods)
         self.cluster.record(now, "nodeclaim-created", name, f"for {what}")
+
+
+class _Pdbs:
+    """The cluster's PodDisruptionBudgets, listed once per pass and only if a deleting node's pod
+    asks (``pdb.NewLimits`` lists them once per scheduling pass)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self._items: list[Obj] | None = None
+
+    def items(self) -> list[Obj]:
+        if self._items is None:
+            self._items = self.cluster.items(PDBS)
+        return self._items

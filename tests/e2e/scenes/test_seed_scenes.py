@@ -4,8 +4,9 @@ gpuwarden side by side.
 - Expiry: the seeds' `gpu-training` pool (its nodes expiring 75 s after launch here) and the seeds'
   `long-training-job` pod (do-not-disrupt, 300 s grace). gpuwarden's expiry drain, inside its lead,
   leaves the pod; real Karpenter's expiry deletes the NodeClaim and leaves it too. With no
-  terminationGracePeriod no one deletes it; with one, only real Karpenter does, and not before
-  expiry + terminationGracePeriod - the pod's grace (`needsForceDelete`).
+  terminationGracePeriod no one deletes it and real Karpenter launches no node for it; with one,
+  only real Karpenter does, and not before expiry + terminationGracePeriod - the pod's grace
+  (`needsForceDelete`).
 - Maintenance: a Health scheduled change 3.5 days ahead for a node of the same pool while its
   `nodes: "0"` budget is active (gpuwarden's clock set to a Monday 10:00 UTC), no gpuwarden window:
   nothing is written to the node, the drain is planned before the start, naming the budget.
@@ -71,6 +72,10 @@ def removals(plane: Plane, name: str) -> list[dict[str, Any]]:
     ]
 
 
+def _pool_of(claim: dict[str, Any]) -> str:
+    return str((claim["metadata"].get("labels") or {}).get("karpenter.sh/nodepool", ""))
+
+
 def karpenter_expired(plane: Plane, claim: str) -> list[dict[str, Any]] | None:
     found = [
         e
@@ -126,6 +131,11 @@ def test_an_expiry_leaves_the_seeds_do_not_disrupt_pod_as_real_karpenter_does(
             left = c.core.read_namespaced_pod(LONG_TRAINING_JOB, NS)
             assert left.metadata.deletion_timestamp is None, dump(left.to_dict())
             assert removals(plane, LONG_TRAINING_JOB) == [], dump(removals(plane, LONG_TRAINING_JOB))
+            # and launches nothing for it (v1.14.1 `IsCurrentlyReschedulable`: a do-not-disrupt pod on a
+            # deleting node is not scheduled), so emptiness has no node to take: the simulator's
+            # Karpenter does the same (sim/actors/karpenter/provisioning.py)
+            pool_claims = [cl["metadata"]["name"] for cl in c.nodeclaims() if _pool_of(cl) == POOL]
+            assert pool_claims == [name], dump(c.nodeclaims())
             return
         # and with one, only real Karpenter deletes it, at deletion + terminationGracePeriod - its 300 s
         forced = deleted_at + timedelta(seconds=360) - timedelta(seconds=300)

@@ -16,6 +16,7 @@ from gpuwarden.domain.nodepools import nodepool_from_json
 from gpuwarden.domain.notice import Notice
 from gpuwarden.domain.policy import ReplacementPolicy
 from gpuwarden.domain.ports import KubePort
+from gpuwarden.domain.protections import forced_at_of, left_for_good
 from gpuwarden.domain.replacement import (
     ReplacementChoice,
     choose_replacement,
@@ -244,8 +245,11 @@ def ensure_replacement(
     existing = node.annotations.get(ann.REPLACEMENT)
     if existing and not existing.startswith(PENDING) and existing != NODECLAIM + claim_name:
         return _skip(recorder, f"already launched: {existing}")
+    pods, on_it = [p for p in pods if p not in left_for_good(notice.kind, pods, forced_at_of(notice))], len(pods)
     if not movers(pods):  # Karpenter's provisioner launches capacity only for pods that need it
-        return _skip(recorder, f"no pod moves off the node ({count(len(pods), 'pod')} on it, none to reschedule)")
+        if claimed:  # this run's mark named a claim: taken back, or a drain round launches it as "gone"
+            drop_claim(deps.kube, node.name)
+        return _skip(recorder, f"no pod moves off the node ({count(on_it, 'pod')} on it, none to reschedule)")
     asg = deps.cloud.asg_of(notice.instance_id or node.instance_id or "") if not node.nodepool else None
     choice = choose_replacement(node, asg, deps.policy.replacement)
     if choice.strategy == "none":
