@@ -223,9 +223,9 @@ def test_one_round_ends_the_drain_of_a_node_gone_before_it(machine: Machine) -> 
     assert run.end.outcome == "gone-early", run.end
     assert len(run.workflow.inputs) == 1, run.workflow.inputs
     assert "WaitStateEntered" not in run.history
-    # (a Spot drain is handed on at once, before any round has seen the node's pods: the state holds
-    # no opted-in pod, so `not_checkpointed` is empty though two trainers never answered; the
-    # imitation says the same, from the same state)
+    # and it names the two trainers that never answered: the state handed on at once, before any
+    # round, holds the first invocation's opted-in pods; the imitation says the same
+    assert len(run.end.not_checkpointed) == 2, run.end
     assert imitated(scene) == run.end
 
 

@@ -157,10 +157,11 @@ def drain_node(
     node's gangs."""
     deps = recorder.deps
     state = state.model_copy(update={"round": state.round + 1})
-    if node is None:
+    if node is None:  # its pods may still be listed: what they acknowledged before it went counts
+        state = seen(state, pods_on(deps.kube, state.node), deps.clock())
         return Round(_gone_early(recorder, state, deps.clock()))
     pods = pods_on(deps.kube, state.node)
-    state = _seen(state, pods, deps.clock())
+    state = seen(state, pods, deps.clock())
     by_key = {p.key: p for p in pods}
     own_pool = pool is None
     pool = pool or worker_pool()
@@ -190,9 +191,11 @@ def drain_node(
     return Round(next_state, gangs.looks)
 
 
-def _seen(state: DrainState, pods: list[PodView], now: datetime) -> DrainState:
+def seen(state: DrainState, pods: list[PodView], now: datetime) -> DrainState:
     """Remember the opted-in pods and their acknowledgements (the node may not be there next round);
-    an acknowledgement of the gang's request another notice made counts."""
+    an acknowledgement of the gang's request another notice made counts. Also the first
+    invocation's pods, when the drain starts: a drain handed on before any round (a Spot warning)
+    still knows whom it asked, should the node be gone at its first round."""
     opted = [p.key for p in pods if ann.CHECKPOINT in p.annotations and p.key not in state.opted_in]
     acked = [
         p.key

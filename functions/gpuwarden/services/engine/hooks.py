@@ -160,6 +160,11 @@ class Disruption:
         return self._pods
 
     @property
+    def pods_listed(self) -> list[PodView]:
+        """The pods on the node if this run has listed them already, else none (no LIST for it)."""
+        return self._pods or []
+
+    @property
     def gangs(self) -> list[Gang]:
         """The gangs of the node's pods (docs/training-jobs.md), listed once (one LIST per gang) when
         first needed; bad gang input is reported then."""

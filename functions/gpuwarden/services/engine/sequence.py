@@ -23,7 +23,7 @@ from gpuwarden.domain.protections import forced_at_of
 from gpuwarden.domain.views import PodView
 from gpuwarden.services.engine.checkpoint import Asking
 from gpuwarden.services.engine.context import worker_pool
-from gpuwarden.services.engine.drain import DrainState, Round
+from gpuwarden.services.engine.drain import DrainState, Round, seen
 from gpuwarden.services.engine.gangs import ask_gangs
 from gpuwarden.services.engine.hooks import Disruption, Marked, Ran, Steps
 from gpuwarden.services.engine.node_ops import give_back, mark_node
@@ -90,6 +90,7 @@ def run_steps(d: Disruption, steps: Steps) -> Ran:
             deliveries.append(pool.submit(_replace, d, sent, peers))
         if state is not None:  # no pod is asked to leave before every checkpoint request is out
             sent.wait(deps.time_left(REQUESTS_FIRST_SECONDS))
+            state = seen(state, d.pods_listed, deps.clock())  # whom it asked, even if handed on now
         if state is not None and d.hooks.delivery.hand_off_at_once and _hand_off(d, state):
             handed_off = True
         elif state is not None:
