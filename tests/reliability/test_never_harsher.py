@@ -256,7 +256,10 @@ def check(case: Case) -> None:
         initial = {key: sim.get("Pod", key.split("/")[1], "ml") or {} for key in pods}
         observer = Observer(sim)
         result = run(case, sim)
-        assert result["outcome"] != "failed", result
+        # a drain a PDB kept from finishing ends failed (PDBs are never overridden on a voluntary path):
+        # the protection holding, not a fault (drain.outcome "blocked"); any other failure is one
+        blocked = (result.get("drain") or {}).get("outcome") == "blocked"
+        assert result["outcome"] != "failed" or blocked, result
         taken = taken_pods(observer, initial)
         judge(case, start, pods, taken, result)
         STATS.update({f"examples {case.kind}": 1, "pods": len(pods), "pods taken": len(taken)})
