@@ -52,6 +52,5 @@ def _alerts_table_client() -> object:
     return alerts_client(settings().region) if settings().state_table else None
 
 
-prepare(
-    rules, _alerts_table_client
-)  # Lambda's init phase: the clients built, the imports frozen before the first event
+# Lambda's init phase: the clients built, the imports frozen before the first event.
+prepare(rules, _alerts_table_client)

@@ -245,7 +245,9 @@ def ensure_replacement(
     existing = node.annotations.get(ann.REPLACEMENT)
     if existing and not existing.startswith(PENDING) and existing != NODECLAIM + claim_name:
         return _skip(recorder, f"already launched: {existing}")
-    pods, on_it = [p for p in pods if p not in left_for_good(notice.kind, pods, forced_at_of(notice))], len(pods)
+    on_it = len(pods)
+    staying = left_for_good(notice.kind, pods, forced_at_of(notice))  # no replacement is for them
+    pods = [p for p in pods if p not in staying]
     if not movers(pods):  # Karpenter's provisioner launches capacity only for pods that need it
         if claimed:  # this run's mark named a claim: taken back, or a drain round launches it as "gone"
             drop_claim(deps.kube, node.name)
