@@ -21,7 +21,8 @@ ACCOUNT = "123456789012"  # moto's default account
 
 @dataclass
 class AwsWorld:
-    """moto, in this process, as the EC2 the plane's nodes would run in."""
+    """moto, in this process, as the EC2 the plane's nodes would run in: its server at ``endpoint``,
+    or "" under `moto.mock_aws` (boto3's calls intercepted: no endpoint)."""
 
     endpoint: str
 
@@ -30,7 +31,7 @@ class AwsWorld:
 
         return boto3.client(
             "ec2",
-            endpoint_url=self.endpoint,
+            endpoint_url=self.endpoint or None,
             region_name=REGION,
             aws_access_key_id="testing",
             aws_secret_access_key="testing",  # noqa: S106 - moto takes any

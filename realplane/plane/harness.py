@@ -31,7 +31,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -242,15 +242,24 @@ class Plane:
                     events.append(event)
         return events
 
-    def wait_for(self, what: str, check: Callable[[], T | None], timeout: float = 60.0, interval: float = 0.1) -> T:
+    def wait_for(
+        self,
+        what: str,
+        check: Callable[[], T | None],
+        timeout: float = 60.0,
+        interval: float = 0.1,
+        *,
+        stopped: Collection[str] = (),
+    ) -> T:
         """Poll ``check`` until it returns something truthy; fail in one line naming ``what``.
 
-        A component of the plane that exits meanwhile fails it at once, naming the component."""
+        A component of the plane that exits meanwhile fails it at once, naming the component
+        (``stopped``: those a scene stopped on purpose)."""
         deadline = time.monotonic() + timeout
         last_error = ""
         while True:
             for component in self.components.values():
-                if not component.running:
+                if not component.running and component.name not in stopped:
                     code = component.proc.returncode if component.proc else None
                     raise PlaneError(
                         f"real plane: {component.name} exited (code {code}) while waiting for {what}; "
@@ -272,8 +281,13 @@ class Plane:
     def restart(self, name: str) -> None:
         """Stop component ``name`` (SIGTERM, as a rolling update does) and start it again with the
         same flags, ports and store; return once it is ready again (docs/realplane.md, "Faults")."""
+        self.components[name].stop()
+        self.start_again(name)
+
+    def start_again(self, name: str) -> None:
+        """Start the stopped component ``name`` with the same flags, ports and store; return once
+        it is ready (from the main thread: `Component.start`)."""
         component = self.components[name]
-        component.stop()
         component.start()
         url, client_cert, verify = self._probes[name]
         self._ready(component, url, client_cert=client_cert, verify=verify)

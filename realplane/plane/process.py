@@ -43,6 +43,14 @@ class Component:
     proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
+        """Run the program. From the main thread only: the parent-death signal fires when the
+        *thread* that started the child ends (prctl(2)), so a component started from a short-lived
+        thread would be killed with it (a restart in a scene's helper thread was, silently)."""
+        if threading.current_thread() is not threading.main_thread():
+            raise PlaneError(
+                f"{self.name}: start it from the main thread (its parent-death signal fires when the "
+                f"starting thread ends, {threading.current_thread().name!r} here)"
+            )
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as out:
             out.write(f"$ {' '.join(self.argv)}\n".encode())
