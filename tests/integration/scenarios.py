@@ -102,6 +102,36 @@ def checkpoint_server(status: int = 200) -> Iterator[CheckpointServer]:
 #: the Capacity Block the tests' reserved nodes belong to, and the policy that plans its drain
 BLOCK = "cr-0a1b2c3d4e5f67890"
 BLOCKS_POLICY = Policy.model_validate({"cluster": "ml-prod", "capacity_blocks": {"lead_minutes": 20}})
+#: the two p5 nodes of the Capacity Block `block_cluster` makes, and their instances
+NODES = ("ip-10-0-3-10.us-west-2.compute.internal", "ip-10-0-3-11.us-west-2.compute.internal")
+INSTANCES = ("i-0aaaaaaaaaaaaaaa1", "i-0aaaaaaaaaaaaaaa2")
+
+
+def block_cluster(sim: KubeSim, *, labelled: bool = True) -> list[str]:
+    """Two p5 nodes in the Capacity Block, each with a checkpointing trainer: launched by Karpenter
+    (labelled with the reservation), or members of a node group (only EC2 knows the reservation)."""
+    sim.create(nodepool("gpu-training"))
+    trainers = []
+    for node_name, instance, mode in zip(NODES, INSTANCES, ("signal:SIGUSR1", "annotate"), strict=True):
+        body = gpu_node(
+            node_name,
+            instance,
+            instance_type="p5.48xlarge",
+            capacity_type="reserved",
+            nodepool="gpu-training" if labelled else None,
+        )
+        if labelled:
+            body["metadata"]["labels"] |= {
+                "karpenter.k8s.aws/capacity-reservation-id": BLOCK,
+                "karpenter.k8s.aws/capacity-reservation-type": "capacity-block",
+            }
+        node = sim.create(body)
+        owner = sim.create(job(f"llm-{instance[-1]}", "ml"))
+        pod = sim.create(training_pod(f"llm-{instance[-1]}-worker", node, checkpoint=mode, owner=owner, grace=10))
+        trainers.append(f"ml/{pod['metadata']['name']}")
+    return trainers
+
+
 #: an EBS volume's zone, as the EBS CSI driver labels it
 ZONE_KEY = "topology.ebs.csi.aws.com/zone"
 

@@ -20,44 +20,15 @@ from gpuwarden.adapters.scheduler import EventBridgeScheduler, at_expression
 from gpuwarden.kinds.inputs import parse_notices, parse_scheduler_tick
 from gpuwarden.services.dispatch import handle_batch, handle_tick
 from gpuwarden.services.engine.context import Deps
-from sim import KubeSim
 from sim.actors.capacity_reservations import Block, CapacityReservations
-from sim.builders import gpu_node, job, nodepool, training_pod
 from sim.clock import rfc3339
 from sim.wiring import sim_deps
 from tests.integration.conftest import World, load_event
-from tests.integration.scenarios import BLOCK, BLOCKS_POLICY
+from tests.integration.scenarios import BLOCK, BLOCKS_POLICY, INSTANCES, NODES, block_cluster
 
-NODES = ("ip-10-0-3-10.us-west-2.compute.internal", "ip-10-0-3-11.us-west-2.compute.internal")
-INSTANCES = ("i-0aaaaaaaaaaaaaaa1", "i-0aaaaaaaaaaaaaaa2")
 GROUP = "gpuwarden-test"
 WINDOWS_FN = "arn:aws:lambda:us-west-2:123456789012:function:gpuwarden-windows"
 ROLE = "arn:aws:iam::123456789012:role/gpuwarden-scheduler"
-
-
-def block_cluster(sim: KubeSim, *, labelled: bool = True) -> list[str]:
-    """Two p5 nodes in the Capacity Block, each with a checkpointing trainer: launched by Karpenter
-    (labelled with the reservation), or members of a node group (only EC2 knows the reservation)."""
-    sim.create(nodepool("gpu-training"))
-    trainers = []
-    for node_name, instance, mode in zip(NODES, INSTANCES, ("signal:SIGUSR1", "annotate"), strict=True):
-        body = gpu_node(
-            node_name,
-            instance,
-            instance_type="p5.48xlarge",
-            capacity_type="reserved",
-            nodepool="gpu-training" if labelled else None,
-        )
-        if labelled:
-            body["metadata"]["labels"] |= {
-                "karpenter.k8s.aws/capacity-reservation-id": BLOCK,
-                "karpenter.k8s.aws/capacity-reservation-type": "capacity-block",
-            }
-        node = sim.create(body)
-        owner = sim.create(job(f"llm-{instance[-1]}", "ml"))
-        pod = sim.create(training_pod(f"llm-{instance[-1]}-worker", node, checkpoint=mode, owner=owner, grace=10))
-        trainers.append(f"ml/{pod['metadata']['name']}")
-    return trainers
 
 
 @pytest.fixture
