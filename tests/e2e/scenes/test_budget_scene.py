@@ -25,7 +25,7 @@ from tests.e2e.scene import (
 )
 from tests.e2e.world import answer, contributor_alarm, idle_utilization, invoke
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.every_karpenter]
 
 POOL = "gpu-no-consolidation"
 NS = "train-budget"
