@@ -153,12 +153,12 @@ SHARE = {
 }
 
 
-# The second Karpenter pin: its KWOK provider (same binary name, in its own set's bin) and its
-# CRDs. Its KWOK provider reads its instance types only from the file it embeds
-# (kwok/cloudprovider/helpers.go `rawInstanceTypes` in v1.0), so the build overlays the plane's.
+# The second Karpenter pin: its KWOK provider and its CRDs. Its KWOK provider reads its instance
+# types only from the file it embeds (kwok/cloudprovider/helpers.go `rawInstanceTypes` in v1.0),
+# so the build replaces that file with the plane's.
 OLDEST_MODULE = GoModule(
     "karpenter-oldest",
-    {"karpenter-kwok": "sigs.k8s.io/karpenter/kwok"},
+    {"karpenter-kwok-oldest": "sigs.k8s.io/karpenter/kwok"},
     overlay={"kwok/cloudprovider/instance_types.json": ROOT / "realplane" / "plane" / "instance_types.json"},
 )
 MAIN = PinSet(
@@ -188,8 +188,20 @@ def missing_binaries(pin_set: PinSet | None = None) -> list[str]:
     return [name for name in pin_set.binaries if not os.access(where / name, os.X_OK)]
 
 
-def binary(name: str, pin_set: PinSet | None = None) -> Path:
-    """The path of one built binary; a one-line error naming it and how to build it if absent."""
+def not_built(*pin_sets: PinSet) -> str | None:
+    """What of these sets is not built, in one line naming it and how to build it; None if all is."""
+    for pin_set in [s for s in SETS if any(s is wanted for wanted in pin_sets)]:
+        missing = missing_binaries(pin_set)
+        if missing or not share_complete(pin_set):
+            what = ", ".join(missing) if missing else "KWOK's stages and Karpenter's CRDs"
+            return f"real plane: {what} not built in {key_dir(pin_set)} (run `{HOW_TO_BUILD}`)"
+    return None
+
+
+def binary(name: str) -> Path:
+    """The path of one built binary (in the set that builds it); a one-line error naming it and how
+    to build it if absent."""
+    pin_set = next(s for s in SETS if name in s.binaries)
     path = bin_dir(pin_set) / name
     if not os.access(path, os.X_OK):
         raise FileNotFoundError(f"real plane: {name} is not built at {path} (run `{HOW_TO_BUILD}`)")

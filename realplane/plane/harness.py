@@ -87,10 +87,8 @@ class Plane:
         self._audit_since = ""
         self.nodepools = [dict(p) for p in nodepools] if nodepools is not None else [tour_nodepool()]
         self.with_karpenter = karpenter
-        #: Which Karpenter runs, by its pins.toml section: "karpenter" (the plane's own) or
-        #: "karpenter-oldest" (the oldest release gpuwarden supports; docs/realplane.md).
-        self.karpenter_pin = karpenter_pin
-        self.karpenter_set = pins.KARPENTERS[karpenter_pin]
+        #: The Karpenter that runs, by pins.toml section ("karpenter-oldest": docs/realplane.md, "Karpenter versions")
+        self.karpenter = pins.KARPENTERS[karpenter_pin]
         #: KWOK's pod-complete stage: a Job's pod Succeeds as soon as it runs. Off by default, so
         #: a training pod runs until it is evicted or deleted, as a long training run does.
         self.complete_jobs = complete_jobs
@@ -139,11 +137,8 @@ class Plane:
         self.stop()
 
     def start(self) -> Plane:
-        for pin_set in (pins.MAIN, self.karpenter_set) if self.karpenter_set is not pins.MAIN else (pins.MAIN,):
-            missing = pins.missing_binaries(pin_set)
-            if missing or not pins.share_complete(pin_set):
-                what = ", ".join(missing) if missing else "KWOK's stages and Karpenter's CRDs"
-                raise PlaneError(f"real plane: {what} not built in {pins.key_dir(pin_set)} (run `{pins.HOW_TO_BUILD}`)")
+        if unbuilt := pins.not_built(pins.MAIN, self.karpenter):
+            raise PlaneError(unbuilt)
         self.artifacts.mkdir(parents=True, exist_ok=True)
         for old in self.artifacts.glob("*.log"):  # a previous run's logs: this run's start empty
             old.unlink()
@@ -302,11 +297,9 @@ class Plane:
         except PlaneError as err:
             raise PlaneError(f"{err}; log {component.log}: {component.last_line()}") from None
 
-    def _add(
-        self, name: str, argv: list[str], env: Mapping[str, str] | None = None, pin_set: pins.PinSet | None = None
-    ) -> Component:
+    def _add(self, name: str, argv: list[str], env: Mapping[str, str] | None = None) -> Component:
         try:
-            binary = pins.binary(argv[0], pin_set)
+            binary = pins.binary(argv[0])
         except FileNotFoundError as err:
             raise PlaneError(str(err)) from None
         component = Component(name, [str(binary), *argv[1:]], self.artifacts / f"{name}.log", dict(env or {}))
@@ -358,20 +351,16 @@ class Plane:
         self._ready(started, f"https://127.0.0.1:{port}/healthz")
 
     def _install_karpenter_objects(self) -> None:
-        karpenter.install_objects(
-            self.api_client(), self.nodepools, self.wait_for, self.ready_timeout, self.karpenter_set
-        )
+        karpenter.install_objects(self.api_client(), self.nodepools, self.wait_for, self.ready_timeout, self.karpenter)
 
     def install_crds(self, folder: str) -> None:
         """The CRDs the build copied into ``share/<folder>``, each waited for until Established."""
         karpenter.install_crds(self.api_client(), folder, self.wait_for, self.ready_timeout)
 
     def _start_karpenter(self) -> None:
-        health = self.ports["karpenter"]
-        env = karpenter.environment(
-            self.kubeconfig_for("karpenter"), health, self.ports["karpenter-metrics"], self.karpenter_pin
-        )
-        started = self._add("karpenter", ["karpenter-kwok"], env=env, pin_set=self.karpenter_set)
+        health, metrics = self.ports["karpenter"], self.ports["karpenter-metrics"]
+        env = karpenter.environment(self.kubeconfig_for("karpenter"), health, metrics, self.karpenter)
+        started = self._add("karpenter", [self.karpenter.binaries[0]], env=env)
         self._ready(started, f"http://127.0.0.1:{health}/readyz")
         karpenter.wait_ready(self.api_client(), self.nodepools, self.wait_for, self.ready_timeout)
 

@@ -61,8 +61,10 @@ def install_objects(
         custom.create_cluster_custom_object("karpenter.sh", "v1", "nodepools", pool)
 
 
-def environment(kubeconfig: Path, health_port: int, metrics_port: int, pin: str = "karpenter") -> dict[str, str]:
-    """How Karpenter's KWOK provider (``karpenter-kwok``) is run on the plane; ``pin``: its pins.toml section."""
+def environment(
+    kubeconfig: Path, health_port: int, metrics_port: int, pin_set: pins.PinSet | None = None
+) -> dict[str, str]:
+    """How Karpenter's KWOK provider is run on the plane; ``pin_set``: the set of pins it is built in."""
     env = {
         "KUBECONFIG": str(kubeconfig),
         "DISABLE_LEADER_ELECTION": "true",
@@ -70,7 +72,7 @@ def environment(kubeconfig: Path, health_port: int, metrics_port: int, pin: str 
         "METRICS_PORT": str(metrics_port),
         "LOG_LEVEL": "debug",
     }
-    if pin == "karpenter-oldest":
+    if pin_set is pins.KARPENTER_OLDEST:
         # v1.0 serves the CRDs' v1beta1 <-> v1 conversion webhook unless told not to (operator
         # options `DisableWebhook`); the plane's CRDs name no webhook and it would need a serving
         # certificate. Its instance types are built in (pins.OLDEST_MODULE's overlay).

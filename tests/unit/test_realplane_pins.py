@@ -108,9 +108,27 @@ def test_every_binary_is_built_by_one_module_and_named_once() -> None:
         "karpenter-kwok",
         "jobset-controller",
     }
-    # the second Karpenter pin's KWOK provider, under the same name in its own set's folder
-    assert pins.KARPENTER_OLDEST.binaries == ("karpenter-kwok",)
+    # the second Karpenter pin's KWOK provider, in its own set's folder
+    assert pins.KARPENTER_OLDEST.binaries == ("karpenter-kwok-oldest",)
     assert pins.bin_dir(pins.KARPENTER_OLDEST) != pins.bin_dir(pins.MAIN)
+
+
+def test_a_plane_of_the_oldest_karpenter_names_what_of_its_set_is_not_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(pins.CACHE_ENV, str(tmp_path / "cache"))
+    for name in pins.MAIN.binaries:  # the plane's own set built (stand-ins), the second Karpenter's not
+        (pins.bin_dir(pins.MAIN) / name).parent.mkdir(parents=True, exist_ok=True)
+        (pins.bin_dir(pins.MAIN) / name).write_text("")
+        (pins.bin_dir(pins.MAIN) / name).chmod(0o755)
+    (pins.share_dir(pins.MAIN)).mkdir(parents=True)
+    (pins.share_dir(pins.MAIN) / "COMPLETE").write_text("")
+    assert pins.not_built(pins.MAIN) is None
+    message = pins.not_built(pins.MAIN, pins.KARPENTER_OLDEST)
+    assert message == (
+        f"real plane: karpenter-kwok-oldest not built in {pins.key_dir(pins.KARPENTER_OLDEST)} (run `make setup-real`)"
+    )
+    assert str(pins.binary("karpenter-kwok")).startswith(str(pins.bin_dir(pins.MAIN)))
 
 
 def test_a_plane_without_its_binaries_fails_in_one_line_naming_them(

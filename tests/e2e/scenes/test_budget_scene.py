@@ -117,4 +117,4 @@ def test_a_budget_of_zero_holds_real_karpenters_consolidation_and_gpuwardens_gpu
             for cond in cl.get("status", {}).get("conditions", [])
             if cond["type"] == "DisruptionReason" and cond["status"] == "True"
         }
-        assert reasons == (set() if plane.karpenter_pin == "karpenter-oldest" else {"Empty"}), dump(claim_states[-1])
+        assert reasons == (set() if plane.karpenter.name == "karpenter-oldest" else {"Empty"}), dump(claim_states[-1])
