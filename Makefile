@@ -44,8 +44,9 @@ event-ruler: $(STAMP)
 setup: $(STAMP) $(CHECKOV_STAMP) prometheus event-ruler
 
 # The real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK,
-# Karpenter's KWOK provider), built with `go` from the modules pinned in realplane/build/pins.toml into
-# .cache/realplane/<key of the pins>: a cold build takes tens of minutes, an unchanged one seconds.
+# Karpenter's KWOK provider, and v1.0.8's as a second pin), built with `go` from the modules pinned in
+# realplane/build/pins.toml into .cache/realplane/<key of each set of pins>: a cold build takes tens of
+# minutes, an unchanged one seconds.
 setup-real: $(STAMP)
 	$(PY) -m realplane.build
 

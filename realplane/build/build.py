@@ -3,6 +3,7 @@
     python -m realplane.build            # build what is missing (nothing, in seconds, if the pins are unchanged)
     python -m realplane.build --force    # rebuild into the same key
     python -m realplane.build --repin    # rewrite realplane/build/go/*/go.mod and go.sum from realplane/build/pins.toml
+    python -m realplane.build --repin karpenter-oldest   # only that module's
 
 Everything comes from the Go module proxy through `go` itself, checked against the go.sum files
 committed here; nothing else is downloaded. docs/realplane.md says what is built and why.
@@ -63,8 +64,8 @@ def _ldflags(module: pins.GoModule, pinned: dict[str, dict[str, str]]) -> str:
             f"-X {base}.gitMinor={minor}",
             f"-X {base}.gitTreeState=clean",
         ]
-    if module.name == "karpenter":
-        flags.append(f"-X sigs.k8s.io/karpenter/pkg/operator.Version={pinned['karpenter']['version']}")
+    if module.name in ("karpenter", "karpenter-oldest"):
+        flags.append(f"-X sigs.k8s.io/karpenter/pkg/operator.Version={pinned[module.name]['version']}")
     if module.name == "jobset":
         flags.append(f"-X sigs.k8s.io/jobset/pkg/version.GitVersion={pinned['jobset']['version']}")
     return " ".join(flags)
@@ -72,9 +73,17 @@ def _ldflags(module: pins.GoModule, pinned: dict[str, dict[str, str]]) -> str:
 
 def _modules_of(module: pins.GoModule) -> list[str]:
     """The pins.toml sections whose module this Go module requires."""
-    return {"kube": ["kubernetes", "etcd"], "kwok": ["kwok"], "karpenter": ["karpenter"], "jobset": ["jobset"]}[
-        module.name
-    ]
+    return {
+        "kube": ["kubernetes", "etcd"],
+        "kwok": ["kwok"],
+        "karpenter": ["karpenter"],
+        "jobset": ["jobset"],
+        "karpenter-oldest": ["karpenter-oldest"],
+    }[module.name]
+
+
+def _all_modules() -> list[pins.GoModule]:
+    return [module for pin_set in pins.SETS for module in pin_set.modules]
 
 
 def _required(go_mod: str, path: str) -> str | None:
@@ -85,7 +94,7 @@ def _required(go_mod: str, path: str) -> str | None:
 def check_go_mods() -> None:
     """Fail in one line if a go.mod does not require what pins.toml says (someone edited one, not the other)."""
     pinned = pins.load_pins()
-    for module in pins.MODULES:
+    for module in _all_modules():
         go_mod = (module.path / "go.mod").read_text()
         for section in _modules_of(module):
             want = pinned[section]
@@ -102,10 +111,12 @@ def _download_mod(module_path: str, version: str, cwd: Path) -> str:
     return Path(info["GoMod"]).read_text()
 
 
-def repin() -> None:
-    """Rewrite each go.mod from pins.toml and let `go mod tidy` write its go.sum."""
+def repin(only: list[str] | None = None) -> None:
+    """Rewrite each go.mod (or those of the modules named) from pins.toml and let `go mod tidy` write its go.sum."""
     pinned = pins.load_pins()
-    for module in pins.MODULES:
+    for module in _all_modules():
+        if only and module.name not in only:
+            continue
         here = module.path
         go_mod = here / "go.mod"
         for stale in (go_mod, here / "go.sum"):
@@ -140,24 +151,30 @@ def repin() -> None:
         print(f"realplane.build: {go_mod.relative_to(pins.ROOT)} rewritten", flush=True)
 
 
-def _copy_share() -> None:
+def _module_dir(module: pins.GoModule, section: str) -> Path:
+    """Where the pinned module of ``section`` sits in the module cache, downloaded if it is not there."""
+    path = pins.load_pins()[section]["module"]
+    source = Path(_go(["list", "-m", "-f", "{{.Dir}}", path], module.path, capture=True).strip())
+    if not source.is_dir():  # not in the module cache yet (warm binaries, fresh cache)
+        _go(["mod", "download", path], module.path)
+        source = Path(_go(["list", "-m", "-f", "{{.Dir}}", path], module.path, capture=True).strip())
+    return source
+
+
+def _copy_share(pin_set: pins.PinSet) -> None:
     """Copy KWOK's stages, Karpenter's and JobSet's CRDs and JobSet's webhook configurations out of
-    the pinned modules (pins.SHARE)."""
-    dest = pins.share_dir()
+    the pinned modules (the set's ``share``)."""
+    dest = pins.share_dir(pin_set)
     tmp = dest.parent / f"share.partial-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
-    for folder, (module_name, patterns) in pins.SHARE.items():
-        module = next(m for m in pins.MODULES if m.name == module_name)
-        path = pins.load_pins()[module_name]["module"]
-        source = Path(_go(["list", "-m", "-f", "{{.Dir}}", path], module.path, capture=True).strip())
-        if not source.is_dir():  # not in the module cache yet (warm binaries, fresh cache)
-            _go(["mod", "download", path], module.path)
-            source = Path(_go(["list", "-m", "-f", "{{.Dir}}", path], module.path, capture=True).strip())
+    for folder, (module_name, patterns) in pin_set.share.items():
+        module = next(m for m in pin_set.modules if m.name == module_name)
+        source = _module_dir(module, module_name)
         (tmp / folder).mkdir(parents=True, exist_ok=True)
         for pattern in patterns:
             found = sorted(source.glob(pattern))
             if not found:
-                raise SystemExit(f"realplane.build: {path} has no {pattern}")
+                raise SystemExit(f"realplane.build: {source.name} has no {pattern}")
             for file in found:
                 shutil.copyfile(file, tmp / folder / file.name)
     (tmp / "COMPLETE").write_text("")
@@ -165,51 +182,89 @@ def _copy_share() -> None:
     tmp.rename(dest)
 
 
-def build(force: bool = False) -> Path:
-    check_go_mods()
-    dest = pins.bin_dir()
-    if not force and not pins.missing_binaries():
-        if not pins.share_complete():
-            _copy_share()
-        print(f"realplane.build: up to date ({dest})", flush=True)
+def _overlay_flags(module: pins.GoModule, work: Path) -> list[str]:
+    """For a module that replaces files of the pinned module with ours (pins.GoModule.overlay): a
+    copy of the pinned module (taken from the module cache, so checked against our go.sum) with
+    our files in it, and a go.mod beside the build that replaces the module with that copy.
+    `go build -overlay` cannot do it: it refuses files under GOMODCACHE."""
+    if not module.overlay:
+        return []
+    section = _modules_of(module)[0]
+    source = _module_dir(module, section)
+    copy = work / module.name
+    shutil.rmtree(copy, ignore_errors=True)
+    for file in source.rglob("*"):
+        if file.is_file():  # file by file: the module cache's read-only modes are not copied
+            target = copy / file.relative_to(source)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(file, target)
+    for inside, ours in module.overlay.items():
+        if not (copy / inside).is_file():
+            raise SystemExit(f"realplane.build: {source.name} has no {inside} to replace")
+        shutil.copyfile(ours, copy / inside)
+    go_mod = work / f"go-{module.name}.mod"
+    replace = f"\nreplace {pins.load_pins()[section]['module']} => {copy}\n"
+    go_mod.write_text((module.path / "go.mod").read_text() + replace)
+    shutil.copyfile(module.path / "go.sum", go_mod.with_suffix(".sum"))
+    return [f"-modfile={go_mod}"]
+
+
+def _build_set(pin_set: pins.PinSet, force: bool) -> Path:
+    dest = pins.bin_dir(pin_set)
+    if not force and not pins.missing_binaries(pin_set):
+        if not pins.share_complete(pin_set):
+            _copy_share(pin_set)
+        print(f"realplane.build: {pin_set.name} up to date ({dest})", flush=True)
         return dest
     pinned = pins.load_pins()
     version = _go(["version"], pins.GO_DIR, capture=True).strip()
     tmp = dest.parent / f"bin.partial-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
+    work = dest.parent / f"src.partial-{os.getpid()}"  # the copies an overlay builds from, removed after
     seconds: dict[str, float] = {}
-    for module in pins.MODULES:
+    for module in pin_set.modules:
         started = time.monotonic()
         names = list(module.binaries)
         # One `go build` per module: its packages compile once and its links run in parallel.
         out = str(tmp / names[0]) if len(names) == 1 else str(tmp) + os.sep
         print(f"realplane.build: building {', '.join(names)} ({module.name} module)", flush=True)
-        _go(
-            ["build", "-trimpath", f"-ldflags={_ldflags(module, pinned)}", "-o", out, *module.binaries.values()],
-            module.path,
-        )
+        flags = ["-trimpath", f"-ldflags={_ldflags(module, pinned)}", *_overlay_flags(module, work)]
+        _go(["build", *flags, "-o", out, *module.binaries.values()], module.path)
         seconds[module.name] = round(time.monotonic() - started, 1)
         print(f"realplane.build: {module.name} built in {seconds[module.name]} s", flush=True)
-    info = {"go": version, "pins": pinned, "seconds": seconds, "key": pins.cache_key()}
+    own = {section: pinned[section] for section in pin_set.sections}
+    info = {"go": version, "set": pin_set.name, "pins": own, "seconds": seconds, "key": pins.cache_key(pin_set)}
     (tmp / "BUILDINFO.json").write_text(json.dumps(info, indent=2) + "\n")
+    shutil.rmtree(work, ignore_errors=True)
     shutil.rmtree(dest, ignore_errors=True)
     tmp.rename(dest)
-    _copy_share()
-    print(f"realplane.build: built {len(pins.BINARIES)} binaries in {dest}", flush=True)
+    _copy_share(pin_set)
+    print(f"realplane.build: built {len(pin_set.binaries)} binaries in {dest}", flush=True)
     return dest
+
+
+def build(force: bool = False) -> list[Path]:
+    """Each set of pins (pins.SETS) built into its own key's folder, unless already there."""
+    check_go_mods()
+    return [_build_set(pin_set, force) for pin_set in pins.SETS]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m realplane.build", description=__doc__.split("\n")[0])
-    parser.add_argument("--repin", action="store_true", help="rewrite go.mod/go.sum from pins.toml (needs the proxy)")
+    parser.add_argument(
+        "--repin",
+        nargs="*",
+        metavar="MODULE",
+        help="rewrite go.mod/go.sum from pins.toml, of every module or those named (needs the proxy)",
+    )
     parser.add_argument("--force", action="store_true", help="rebuild even if the cache has the binaries")
     args = parser.parse_args(argv)
     if shutil.which("go") is None:
         print("realplane.build: `go` is not on PATH (the real plane is built with the Go toolchain)", file=sys.stderr)
         return 2
-    if args.repin:
-        repin()
+    if args.repin is not None:
+        repin(args.repin)
         return 0
     build(force=args.force)
     return 0

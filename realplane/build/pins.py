@@ -1,9 +1,11 @@
 """The real plane's pins, its Go modules and where its binaries are cached (docs/realplane.md).
 
 ``realplane/build/pins.toml`` holds the versions. Each Go module under ``realplane/build/go/`` builds some of
-the binaries. The cache directory is keyed by a hash of the pins and of the modules' files
-(go.mod, go.sum, our own ``.go`` files) and of the build flags, so a binary is rebuilt only when
-one of those changes; the harness finds the binaries by the same key, without needing Go.
+the binaries. The modules come in sets (``SETS``): the plane's own (``MAIN``: Kubernetes, KWOK,
+Karpenter, JobSet) and a second Karpenter pin (``KARPENTER_OLDEST``). Each set's cache directory is
+keyed by a hash of its own pins and of its modules' files (go.mod, go.sum, our own ``.go`` files,
+the files its build overlays) and of the build flags, so a set is rebuilt only when one of those
+changes; the harness finds the binaries by the same key, without needing Go.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -28,10 +30,13 @@ HOW_TO_BUILD = "make setup-real"
 
 @dataclass(frozen=True)
 class GoModule:
-    """One Go module of ours under realplane/build/go/<name>: the packages it builds, as binary name -> package."""
+    """One Go module of ours under realplane/build/go/<name>: the packages it builds, as binary name -> package;
+    ``overlay``: files of the pinned module the build replaces with ours (`go build -overlay`), as
+    path inside the module -> our file."""
 
     name: str
     binaries: dict[str, str]
+    overlay: dict[str, Path] = field(default_factory=dict)
 
     @property
     def path(self) -> Path:
@@ -64,19 +69,44 @@ def load_pins() -> dict[str, dict[str, str]]:
         return tomllib.load(f)
 
 
-def _key_files() -> list[Path]:
-    files = [PINS_FILE]
-    for module in MODULES:
+@dataclass(frozen=True)
+class PinSet:
+    """Go modules built, cached and keyed together: ``sections`` are their pins.toml sections,
+    ``share`` what the build copies out of the pinned modules (``SHARE`` below)."""
+
+    name: str
+    modules: tuple[GoModule, ...]
+    sections: tuple[str, ...]
+    share: dict[str, tuple[str, tuple[str, ...]]]
+
+    @property
+    def binaries(self) -> tuple[str, ...]:
+        return tuple(name for module in self.modules for name in module.binaries)
+
+
+def _key_files(pin_set: PinSet) -> list[tuple[str, Path]]:
+    """(name in the key, file): each module's go.mod, go.sum and .go files, and what it overlays."""
+    files = []
+    for module in pin_set.modules:
         files += sorted(
-            p for p in module.path.rglob("*") if p.is_file() and (p.suffix == ".go" or p.name in ("go.mod", "go.sum"))
+            (f"{module.name}/{p.relative_to(module.path)}", p)
+            for p in module.path.rglob("*")
+            if p.is_file() and (p.suffix == ".go" or p.name in ("go.mod", "go.sum"))
         )
+        files += [(f"{module.name} overlays {inside}", module.overlay[inside]) for inside in sorted(module.overlay)]
     return files
 
 
-def cache_key() -> str:
-    digest = hashlib.sha256(BUILD_SCHEME.encode())
-    for path in _key_files():
-        digest.update(str(path.relative_to(HERE)).encode() + b"\0" + path.read_bytes() + b"\0")
+def cache_key(pin_set: PinSet | None = None) -> str:
+    """The set's own pins (not the whole pins.toml: a pin of another set leaves this key alone),
+    its modules' files and the build scheme."""
+    pin_set = pin_set or MAIN
+    pinned = load_pins()
+    digest = hashlib.sha256(BUILD_SCHEME.encode() + b"\0" + pin_set.name.encode())
+    for section in pin_set.sections:
+        digest.update(f"[{section}] {pinned[section]['module']} {pinned[section]['version']}\0".encode())
+    for name, path in _key_files(pin_set):
+        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
 
 
@@ -84,17 +114,17 @@ def cache_root() -> Path:
     return Path(os.environ.get(CACHE_ENV) or ROOT / ".cache" / "realplane")
 
 
-def key_dir() -> Path:
-    return cache_root() / cache_key()
+def key_dir(pin_set: PinSet | None = None) -> Path:
+    return cache_root() / cache_key(pin_set)
 
 
-def bin_dir() -> Path:
-    return key_dir() / "bin"
+def bin_dir(pin_set: PinSet | None = None) -> Path:
+    return key_dir(pin_set) / "bin"
 
 
-def share_dir() -> Path:
+def share_dir(pin_set: PinSet | None = None) -> Path:
     """Files the build copies out of the pinned modules: KWOK's default stages, Karpenter's CRDs."""
-    return key_dir() / "share"
+    return key_dir(pin_set) / "share"
 
 
 # What the build copies into share/<folder>, from a module's directory in the module cache, as
@@ -123,18 +153,56 @@ SHARE = {
 }
 
 
-def share_complete() -> bool:
-    return (share_dir() / "COMPLETE").is_file()
+# The second Karpenter pin: its KWOK provider and its CRDs. Its KWOK provider reads its instance
+# types only from the file it embeds (kwok/cloudprovider/helpers.go `rawInstanceTypes` in v1.0),
+# so the build replaces that file with the plane's.
+OLDEST_MODULE = GoModule(
+    "karpenter-oldest",
+    {"karpenter-kwok-oldest": "sigs.k8s.io/karpenter/kwok"},
+    overlay={"kwok/cloudprovider/instance_types.json": ROOT / "realplane" / "plane" / "instance_types.json"},
+)
+MAIN = PinSet(
+    "main",
+    MODULES,
+    ("kubernetes", "etcd", "kwok", "karpenter", "jobset"),
+    SHARE,
+)
+KARPENTER_OLDEST = PinSet(
+    "karpenter-oldest",
+    (OLDEST_MODULE,),
+    ("karpenter-oldest",),
+    {"karpenter-crds": ("karpenter-oldest", ("pkg/apis/crds/*.yaml", "kwok/apis/crds/*.yaml"))},
+)
+SETS = (MAIN, KARPENTER_OLDEST)
+#: The Karpenter a plane runs, by pins.toml section: its set holds its binary and its CRDs.
+KARPENTERS = {"karpenter": MAIN, "karpenter-oldest": KARPENTER_OLDEST}
 
 
-def missing_binaries() -> list[str]:
-    where = bin_dir()
-    return [name for name in BINARIES if not os.access(where / name, os.X_OK)]
+def share_complete(pin_set: PinSet | None = None) -> bool:
+    return (share_dir(pin_set) / "COMPLETE").is_file()
+
+
+def missing_binaries(pin_set: PinSet | None = None) -> list[str]:
+    pin_set = pin_set or MAIN
+    where = bin_dir(pin_set)
+    return [name for name in pin_set.binaries if not os.access(where / name, os.X_OK)]
+
+
+def not_built(*pin_sets: PinSet) -> str | None:
+    """What of these sets is not built, in one line naming it and how to build it; None if all is."""
+    for pin_set in [s for s in SETS if any(s is wanted for wanted in pin_sets)]:
+        missing = missing_binaries(pin_set)
+        if missing or not share_complete(pin_set):
+            what = ", ".join(missing) if missing else "KWOK's stages and Karpenter's CRDs"
+            return f"real plane: {what} not built in {key_dir(pin_set)} (run `{HOW_TO_BUILD}`)"
+    return None
 
 
 def binary(name: str) -> Path:
-    """The path of one built binary; a one-line error naming it and how to build it if absent."""
-    path = bin_dir() / name
+    """The path of one built binary (in the set that builds it); a one-line error naming it and how
+    to build it if absent."""
+    pin_set = next(s for s in SETS if name in s.binaries)
+    path = bin_dir(pin_set) / name
     if not os.access(path, os.X_OK):
         raise FileNotFoundError(f"real plane: {name} is not built at {path} (run `{HOW_TO_BUILD}`)")
     return path

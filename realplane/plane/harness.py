@@ -76,6 +76,7 @@ class Plane:
         *,
         nodepools: Iterable[Mapping[str, Any]] | None = None,
         karpenter: bool = True,
+        karpenter_pin: str = "karpenter",
         complete_jobs: bool = False,
         jobset: bool = False,
         kubelet_deletes: bool = False,
@@ -86,6 +87,8 @@ class Plane:
         self._audit_since = ""
         self.nodepools = [dict(p) for p in nodepools] if nodepools is not None else [tour_nodepool()]
         self.with_karpenter = karpenter
+        #: The Karpenter that runs, by pins.toml section ("karpenter-oldest": docs/realplane.md, "Karpenter versions")
+        self.karpenter = pins.KARPENTERS[karpenter_pin]
         #: KWOK's pod-complete stage: a Job's pod Succeeds as soon as it runs. Off by default, so
         #: a training pod runs until it is evicted or deleted, as a long training run does.
         self.complete_jobs = complete_jobs
@@ -134,10 +137,8 @@ class Plane:
         self.stop()
 
     def start(self) -> Plane:
-        missing = pins.missing_binaries()
-        if missing or not pins.share_complete():
-            what = ", ".join(missing) if missing else "KWOK's stages and Karpenter's CRDs"
-            raise PlaneError(f"real plane: {what} not built in {pins.key_dir()} (run `{pins.HOW_TO_BUILD}`)")
+        if unbuilt := pins.not_built(pins.MAIN, self.karpenter):
+            raise PlaneError(unbuilt)
         self.artifacts.mkdir(parents=True, exist_ok=True)
         for old in self.artifacts.glob("*.log"):  # a previous run's logs: this run's start empty
             old.unlink()
@@ -364,16 +365,16 @@ class Plane:
         self._ready(started, f"https://127.0.0.1:{port}/healthz")
 
     def _install_karpenter_objects(self) -> None:
-        karpenter.install_objects(self.api_client(), self.nodepools, self.wait_for, self.ready_timeout)
+        karpenter.install_objects(self.api_client(), self.nodepools, self.wait_for, self.ready_timeout, self.karpenter)
 
     def install_crds(self, folder: str) -> None:
         """The CRDs the build copied into ``share/<folder>``, each waited for until Established."""
         karpenter.install_crds(self.api_client(), folder, self.wait_for, self.ready_timeout)
 
     def _start_karpenter(self) -> None:
-        health = self.ports["karpenter"]
-        env = karpenter.environment(self.kubeconfig_for("karpenter"), health, self.ports["karpenter-metrics"])
-        started = self._add("karpenter", ["karpenter-kwok"], env=env)
+        health, metrics = self.ports["karpenter"], self.ports["karpenter-metrics"]
+        env = karpenter.environment(self.kubeconfig_for("karpenter"), health, metrics, self.karpenter)
+        started = self._add("karpenter", [self.karpenter.binaries[0]], env=env)
         self._ready(started, f"http://127.0.0.1:{health}/readyz")
         karpenter.wait_ready(self.api_client(), self.nodepools, self.wait_for, self.ready_timeout)
 

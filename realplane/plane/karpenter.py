@@ -28,13 +28,13 @@ def tour_nodepool(**overrides: Any) -> dict[str, Any]:
     return pool
 
 
-def install_crds(api: Any, folder: str, wait_for: WaitFor, timeout: float) -> None:
-    """The CRDs the build copied into ``share/<folder>``, each waited for until Established."""
+def install_crds(api: Any, folder: str, wait_for: WaitFor, timeout: float, pin_set: pins.PinSet | None = None) -> None:
+    """The CRDs the build copied into ``share/<folder>`` (of ``pin_set``'s build), each waited for until Established."""
     from kubernetes import client
 
     ext: Any = client.ApiextensionsV1Api(api)
     names = []
-    for path in sorted((pins.share_dir() / folder).glob("*.yaml")):
+    for path in sorted((pins.share_dir(pin_set) / folder).glob("*.yaml")):
         crd = yaml.safe_load(path.read_text())
         ext.create_custom_resource_definition(crd)
         names.append(crd["metadata"]["name"])
@@ -42,11 +42,14 @@ def install_crds(api: Any, folder: str, wait_for: WaitFor, timeout: float) -> No
         wait_for(f"CRD {name} Established", partial(_established, ext, name), timeout=timeout)
 
 
-def install_objects(api: Any, nodepools: list[dict[str, Any]], wait_for: WaitFor, timeout: float) -> None:
-    """Karpenter's CRDs (Established), the KWOKNodeClass ``default`` and the NodePools."""
+def install_objects(
+    api: Any, nodepools: list[dict[str, Any]], wait_for: WaitFor, timeout: float, pin_set: pins.PinSet | None = None
+) -> None:
+    """Karpenter's CRDs (Established; those of the Karpenter ``pin_set`` builds), the KWOKNodeClass
+    ``default`` and the NodePools."""
     from kubernetes import client
 
-    install_crds(api, "karpenter-crds", wait_for, timeout)
+    install_crds(api, "karpenter-crds", wait_for, timeout, pin_set)
     custom: Any = client.CustomObjectsApi(api)
     custom.create_cluster_custom_object(
         "karpenter.kwok.sh",
@@ -58,16 +61,28 @@ def install_objects(api: Any, nodepools: list[dict[str, Any]], wait_for: WaitFor
         custom.create_cluster_custom_object("karpenter.sh", "v1", "nodepools", pool)
 
 
-def environment(kubeconfig: Path, health_port: int, metrics_port: int) -> dict[str, str]:
-    """How Karpenter's KWOK provider (``karpenter-kwok``) is run on the plane."""
-    return {
+def environment(
+    kubeconfig: Path, health_port: int, metrics_port: int, pin_set: pins.PinSet | None = None
+) -> dict[str, str]:
+    """How Karpenter's KWOK provider is run on the plane; ``pin_set``: the set of pins it is built in."""
+    env = {
         "KUBECONFIG": str(kubeconfig),
         "DISABLE_LEADER_ELECTION": "true",
-        "INSTANCE_TYPES_FILE_PATH": str(INSTANCE_TYPES),
         "HEALTH_PROBE_PORT": str(health_port),
         "METRICS_PORT": str(metrics_port),
         "LOG_LEVEL": "debug",
     }
+    if pin_set is pins.KARPENTER_OLDEST:
+        # v1.0 serves the CRDs' v1beta1 <-> v1 conversion webhook unless told not to (operator
+        # options `DisableWebhook`); the plane's CRDs name no webhook and it would need a serving
+        # certificate. Its instance types are built in (pins.OLDEST_MODULE's overlay).
+        env["DISABLE_WEBHOOK"] = "true"
+        # and it panics at start without the namespace it runs in (knative's system.Namespace(), read
+        # by operator.NewOperator), which its Helm chart sets from the downward API
+        env["SYSTEM_NAMESPACE"] = "kube-system"
+    else:
+        env["INSTANCE_TYPES_FILE_PATH"] = str(INSTANCE_TYPES)
+    return env
 
 
 def wait_ready(api: Any, nodepools: list[dict[str, Any]], wait_for: WaitFor, timeout: float) -> None:

@@ -13,6 +13,8 @@ import pytest
 
 from gpuwarden.kinds.inputs import parse_notices
 from gpuwarden.services.dispatch import handle_batch
+from gpuwarden.services.doctor import versions
+from realplane.build import pins
 from sim import KubeSim
 from sim.actors.karpenter.installs import karpenter_deployment
 from sim.builders import nodeclaim_for
@@ -49,6 +51,14 @@ def test_the_tested_karpenter_lacks_nothing(sim: KubeSim, aws: None, tmp_path: P
     _, finding = version_finding(sim, tmp_path, "1.14.1")
     assert finding["severity"] == "ok", finding
     assert "before" not in finding["message"]
+    assert "supports Karpenter v1.0.0 to v1.14.x (tested on v1.0.8 and v1.14.1)" in finding["message"]
+
+
+def test_doctor_names_the_releases_the_real_plane_runs() -> None:
+    """doctor's tested releases are the real plane's two Karpenter pins (tests/e2e: every_karpenter)."""
+    pinned = pins.load_pins()
+    assert versions.parse(pinned["karpenter"]["version"]) == versions.TESTED
+    assert versions.parse(pinned["karpenter-oldest"]["version"]) == versions.TESTED_OLDEST
 
 
 def test_helms_version_label_is_read_before_the_image_tag(sim: KubeSim, aws: None, tmp_path: Path) -> None:

@@ -3,18 +3,23 @@ a pool whose budget allows no node for `Underutilized` and `Empty` (the seeds' "
 consolidation during training"); one of its nodes empties. Karpenter's emptiness consolidation is
 held (`DisruptionBlocked` on the pool), and gpuwarden's GPU-idle reclaim of the same node is
 refused, naming the budget; nothing is written to the node (docs/cluster.md, "The NodePool's own
-rules"; docs/realplane.md)."""
+rules"; docs/realplane.md). Then the budget is raised and Karpenter consolidates the node: what it
+writes while it disrupts, on each Karpenter pin, is what gpuwarden reads to stand aside."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
+from kubernetes import watch
 
 from realplane.aws import AwsWorld
 from realplane.plane.harness import Plane, dump
 from tests.e2e.scene import (
+    NODECLAIMS,
+    NODEPOOLS,
     claims_naming_their_nodes,
     consolidating_pool,
     deployment,
@@ -23,13 +28,29 @@ from tests.e2e.scene import (
     running,
     scene_cluster,
 )
-from tests.e2e.world import answer, contributor_alarm, idle_utilization, invoke
+from tests.e2e.world import Cluster, answer, contributor_alarm, idle_utilization, invoke
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.every_karpenter]
 
 POOL = "gpu-no-consolidation"
 NS = "train-budget"
 BUDGETS = [{"nodes": "0", "reasons": ["Underutilized", "Empty"]}]
+DISRUPTED = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
+
+
+def _until_deleted(c: Cluster, lister: Any, *args: Any, name: str, since: str) -> list[dict[str, Any]]:
+    """Every state of object ``name`` from resourceVersion ``since`` until it is deleted, through one
+    watch (no state between two reads is missed)."""
+    seen: list[dict[str, Any]] = []
+    watcher: Any = watch.Watch()  # type: ignore[no-untyped-call]
+    for event in watcher.stream(lister, *args, resource_version=since, timeout_seconds=150):
+        obj = event["object"] if isinstance(event["object"], dict) else c.plain(event["object"])
+        if obj["metadata"]["name"] != name:
+            continue
+        seen.append(obj)
+        if event["type"] == "DELETED":
+            return seen
+    raise AssertionError(f"{name} not deleted within 150 s; its last state: {dump(seen[-1:])}")
 
 
 def test_a_budget_of_zero_holds_real_karpenters_consolidation_and_gpuwardens_gpu_idle_alike(
@@ -74,3 +95,26 @@ def test_a_budget_of_zero_holds_real_karpenters_consolidation_and_gpuwardens_gpu
         # and both nodes are still there, neither being deleted
         assert {cl["metadata"]["name"] for cl in c.nodeclaims()} == claims, dump(c.nodeclaims())
         assert not [cl for cl in c.nodeclaims() if cl["metadata"].get("deletionTimestamp")]
+
+        # When the pool's owner raises its budget, real Karpenter consolidates the empty node
+        (empty_claim,) = [cl["metadata"]["name"] for cl in c.nodeclaims() if cl["status"]["nodeName"] == empty]
+        claims_from = c.custom.list_cluster_custom_object(*NODECLAIMS)["metadata"]["resourceVersion"]
+        nodes_from = c.core.list_node().metadata.resource_version
+        c.custom.patch_cluster_custom_object(*NODEPOOLS, POOL, {"spec": {"disruption": {"budgets": [{"nodes": "1"}]}}})
+        claim_states = _until_deleted(
+            c, c.custom.list_cluster_custom_object, *NODECLAIMS, name=empty_claim, since=claims_from
+        )
+        node_states = _until_deleted(c, c.core.list_node, name=empty, since=nodes_from)
+        # Then, while it disrupts, the node carries the karpenter.sh/disrupted taint on every release;
+        # the NodeClaim's DisruptionReason condition is written from v1.2 on (disruption/queue.go
+        # markDisrupted), never by v1.0: gpuwarden's karpenter_deleting reads both signs
+        # (services/engine/karpenter.py; docs/cluster.md, "Karpenter versions")
+        taints = [{k: t.get(k) for k in DISRUPTED} for n in node_states for t in n["spec"].get("taints") or []]
+        assert DISRUPTED in taints, dump(node_states[-1])
+        reasons = {
+            cond.get("reason")
+            for cl in claim_states
+            for cond in cl.get("status", {}).get("conditions", [])
+            if cond["type"] == "DisruptionReason" and cond["status"] == "True"
+        }
+        assert reasons == (set() if plane.karpenter.name == "karpenter-oldest" else {"Empty"}), dump(claim_states[-1])

@@ -29,7 +29,7 @@ from tests.e2e.scene import (
 )
 from tests.e2e.world import CLUSTER, answer, invoke, rfc3339
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.every_karpenter]
 
 POOL = "gpu-expiring"
 NS = "ml-expiry"

@@ -28,7 +28,7 @@ from tests.e2e.world import (
     spot_warning,
 )
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.every_karpenter]
 
 INFERENCE_REPLICAS = 2  # 1 GPU each: with the two trainers (4 + 2), one p4d.24xlarge (8 GPUs)
 

@@ -12,6 +12,9 @@ What differs, read in kubernetes-sigs/karpenter at each tag (``pkg/apis/v1``, ``
   gpuwarden knows Karpenter is disrupting a node by the node's ``karpenter.sh/disrupted`` taint alone
   (services/engine/karpenter.py ``karpenter_deleting`` reads both).
 - v1.8.0 adds static NodePools (nodepool.go ``Replicas``).
+
+Run, not only read: the real plane's e2e scenes for a Spot warning, a NodePool budget and expiry pass
+unchanged on Karpenter v1.0.8 as on v1.14.1 (docs/realplane.md, "Karpenter versions").
 """
 
 from __future__ import annotations
@@ -25,9 +28,11 @@ from gpuwarden.services.doctor.facts import Finding, Severity, names
 
 CHECK = "karpenter-version"
 Version = tuple[int, int, int]
-#: the oldest Karpenter whose API gpuwarden reads, and the one the real plane runs (realplane/build/pins.toml)
+#: the oldest Karpenter whose API gpuwarden reads, and the releases the real plane's scenes run on
+#: (realplane/build/pins.toml [karpenter] and [karpenter-oldest]; a test keeps them equal)
 OLDEST: Version = (1, 0, 0)
 TESTED: Version = (1, 14, 1)
+TESTED_OLDEST: Version = (1, 0, 8)
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)")
 _IMAGE = re.compile(r"/karpenter/controller:v?(\d+\.\d+\.\d+)")
 
@@ -100,7 +105,10 @@ def check_karpenter_version(deployments: Sequence[Mapping[str, Any]]) -> Finding
         else:
             lacks = [f"before {_shown(d.since)}, {d.what}: {d.before}" for d in DIFFERENCES if version < d.since]
             notes.append(f"{where} {text}" + (f" ({'; '.join(lacks)})" if lacks else ""))
-    supported = f"gpuwarden supports Karpenter {_shown(OLDEST)} to {_shown(TESTED)[:-2]}.x"
+    supported = (
+        f"gpuwarden supports Karpenter {_shown(OLDEST)} to {_shown(TESTED)[:-2]}.x"
+        f" (tested on {_shown(TESTED_OLDEST)} and {_shown(TESTED)})"
+    )
     if errors:
         return Finding(
             CHECK,
