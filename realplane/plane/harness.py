@@ -359,6 +359,7 @@ class Plane:
             self.signals,
             complete_jobs=self.complete_jobs,
             kubelet_deletes=self.kubelet_deletes,
+            frequent_node_status=self.karpenter is not pins.MAIN,  # v1.0's registration: kwok.FREQUENT_NODE_STATUS
         )
         argv = kwok.argv(self.kubeconfig_for("kwok"), config, port, self.pki)
         started = self._add("kwok", argv, env=kwok.environment(self._shims))

@@ -37,16 +37,33 @@ def prepare(shims: Path, exec_dir: Path) -> None:
 #: finalizers are (stages/kubelet-delete.yaml), in place of KWOK's fast pod-delete.
 KUBELET_DELETE = Path(__file__).with_name("stages") / "kubelet-delete.yaml"
 
+#: A node's status written every 10-20 s, as a kubelet's (``nodeStatusUpdateFrequency`` 10 s), in
+#: place of the build's 10-20 min report: each write is a Node update event. Karpenter v1.0's KWOK
+#: provider makes the Node before its NodeClaim names it, and its registration then waits for the
+#: Node's next event (docs/realplane.md, "Karpenter versions: a second pin").
+FREQUENT_NODE_STATUS = Path(__file__).with_name("stages") / "node-status-frequent.yaml"
 
-def config(workdir: Path, exec_dir: Path, signals: Path, *, complete_jobs: bool, kubelet_deletes: bool = False) -> Path:
+
+def config(
+    workdir: Path,
+    exec_dir: Path,
+    signals: Path,
+    *,
+    complete_jobs: bool,
+    kubelet_deletes: bool = False,
+    frequent_node_status: bool = False,
+) -> Path:
     """KWOK's stages (the build's, without pod-complete unless ``complete_jobs``; with
-    ``kubelet_deletes``, `KUBELET_DELETE` instead of the fast pod-delete) and the local exec, whose
-    `kill`s are recorded in ``signals``."""
+    ``kubelet_deletes``, `KUBELET_DELETE` instead of the fast pod-delete; with
+    ``frequent_node_status``, `FREQUENT_NODE_STATUS` instead of the lease-era heartbeat) and the
+    local exec, whose `kill`s are recorded in ``signals``."""
     stages = sorted((pins.share_dir() / "kwok-stages").glob("*.yaml"))
     if not complete_jobs:
         stages = [p for p in stages if p.name != "pod-complete.yaml"]
     if kubelet_deletes:
         stages = [p for p in stages if p.name != "pod-delete.yaml"] + [KUBELET_DELETE]
+    if frequent_node_status:
+        stages = [p for p in stages if p.name != "node-heartbeat-with-lease.yaml"] + [FREQUENT_NODE_STATUS]
     cluster_exec: dict[str, Any] = {
         "apiVersion": "kwok.x-k8s.io/v1alpha1",
         "kind": "ClusterExec",
