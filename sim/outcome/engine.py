@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -81,6 +81,44 @@ class Engine:
             with self._cv:
                 self._running -= 1
                 self._cv.notify_all()
+
+    def side_by_side(self, fn: Callable[[Any], Any], items: Sequence[Any], max_workers: int) -> list[Any]:
+        """gpuwarden's runs side by side (`Deps.side_by_side`: a Capacity Block's nodes), each an actor:
+        the caller's count passes to them and the last to finish hands it back, so the clock waits for
+        every run, not only the first to sleep. (A pool's workers were not counted: the first run's sleep
+        let the clock move while the others were still at work, and where a run's steps fell in simulated
+        time followed the machine's load, docs/simulate.md#one-seed-one-answer.) Every item gets its own
+        thread (`max_workers` apart): a run that waits for a free worker would hold the clock."""
+        items = list(items)
+        if not items:
+            return []
+        answers: list[Any] = [None] * len(items)
+        failed: list[tuple[int, BaseException]] = []
+        left = [len(items)]
+        finished = threading.Event()
+
+        def one(i: int) -> None:
+            try:
+                answers[i] = fn(items[i])
+            except BaseException as err:
+                failed.append((i, err))
+            finally:
+                with self._cv:
+                    left[0] -= 1
+                    if left[0] > 0:
+                        self._running -= 1
+                        self._cv.notify_all()
+                    else:
+                        finished.set()  # the last keeps its count: the caller runs on with it
+
+        with self._cv:
+            self._running += len(items) - 1
+        for i in range(len(items)):
+            threading.Thread(target=one, args=(i,), name=f"{threading.current_thread().name}-{i}", daemon=True).start()
+        finished.wait()
+        if failed:
+            raise min(failed, key=lambda f: f[0])[1]
+        return answers
 
     def sleep(self, seconds: float) -> None:
         """An actor's sleep: it yields until the clock has moved `seconds` on."""

@@ -56,6 +56,7 @@ class Gpuwarden:
         self.world = world
         self.deps = sim_deps(world.sim, caller="simulate", policy=policy, ledger=MemoryLedger(), throttle=False)
         self.deps.sleep = world.engine.sleep
+        self.deps.side_by_side = world.engine.side_by_side
         self.deps.scheduler = SimScheduler(self)
         self.results: list[dict[str, Any]] = []
         self.failures: list[str] = []

@@ -136,7 +136,9 @@ class Provisioner:
                 if self._needs_home(pod, deleting, now, pdbs):
                     out.append(pod)
                 continue
-            if not (owned_by(seen, "apps/v1", "ReplicaSet") or owned_by(seen, "apps/v1", "StatefulSet")):
+            if owned_by(seen, "apps/v1", "ReplicaSet") or owned_by(seen, "apps/v1", "StatefulSet"):
+                continue
+            if not _brought_back(seen, pods):
                 out.append(seen)
         return out
 
@@ -264,3 +266,31 @@ class _Pdbs:
         if self._items is None:
             self._items = self.cluster.items(PDBS)
         return self._items
+
+
+def _controller(pod: Obj) -> tuple[str, str] | None:
+    refs = meta_of(pod).get("ownerReferences") or []
+    ref = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+    return (str(ref.get("kind")), str(ref.get("name"))) if ref else None
+
+
+def _brought_back(gone: Obj, pods: list[Obj]) -> bool:
+    """Whether ``gone``'s controller has already made its successor (a pod of the same controller,
+    created since): pending, it is in the batch as itself (`Provisioner._sort`); bound, it needs
+    nothing. Karpenter schedules only the pods it lists at that moment, the pending ones and those of
+    deleting nodes, never one that is gone (v1.14.1 ``Provisioner.Schedule``: ``GetPendingPods``, then
+    ``Deleting().CurrentlyReschedulablePods``, "so that we undershoot if pods are actively migrating").
+    The stand-in counts a gone Job pod only while its successor does not exist yet (no Job controller
+    runs beside a bare simulator); before, it counted both, and launched a node the successor, bound
+    elsewhere, never needed (docs/simulate.md, "Launches for pods that are gone")."""
+    owner = _controller(gone)
+    if owner is None:
+        return False
+    meta = meta_of(gone)
+    return any(
+        _controller(p) == owner
+        and meta_of(p).get("uid") != meta.get("uid")
+        and str(meta_of(p).get("creationTimestamp") or "") >= str(meta.get("creationTimestamp") or "")
+        and active(p)
+        for p in pods
+    )

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
 from gpuwarden.domain import annotations as ann
@@ -99,8 +98,7 @@ def drain_nodes(notice: Notice, nodes: Sequence[NodeView], deps: Deps, hooks: Ki
     per_node = [_per_node(notice, node) for node in nodes]
     # one handshake per gang for the whole block: each run asks its own node's pods (FanOut)
     fan_out = FanOut(frozenset(n.name for n in nodes)) if len(nodes) > 1 else None
-    with ThreadPoolExecutor(max_workers=min(_MAX_PARALLEL, len(per_node))) as pool:
-        results = list(pool.map(lambda n: _guarded(n, deps, hooks, drain_locally, fan_out), per_node))
+    results = deps.each(lambda n: _guarded(n, deps, hooks, drain_locally, fan_out), per_node, _MAX_PARALLEL)
     # each node's answer is recorded under its own id; the notice's own id gets the whole answer
     return summed(
         results,

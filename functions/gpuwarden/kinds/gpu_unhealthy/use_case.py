@@ -21,7 +21,6 @@ first cordon is the next request.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from gpuwarden.domain import annotations as ann
@@ -116,14 +115,15 @@ def scan(deps: Deps, hooks: KindHooks, drain_locally: bool, listed: Sequence[Nod
     fresh = [p for p in notices if p[0].annotations.get(ann.EVENT_ID) != p[1].event_id]
     resumed = [p for p in notices if p[0].annotations.get(ann.EVENT_ID) == p[1].event_id]
     by_node: dict[str, Result] = {}
-    with ThreadPoolExecutor(max_workers=min(SCAN_WORKERS, max(1, len(notices)))) as pool:
-        for batch in (fresh, resumed):
-            for (node, _), result in zip(
-                batch,
-                pool.map(lambda pair: _scan_one(pair[0], pair[1], deps, scanned, admitted, drain_locally), batch),
-                strict=True,
-            ):
-                by_node[node.name] = result
+    for batch in (fresh, resumed):
+        for (node, _), result in zip(
+            batch,
+            deps.each(
+                lambda pair: _scan_one(pair[0], pair[1], deps, scanned, admitted, drain_locally), batch, SCAN_WORKERS
+            ),
+            strict=True,
+        ):
+            by_node[node.name] = result
     results = [by_node[node.name] for node, _ in notices]
     where = f"selector {policy.node_selector}" if policy.node_selector else "every node with an accelerator"
     reason = f"scanned {len(nodes)} GPU nodes ({where}): {len(failing)} with a failing GPU condition"

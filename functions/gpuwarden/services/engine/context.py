@@ -18,6 +18,16 @@ from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.observability import logger, put
 
 T = TypeVar("T")
+R = TypeVar("R")
+
+#: Runs ``fn`` over ``items`` side by side, at most ``max_workers`` at once; the answers in ``items``' order.
+SideBySide = Callable[[Callable[[Any], Any], Sequence[Any], int], list[Any]]
+
+
+def in_threads(fn: Callable[[Any], Any], items: Sequence[Any], max_workers: int) -> list[Any]:
+    """`Deps.side_by_side` deployed and locally: a thread pool for the call."""
+    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(items)))) as pool:
+        return list(pool.map(fn, items))
 
 
 def utcnow() -> datetime:
@@ -96,6 +106,14 @@ class Deps:
     #: Seconds this invocation may still wait (its remaining time minus a safety margin), set per
     #: invocation by the Lambda handlers; None locally, where the CLI waits as long as it takes.
     remaining: Callable[[], float] | None = None
+    #: How runs that each may sleep (`sleep`) go side by side: a Capacity Block's nodes, a GPU scan's.
+    #: A thread pool (`in_threads`); the outcome runs give their engine's, which counts each run as one
+    #: of its actors, so its clock moves only when every one of them sleeps (docs/simulate.md).
+    side_by_side: SideBySide = in_threads
+
+    def each(self, fn: Callable[[T], R], items: Sequence[T], max_workers: int) -> list[R]:
+        """``fn`` over ``items`` side by side (`side_by_side`), the answers in ``items``' order."""
+        return cast(list[R], self.side_by_side(fn, items, max_workers))
 
     def is_voluntary(self, kind: str) -> bool:
         """Whether ``kind`` is voluntary (a kind this version does not know is not)."""

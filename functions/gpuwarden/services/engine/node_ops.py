@@ -6,6 +6,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from dateutil.parser import isoparse
+
 from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.budgets import BudgetAnswer, VoluntaryVerdict, budget_answer, voluntary_verdict
@@ -110,15 +112,32 @@ def is_marked(node: NodeView, notice: Notice) -> bool:
 _KNOWN = frozenset(kind.value for kind in Kind)
 
 
-def supersedes(new: Kind, current: str | None, voluntary: Collection[str]) -> bool:
+def supersedes(new: Kind, current: str | None, voluntary: Collection[str], over: bool = False) -> bool:
     """An involuntary notice takes over a node a voluntary notice holds; nothing takes over an
-    involuntary one (a late redelivery of an older warning must not take the node back). A kind
-    this version does not know is taken over. ``voluntary``: the voluntary kinds (`Deps`)."""
+    involuntary one (a late redelivery of an older warning must not take the node back) while its
+    work is under way. ``over``: the current notice's drain completed and its deadline has passed
+    (`_over`), so what it left on the node (pods that never move for it, such as do-not-disrupt pods
+    Karpenter's expiry leaves) faces the new loss unasked unless the new notice takes over
+    (docs/cluster.md, "A finished notice and the next loss"). A kind this version does not know is
+    taken over. ``voluntary``: the voluntary kinds (`Deps`)."""
     if current is None:
         return True
     if new in voluntary:
         return False
-    return current in voluntary or current not in _KNOWN
+    return current in voluntary or current not in _KNOWN or over
+
+
+def _over(node: NodeView, notice: Notice) -> bool:
+    """The node's current notice is done with it: its drain completed and its deadline came before
+    ``notice`` did (a notice without a deadline is never over)."""
+    notes = node.annotations
+    deadline = notes.get(ann.DEADLINE)
+    if not notes.get(ann.DRAIN_COMPLETED) or not deadline:
+        return False
+    try:
+        return isoparse(deadline) <= notice.event_time
+    except ValueError:
+        return False  # unreadable: the current notice holds, as before
 
 
 @dataclass(frozen=True)
@@ -138,7 +157,7 @@ def _mark_patch(
     if is_marked(node, notice):
         return None
     if node.annotations.get(ann.EVENT_ID) != notice.event_id and not supersedes(
-        notice.kind, node.annotations.get(ann.KIND), voluntary
+        notice.kind, node.annotations.get(ann.KIND), voluntary, _over(node, notice)
     ):
         return None
     taints = [t.as_dict() for t in node.taints if t.key != ann.TAINT_KEY]
