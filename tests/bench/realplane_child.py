@@ -60,6 +60,7 @@ def main(plan_file: str, cold: bool = False) -> None:
     notice = datetime.fromtimestamp(start, UTC)
     answers = []
     for instance_id, event_id in plan["events"]:
+        taken = datetime.now(UTC)  # this environment takes the warning (after the ones before it)
         try:
             result = handler_module.handler(_event(template, instance_id, event_id, notice), _Context())
         except Exception as err:  # counted as lost, never hidden
@@ -70,6 +71,7 @@ def main(plan_file: str, cold: bool = False) -> None:
             {
                 "instance": instance_id,
                 "outcome": result["outcome"],
+                "taken": taken.isoformat(),
                 "cordon": next((a["at"] for a in actions if a["type"] == "cordon"), None),
                 "requests": [a["at"] for a in actions if a["type"] == "checkpoint-requested"],
                 "signals": [a["at"] for a in actions if a["type"] == "signal"],
