@@ -10,6 +10,10 @@ touched). It answers `RESULT {"ready": true}`, then waits for one line on stdin,
 time>}`` (the moment EventBridge hands the burst over, the same for every process), and handles
 its events one after another from then, as one execution environment does. Each event's cordon
 and checkpoint-request times are the Recorder's `at` stamps, taken inside the real code.
+
+With a second argument ``cold``: a cold execution environment, the one Lambda starts for the
+burst. It answers ready before anything is imported, and the imports, the dependencies, the init
+and the earlier invocation all come after the hand-over, inside the burst's time.
 """
 
 from __future__ import annotations
@@ -30,7 +34,11 @@ def _event(template: dict[str, Any], instance_id: str, event_id: str, at: dateti
     return event
 
 
-def main(plan_file: str) -> None:
+def main(plan_file: str, cold: bool = False) -> None:
+    if cold:
+        emit({"ready": True, "cold": True})
+        start = float(json.loads(sys.stdin.readline())["start"])
+        time.sleep(max(0.0, start - time.time()))
     import gpuwarden.handlers._runtime as runtime
     import gpuwarden.handlers.interruption as handler_module
     from gpuwarden.config import Settings
@@ -44,13 +52,15 @@ def main(plan_file: str) -> None:
     setattr(runtime, "deps", lambda: deps)  # noqa: B010 - the warm container's cached deps
     runtime.warm(deps)
     template = json.loads((EVENTS / "spot-interruption.json").read_text())
-    earlier = handler_module.handler(_event(template, plan["warm_up"], "warm-up", datetime.now(UTC)), _Context())
-    emit({"ready": True, "warm_up": earlier["outcome"]})
-    start = float(json.loads(sys.stdin.readline())["start"])
-    time.sleep(max(0.0, start - time.time()))  # the burst's hand-over, shared by every process
+    if not cold:  # a warm environment is past an earlier invocation; a cold one's first is the burst's
+        earlier = handler_module.handler(_event(template, plan["warm_up"], "warm-up", datetime.now(UTC)), _Context())
+        emit({"ready": True, "warm_up": earlier["outcome"]})
+        start = float(json.loads(sys.stdin.readline())["start"])
+        time.sleep(max(0.0, start - time.time()))  # the burst's hand-over, shared by every process
     notice = datetime.fromtimestamp(start, UTC)
     answers = []
     for instance_id, event_id in plan["events"]:
+        taken = datetime.now(UTC)  # this environment takes the warning (after the ones before it)
         try:
             result = handler_module.handler(_event(template, instance_id, event_id, notice), _Context())
         except Exception as err:  # counted as lost, never hidden
@@ -61,6 +71,7 @@ def main(plan_file: str) -> None:
             {
                 "instance": instance_id,
                 "outcome": result["outcome"],
+                "taken": taken.isoformat(),
                 "cordon": next((a["at"] for a in actions if a["type"] == "cordon"), None),
                 "requests": [a["at"] for a in actions if a["type"] == "checkpoint-requested"],
                 "signals": [a["at"] for a in actions if a["type"] == "signal"],
@@ -70,4 +81,4 @@ def main(plan_file: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], cold=sys.argv[2:] == ["cold"])

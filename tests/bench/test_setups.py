@@ -52,3 +52,4 @@ def test_the_benchmark_runs_at_its_smallest_sizes(name: str) -> None:
     if name == "realplane":
         # what the real plane's runs wrote is read back from the cluster: nothing lost, even here
         assert details["lost"] == 0, details
+        assert details["cold"]["lost"] == 0, details["cold"]

@@ -225,3 +225,27 @@ def test_release_takes_back_the_replacements_hold_and_a_second_release_writes_no
     again = handle_release(_deps(world), None).to_json()
     assert (again["outcome"], again["actions"]) == ("ignored", []), again
     assert [r for r in world.sim.requests if r.method in ("POST", "PUT", "PATCH", "DELETE")] == []
+
+
+def test_release_all_reads_the_pods_once_whatever_the_number_of_nodes(world: World) -> None:
+    # Given a marked cluster with 40 more GPU nodes, each with 2 pods (docs/benchmarks.md, "1,000 nodes")
+    from sim import builders as b
+
+    _marked_cluster(world)
+    for i in range(40):
+        node = f"ip-10-9-0-{i}.us-west-2.compute.internal"
+        world.sim.create(b.gpu_node(node, f"i-0e{i:015x}"))
+        for p in range(2):
+            world.sim.create(b.inference_pod(f"more-{i}-{p}", node, namespace="ml"))
+    world.sim.clear_requests()
+    # When everything is released
+    result = handle_release(_deps(world), None).to_json()
+    # Then every mark is taken back, from one LIST of the cluster's pods (one page here), never a
+    # LIST per node: the request count does not grow with the cluster's nodes
+    assert result["outcome"] == "handled", result["reason"]
+    assert _gpuwarden_marks(world) == []
+    pod_lists = [r for r in world.sim.requests if r.method == "GET" and r.path == "/api/v1/pods"]
+    assert len(pod_lists) == 1, [(r.path, r.query) for r in pod_lists]
+    assert "fieldSelector" not in pod_lists[0].query
+    reads = [r for r in world.sim.requests if r.method == "GET"]
+    assert len(reads) <= 12, [(r.path, r.query) for r in reads]

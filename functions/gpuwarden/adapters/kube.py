@@ -1,10 +1,9 @@
 """Kubernetes through the official client: the only importer of `kubernetes`.
 
-The generated API classes validate every argument with pydantic and build model objects
-for every answer; on the paths gpuwarden takes (a node, the pods on it, a patch, an
-eviction) that costs more than the HTTP round trip. So this adapter serializes requests
-with the client's own `ApiClient` (its configuration, auth, TLS and connection pool) and
-reads answers as JSON into the domain's small views. Exec uses `kubernetes.stream`.
+The generated API classes validate every argument with pydantic and build model objects for every answer;
+on the paths gpuwarden takes (a node, the pods on it, a patch, an eviction) that costs more than the HTTP
+round trip. So this adapter serializes requests with the client's own `ApiClient` (its configuration,
+auth, TLS and connection pool) and reads answers as JSON into the domain's small views (exec: `stream`).
 """
 
 from __future__ import annotations
@@ -197,6 +196,9 @@ class KubeClient:
         selector = ",".join(f"{k}={v}" for k, v in sorted((labels or {}).items()))
         query = [("labelSelector", selector)] if selector else []
         return self._list(f"/api/v1/namespaces/{namespace}/pods", pod_from_json, query)
+
+    def list_pods_where(self, keep: Callable[[PodView], bool]) -> list[PodView]:
+        return list_all(lambda q: self._json("GET", "/api/v1/pods", query=q), pod_from_json, keep=keep)
 
     def get_pod(self, namespace: str, name: str) -> PodView | None:
         try:

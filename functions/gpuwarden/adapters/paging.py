@@ -19,14 +19,19 @@ T = TypeVar("T")
 
 
 def list_all(
-    get: Callable[[Query], dict[str, Any]], convert: Callable[[dict[str, Any]], T], query: Query = ()
+    get: Callable[[Query], dict[str, Any]],
+    convert: Callable[[dict[str, Any]], T],
+    query: Query = (),
+    keep: Callable[[T], bool] | None = None,
 ) -> list[T]:
     """Every item of a LIST, each through ``convert``, read page by page: ``get`` answers one GET
     of the collection with the query it is given; ``limit`` = `LIST_PAGE` and the previous
     answer's ``metadata.continue`` are added until an answer has none (docs/architecture.md,
     "Lists"). A page's JSON is dropped once converted. A server that ignores ``limit`` answers
     everything at once, with no continue: one page. An expired token starts the list again
-    (what was read is dropped: one list, never one with duplicates)."""
+    (what was read is dropped: one list, never one with duplicates). With ``keep``, only the items
+    it answers True for are kept: the others are dropped with their page (a cluster's pods read
+    for the few that carry something, in the memory of one page)."""
     items: list[T] = []
     token, restarts = "", 0
     while True:
@@ -38,7 +43,8 @@ def list_all(
                 raise
             items, token, restarts = [], "", restarts + 1
             continue
-        items.extend(convert(item) for item in answer.get("items") or [])
+        converted = (convert(item) for item in answer.get("items") or [])
+        items.extend(converted if keep is None else (item for item in converted if keep(item)))
         token = str((answer.get("metadata") or {}).get("continue") or "")
         if not token:
             return items

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -51,6 +51,11 @@ class KubePort(Protocol):
     def list_pods_on_node(self, node: str) -> list[PodView]: ...
     def list_pods(self, namespace: str, labels: Mapping[str, str] | None = None) -> list[PodView]:
         """The pods of one namespace, with every label of ``labels`` (a label-selector LIST)."""
+        ...
+
+    def list_pods_where(self, keep: Callable[[PodView], bool]) -> list[PodView]:
+        """The pods of every namespace that ``keep`` answers True for: one paginated LIST of the
+        cluster's pods, the others dropped page by page."""
         ...
 
     def get_pod(self, namespace: str, name: str) -> PodView | None: ...
