@@ -9,11 +9,12 @@ import pytest
 from gpuwarden.domain.budgets import voluntary_verdict
 from gpuwarden.domain.decide import NodePlan
 from gpuwarden.domain.notice import Kind
-from gpuwarden.domain.policy import Policy, RebalancePolicy, ReplacementPolicy
+from gpuwarden.domain.policy import Policy, RebalancePolicy, ReplacementPolicy, section_of
 from gpuwarden.domain.replacement import choose_replacement, nodeclaim_manifest, nodeclaim_name, steering
 from gpuwarden.domain.views import NodeView, PodView, Toleration, node_from_json, pod_from_json
 from gpuwarden.domain.windows import Allowance
-from gpuwarden.kinds.registry import SPECS, spec_of
+from gpuwarden.kinds.gpu_idle.policy import GpuIdlePolicy
+from gpuwarden.kinds.registry import POLICY, SPECS, spec_of
 
 ITYPE, ZONE, CAP = "node.kubernetes.io/instance-type", "topology.kubernetes.io/zone", "karpenter.sh/capacity-type"
 
@@ -217,7 +218,7 @@ def test_when_a_window_and_do_not_disrupt_both_refuse_the_reason_names_the_windo
 
 
 def test_gpu_idle_lets_an_idle_pool_go_to_zero_by_default() -> None:
-    assert Policy(cluster="c").gpu_idle.min_nodes_per_nodepool == 0
+    assert section_of(POLICY(cluster="c"), GpuIdlePolicy).min_nodes_per_nodepool == 0
 
 
 def test_spot_interruption_ignores_do_not_disrupt() -> None:
