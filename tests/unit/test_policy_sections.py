@@ -33,9 +33,9 @@ TREES = ("functions", "sim", "infra", "tests", "realplane")
 
 #: The sections no one kind owns, and so `Policy` itself holds (docs/architecture.md, "What stays
 #: outside the rooms"): the windows, replacement, checkpoint and drain every disrupting kind reads;
-#: the alerts map (alert name → kind); rebalance (the engine's plan and doctor's behaviours read its
-#: action); gpu_health (the GPU-health scan's: the dispatch's one LIST of nodes, two kinds' scan
-#: parts, and the alerts' deadline read it).
+#: the alerts map (alert name → kind); rebalance (doctor's behaviours read its action in `domain`);
+#: gpu_health (the GPU-health scan's: the dispatch's one LIST of nodes, two kinds' scan parts, and
+#: the alerts' deadline read it).
 SHARED = ("cluster", "windows", "rebalance", "replacement", "checkpoint", "drain", "gpu_health", "alerts")
 
 #: The document's keys, as users write them (docs/policy.md), in the order its errors list them:
