@@ -18,13 +18,14 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from gpuwarden import kinds
-from gpuwarden.config import parse_policy
+from gpuwarden.config import Settings, load_policy, parse_policy
 from gpuwarden.domain.errors import InvalidPolicy
 from gpuwarden.domain.notice import Kind
 from gpuwarden.domain.policy import Frozen, Policy, section_of, with_sections
+from gpuwarden.domain.switches import behaviours
 from gpuwarden.kinds.gpu_idle.policy import GpuIdlePolicy
 from gpuwarden.kinds.karpenter_expiry.policy import KarpenterExpiryPolicy
-from gpuwarden.kinds.registry import POLICY, SPECS, spec_of
+from gpuwarden.kinds.registry import POLICY, SPECS, SWITCHES, spec_of
 from gpuwarden.kinds.spec import KindSpec
 from gpuwarden.services.doctor.checks import GPU_IDLE_SWITCH
 
@@ -100,6 +101,14 @@ def test_a_kinds_section_is_read_from_the_document() -> None:
     policy = parse_policy('{"cluster": "c", "gpu_idle": {"threshold_percent": 5}}', "test")
     assert section_of(policy, GpuIdlePolicy).threshold_percent == 5
     assert section_of(Policy(cluster="c"), GpuIdlePolicy) == GpuIdlePolicy()  # a model without it: defaults
+
+
+def test_the_default_policy_has_every_kinds_section() -> None:
+    """No policy configured (a local run): the defaults are the document's model, so doctor's
+    behaviours name every kind's switch."""
+    policy = load_policy(Settings())
+    assert type(policy) is POLICY
+    assert list(behaviours(policy, SWITCHES)) == [*SWITCHES, "rebalance.action=drain"]
 
 
 def test_a_misspelt_key_in_a_kinds_section_is_still_refused_with_the_closest_one() -> None:
