@@ -34,10 +34,9 @@ TREES = ("functions", "sim", "infra", "tests", "realplane")
 
 #: The sections no one kind owns, and so `Policy` itself holds (docs/architecture.md, "What stays
 #: outside the rooms"): the windows, replacement, checkpoint and drain every disrupting kind reads;
-#: the alerts map (alert name → kind); rebalance (doctor's behaviours read its action in `domain`);
-#: gpu_health (the GPU-health scan's: the dispatch's one LIST of nodes, two kinds' scan parts, and
-#: the alerts' deadline read it).
-SHARED = ("cluster", "windows", "rebalance", "replacement", "checkpoint", "drain", "gpu_health", "alerts")
+#: the alerts map (alert name → kind); gpu_health (the GPU-health scan's: the dispatch's one LIST of
+#: nodes, two kinds' scan parts, and the alerts' deadline read it).
+SHARED = ("cluster", "windows", "replacement", "checkpoint", "drain", "gpu_health", "alerts")
 
 #: The document's keys, as users write them (docs/policy.md), in the order its errors list them:
 #: unchanged by where a model lives.
@@ -117,8 +116,9 @@ def test_a_misspelt_key_in_a_kinds_section_is_still_refused_with_the_closest_one
     assert refused.value.problems[0].startswith(
         "karpenter_expiry.lead_minute: unknown key (given 10): did you mean `lead_minutes`? Allowed here: enabled,"
     )
+    document = {"cluster": "c", "gpu_idle": {}}
     with pytest.raises(ValidationError):
-        Policy.model_validate({"cluster": "c", "gpu_idle": {}})  # `Policy` alone knows no kind's section
+        Policy.model_validate(document)  # `Policy` alone knows no kind's section
 
 
 def test_the_errors_come_in_the_documents_order() -> None:
@@ -169,7 +169,24 @@ def reads_past_the_accessor(source: str, keys: set[str]) -> list[str]:
             and node.args[1].value in keys
         ):
             found.append(f"{node.lineno}: getattr {node.args[1].value}")
+        if isinstance(node, ast.Call):
+            found += [f"{node.lineno}: Policy with {key}" for key in _given_to_policy_alone(node, keys)]
     return sorted(found)
+
+
+def _given_to_policy_alone(node: ast.Call, keys: set[str]) -> list[str]:
+    """A kind's section handed to `Policy` itself (``Policy(gpu_idle=…)``,
+    ``Policy.model_validate({"gpu_idle": …})``), which refuses it: the document's model is
+    `registry.POLICY`."""
+    func = node.func
+    if isinstance(func, ast.Name) and func.id == "Policy":
+        return [k.arg for k in node.keywords if k.arg in keys]
+    if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "Policy"):
+        return []
+    document = node.args[0] if node.args else None
+    if not isinstance(document, ast.Dict):
+        return []
+    return [str(k.value) for k in document.keys if isinstance(k, ast.Constant) and k.value in keys]
 
 
 def _reads_in(root: Path, keys: set[str]) -> dict[str, list[str]]:
@@ -197,11 +214,16 @@ def test_the_reader_finder_finds_a_read_past_the_accessor() -> None:
         "c = POLICY.model_validate(doc).karpenter_expiry\n"
         "d = scenario.maintenance.notice_hours\n"  # not a policy
         "e = section_of(deps.policy, GpuIdlePolicy).enabled\n"
+        "f = Policy.model_validate({'cluster': 'c', 'capacity_blocks': {'lead_minutes': 20}})\n"
+        "g = Policy(cluster='c', rebalance=None)\n"
+        "h = POLICY.model_validate({'cluster': 'c', 'capacity_blocks': {}})\n"
     )
     assert reads_past_the_accessor(source, _kinds_keys()) == [
         "1: .gpu_idle",
         "2: getattr maintenance",
         "3: .karpenter_expiry",
+        "6: Policy with capacity_blocks",
+        "7: Policy with rebalance",
     ]
 
 

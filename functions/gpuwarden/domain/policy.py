@@ -21,11 +21,6 @@ class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class RebalancePolicy(Frozen):
-    enabled: bool = True
-    action: Literal["prepare", "drain"] = "prepare"
-
-
 class ReplacementPolicy(Frozen):
     enabled: bool = True
     fleet_launch_template: str | None = None
@@ -99,7 +94,6 @@ AlertKind = Literal["gpu-idle", "gpu-unhealthy"]
 class Policy(Frozen):
     cluster: str = Field(min_length=1, max_length=100)
     windows: Windows = Field(default_factory=list)
-    rebalance: RebalancePolicy = RebalancePolicy()
     replacement: ReplacementPolicy = ReplacementPolicy()
     checkpoint: CheckpointPolicy = CheckpointPolicy()
     drain: DrainPolicy = DrainPolicy()
