@@ -20,6 +20,9 @@ from typing import Any, Protocol, cast
 from aws_cdk import CfnOutput, Stack, Token
 from constructs import Construct, Node
 
+from gpuwarden.domain.policy import section_of
+from gpuwarden.kinds.budget_window import NodePoolWindowsPolicy
+from gpuwarden.kinds.gpu_idle.policy import GpuIdlePolicy
 from infra.components import cloud_permissions, event_rules, functions
 from infra.components.alarms import AlarmSink
 from infra.components.bundling import FUNCTIONS_DIR
@@ -231,7 +234,7 @@ class Gpuwarden(Construct):
         self.schedules = BudgetWindowSchedules(
             self,
             "Schedules",
-            windows=settings.policy.windows if policy.nodepool_windows.enabled else (),
+            windows=settings.policy.windows if section_of(policy, NodePoolWindowsPolicy).enabled else (),
             target=windows_fn,
             planners=(windows_fn, maintenance_fn),
             alarms=alarms,
@@ -258,7 +261,8 @@ class Gpuwarden(Construct):
         policy = settings.policy
         gpu_health = policy.gpu_health.enabled
         gpu_topic = gpu_health or bool(policy.alerts)
-        gpu_fn = self.functions.add(functions.GPU_IDLE) if policy.gpu_idle.enabled or gpu_topic else None
+        idle_on = section_of(policy, GpuIdlePolicy).enabled
+        gpu_fn = self.functions.add(functions.GPU_IDLE) if idle_on or gpu_topic else None
         gpu_idle = (
             GpuIdleReclaim(
                 self,
@@ -266,11 +270,11 @@ class Gpuwarden(Construct):
                 fn=gpu_fn,
                 routes=self.routes,
                 cluster=settings.cluster,
-                policy_json=settings.policy_json,
+                policy=section_of(policy, GpuIdlePolicy),
                 drain=self.drain.state_machine,
                 drain_env=DRAIN_STATE_MACHINE_ENV,
             )
-            if gpu_fn is not None and policy.gpu_idle.enabled
+            if gpu_fn is not None and idle_on
             else None
         )
         if gpu_fn is not None:

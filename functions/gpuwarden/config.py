@@ -184,7 +184,9 @@ def load_policy(settings: Settings) -> Policy:
         raise InvalidSetting(
             "GPUWARDEN_POLICY_PARAMETER", "no policy: set GPUWARDEN_POLICY_PARAMETER (or GPUWARDEN_POLICY_FILE)"
         )
-    policy = Policy(cluster=settings.cluster or "default")
+    from gpuwarden.kinds.registry import POLICY  # every kind's section at its defaults (gpuwarden/kinds/)
+
+    policy = POLICY(cluster=settings.cluster or "default")
     if not _warned:
         _warned.append(True)
         sys.stderr.write(default_policy_warning(policy) + "\n")

@@ -19,7 +19,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from gpuwarden.domain.policy import GpuIdlePolicy
+from gpuwarden.kinds.gpu_idle.policy import GpuIdlePolicy
 from gpuwarden.sources.rules import DEFAULT_ALARM_PREFIX, Rule
 from infra.components.event_rules import EventRoutes, kind_rules
 from infra.components.functions import GpuwardenFunction
@@ -69,13 +69,12 @@ class GpuIdleReclaim(Construct):
         fn: GpuwardenFunction,
         routes: EventRoutes,
         cluster: str,
-        policy_json: str,
+        policy: GpuIdlePolicy,
         drain: sfn.IStateMachine,
         drain_env: str,
     ) -> None:
         super().__init__(scope, construct_id)
-        document = json.loads(policy_json) if policy_json else {}
-        self.policy = GpuIdlePolicy.model_validate(document.get("gpu_idle") or {})
+        self.policy = policy
         fn.function.add_environment(drain_env, drain.state_machine_arn)
         drain.grant_start_execution(fn.role)
         self._permissions(fn, cluster)

@@ -14,6 +14,8 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
+from gpuwarden.domain.policy import section_of
+from gpuwarden.kinds.gpu_idle.policy import GpuIdlePolicy
 from sim.clock import rfc3339
 from sim.outcome.events import Incident
 from sim.outcome.payloads import EVENTS, instance_of, payloads
@@ -139,7 +141,7 @@ class Gpuwarden:
     def _node_idle(self, node: str) -> None:
         since = self.world.engine.now()
         self._idle_alarmed[node] = since
-        minutes = self.deps.policy.gpu_idle.evaluation_minutes
+        minutes = section_of(self.deps.policy, GpuIdlePolicy).evaluation_minutes
         self.world.engine.after(minutes * 60, lambda: self._alarm(node, since))
 
     def _alarm(self, node: str, since: float) -> None:
@@ -165,7 +167,8 @@ class Gpuwarden:
             {"Name": "InstanceId", "Value": instance},
             {"Name": "NodeName", "Value": node},
         ]
-        step = policy.gpu_idle.period_seconds
+        idle = section_of(policy, GpuIdlePolicy)
+        step = idle.period_seconds
         data = [
             {
                 "MetricName": "node_gpu_utilization",
@@ -173,7 +176,7 @@ class Gpuwarden:
                 "Timestamp": now - timedelta(seconds=s),
                 "Value": 0.0,
             }
-            for s in range(step // 2, policy.gpu_idle.evaluation_minutes * 60, step)
+            for s in range(step // 2, idle.evaluation_minutes * 60, step)
         ]
         client = boto3.client("cloudwatch", region_name=self.world.scenario.region)
         client.put_metric_data(Namespace="ContainerInsights", MetricData=data)

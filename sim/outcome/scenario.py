@@ -244,10 +244,10 @@ class Scenario(_Model):
         return next(p for p in self.pools if p.name == name)
 
     def gpu_policy(self, override: dict[str, Any] | None = None) -> Any:
-        from gpuwarden.domain.policy import Policy
+        from gpuwarden.kinds.registry import POLICY  # with the kinds' sections (gpuwarden/kinds/)
 
         doc = {"cluster": self.cluster, **(override if override is not None else self.policy)}
-        return Policy.model_validate(doc)
+        return POLICY.model_validate(doc)
 
 
 def load_scenario(path: Path | None = None, **overrides: Any) -> Scenario:

@@ -33,7 +33,7 @@ def main(policy_json: str, now: str) -> None:
     import gpuwarden.handlers._runtime as runtime
     from gpuwarden.adapters.ledger import MemoryLedger
     from gpuwarden.config import Settings
-    from gpuwarden.domain.policy import Policy
+    from gpuwarden.kinds.registry import POLICY
     from gpuwarden.services.dispatch import handle_alerts, handle_scan
     from gpuwarden.sources import parse_sns
     from gpuwarden.wiring import build_deps
@@ -44,7 +44,7 @@ def main(policy_json: str, now: str) -> None:
         Settings.from_env(),
         caller="bench",
         ledger=MemoryLedger(),
-        policy=Policy.model_validate_json(policy_json),
+        policy=POLICY.model_validate_json(policy_json),
         start_drain=handed.append,
     )
     sim_now: list[tuple[datetime, float]] = [(datetime.fromisoformat(now), time.time())]
@@ -60,7 +60,7 @@ def main(policy_json: str, now: str) -> None:
         message = json.loads(line)
         sim_now.append((datetime.fromisoformat(message["now"]), time.time()))
         if message["op"] == "alerts":
-            deps.policy = Policy.model_validate(message["policy"])
+            deps.policy = POLICY.model_validate(message["policy"])
         started = time.time()
         began = time.perf_counter()
         if message["op"] == "scan":

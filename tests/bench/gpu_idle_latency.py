@@ -27,8 +27,8 @@ def main() -> None:
 
     from gpuwarden.adapters.ledger import MemoryLedger
     from gpuwarden.config import Settings
-    from gpuwarden.domain.policy import GpuIdlePolicy, Policy
     from gpuwarden.kinds.inputs import parse_notices
+    from gpuwarden.kinds.registry import POLICY
     from gpuwarden.services.dispatch import handle_batch
     from gpuwarden.wiring import build_deps
     from sim import KubeSim
@@ -56,7 +56,7 @@ def main() -> None:
                 cordoned[name] = time.perf_counter()
 
         sim.on_change(on_change)
-        policy = Policy(cluster="ml-prod", gpu_idle=GpuIdlePolicy(max_nodes_per_evaluation=N + 1))
+        policy = POLICY.model_validate({"cluster": "ml-prod", "gpu_idle": {"max_nodes_per_evaluation": N + 1}})
         deps = build_deps(
             Settings(region="us-west-2", cluster="ml-prod"),
             caller="bench",

@@ -10,8 +10,9 @@ from typing import Any
 
 import boto3
 
-from gpuwarden.domain.policy import GpuIdlePolicy, Policy
+from gpuwarden.domain.policy import Policy
 from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.kinds.registry import POLICY
 from gpuwarden.services.dispatch import handle_batch
 from sim import KubeSim
 from sim.builders import daemonset_pod, gpu_node, inference_pod, nodeclaim_for, nodepool, pdb, training_pod
@@ -120,7 +121,7 @@ def node_events(world: World, node: str) -> list[dict[str, Any]]:
 
 
 def policy(**gpu_idle: Any) -> Policy:
-    return Policy(cluster=CLUSTER, gpu_idle=GpuIdlePolicy(**gpu_idle))
+    return POLICY.model_validate({"cluster": CLUSTER, "gpu_idle": gpu_idle})
 
 
 def assert_untouched(world: World, name: str) -> None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from gpuwarden.domain.policy import Policy
+from gpuwarden.kinds.registry import POLICY
 from sim import KubeSim
 from sim.builders import daemonset_pod, gpu_node, inference_pod, job, mirror_pod, nodepool, pdb, training_pod
 
@@ -101,7 +101,7 @@ def checkpoint_server(status: int = 200) -> Iterator[CheckpointServer]:
 
 #: the Capacity Block the tests' reserved nodes belong to, and the policy that plans its drain
 BLOCK = "cr-0a1b2c3d4e5f67890"
-BLOCKS_POLICY = Policy.model_validate({"cluster": "ml-prod", "capacity_blocks": {"lead_minutes": 20}})
+BLOCKS_POLICY = POLICY.model_validate({"cluster": "ml-prod", "capacity_blocks": {"lead_minutes": 20}})
 #: the two p5 nodes of the Capacity Block `block_cluster` makes, and their instances
 NODES = ("ip-10-0-3-10.us-west-2.compute.internal", "ip-10-0-3-11.us-west-2.compute.internal")
 INSTANCES = ("i-0aaaaaaaaaaaaaaa1", "i-0aaaaaaaaaaaaaaa2")

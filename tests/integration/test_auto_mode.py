@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwarden.domain.policy import GpuIdlePolicy, Policy
 from gpuwarden.kinds.inputs import parse_notices, parse_scheduler_tick
+from gpuwarden.kinds.registry import POLICY
 from gpuwarden.services.dispatch import handle_batch, handle_tick
 from sim.actors.karpenter import Karpenter
 from sim.builders import auto_mode_gpu_node, auto_mode_nodepool, nodeclaim_for
@@ -108,7 +108,7 @@ def idle_auto_mode_replica(world: World, *, other_gpu: str) -> None:
 
 
 def idle_alarm(world: World) -> dict[str, Any]:
-    policy = Policy(cluster="ml-prod", gpu_idle=GpuIdlePolicy())
+    policy = POLICY.model_validate({"cluster": "ml-prod", "gpu_idle": {}})
     event = contributor_event(IDLE_NODE, IDLE_INSTANCE)
     return handle_batch(parse_notices(event), world.deps(policy)).to_json()
 

@@ -13,6 +13,7 @@ import pytest
 
 from gpuwarden.domain.policy import Policy
 from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.kinds.registry import POLICY
 from gpuwarden.services.dispatch import handle_batch
 from sim.builders import (
     gpu_node,
@@ -203,7 +204,7 @@ def test_last_schedulable_node_of_the_pool_is_kept_when_the_policy_asks(world: W
     # (contract §4: the default is now 0, so the policy asks for 1 explicitly)
     idle_cluster(world.sim, extra_nodes=0)
     put_utilization(INSTANCE, NODE, IDLE)
-    keep_one = Policy.model_validate({"cluster": CLUSTER, "gpu_idle": {"min_nodes_per_nodepool": 1}})
+    keep_one = POLICY.model_validate({"cluster": CLUSTER, "gpu_idle": {"min_nodes_per_nodepool": 1}})
     result = run(world, contributor_event(NODE, INSTANCE), keep_one)
     assert result["outcome"] == "ignored"
     assert "below gpu_idle.min_nodes_per_nodepool 1" in result["reason"]
@@ -229,7 +230,7 @@ def test_a_freeze_is_named_even_when_the_last_of_pool_guard_would_refuse_too(wor
     idle_cluster(world.sim, extra_nodes=0)
     put_utilization(INSTANCE, NODE, IDLE)
     freeze = {"name": "freeze", "schedule": "* * * * *", "timezone": "UTC", "duration": "2h", "max_disruptions": 0}
-    both = Policy.model_validate({"cluster": CLUSTER, "windows": [freeze], "gpu_idle": {"min_nodes_per_nodepool": 1}})
+    both = POLICY.model_validate({"cluster": CLUSTER, "windows": [freeze], "gpu_idle": {"min_nodes_per_nodepool": 1}})
     # When the alarm arrives
     result = run(world, contributor_event(NODE, INSTANCE), both)
     # Then the reason is the window the user configured, not the guard

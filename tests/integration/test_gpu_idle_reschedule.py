@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwarden.domain.policy import GpuIdlePolicy, Policy
 from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.kinds.registry import POLICY
 from gpuwarden.services.dispatch import handle_batch
 from sim import builders as b
 from tests.integration.conftest import World
@@ -35,7 +35,7 @@ def cluster(world: World, *, other_busy: bool, owner: Any) -> None:
 
 
 def reclaim(world: World) -> dict[str, Any]:
-    policy = Policy(cluster="ml-prod", gpu_idle=GpuIdlePolicy())
+    policy = POLICY.model_validate({"cluster": "ml-prod", "gpu_idle": {}})
     return handle_batch(parse_notices(contributor_event(IDLE_NODE, IDLE_INSTANCE)), world.deps(policy)).to_json()
 
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from gpuwarden.domain.errors import InvalidEvent
-from gpuwarden.domain.policy import Policy, RebalancePolicy
 from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.kinds.registry import POLICY
 from gpuwarden.services.dispatch import handle_batch
 from sim.clock import rfc3339
 from tests.integration.conftest import World, load_event, types
@@ -47,7 +47,7 @@ def test_rebalance_with_the_default_policy_prepares_without_evicting(world: Worl
 def test_rebalance_with_policy_drain_drains_the_node(world: World) -> None:
     # Given a policy that drains on a rebalance recommendation
     scenario = spot_node(world.sim, modes=("annotate",), inference=2, pdb_min_available=1, grace=2)
-    policy = Policy(cluster="ml-prod", rebalance=RebalancePolicy(action="drain"))
+    policy = POLICY.model_validate({"cluster": "ml-prod", "rebalance": {"action": "drain"}})
     # When the recommendation arrives
     result = handle_batch(parse_notices(event(world, "rebalance-recommendation.json")), world.deps(policy)).to_json()
     # Then the node is drained (the PDB respected: evictions only), the DaemonSet pod left alone

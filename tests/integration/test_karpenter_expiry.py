@@ -8,6 +8,7 @@ from typing import Any
 
 from gpuwarden.domain.policy import Policy
 from gpuwarden.kinds.inputs import parse_scheduler_tick
+from gpuwarden.kinds.registry import POLICY
 from gpuwarden.services.dispatch import handle_tick
 from sim.actors.karpenter import DO_NOT_DISRUPT as DND
 from sim.builders import nodeclaim_for
@@ -68,7 +69,7 @@ def test_never_and_no_expire_after_plan_nothing(world: World) -> None:
 
 def test_the_switch_turns_the_expiry_plans_off(world: World) -> None:
     expiring(world, {NODE: "20m"})
-    off = Policy.model_validate({"cluster": "ml-prod", "karpenter_expiry": {"enabled": False}})
+    off = POLICY.model_validate({"cluster": "ml-prod", "karpenter_expiry": {"enabled": False}})
     reconcile(world, off)
     assert not world.node(NODE)["spec"].get("unschedulable")
 

@@ -11,6 +11,7 @@ from typing import Any
 from gpuwarden.domain.annotations import rfc3339
 from gpuwarden.domain.policy import Policy
 from gpuwarden.kinds.inputs import parse_notices
+from gpuwarden.kinds.registry import POLICY
 from gpuwarden.services.dispatch import handle_batch
 from tests.integration.conftest import World, load_event, types
 from tests.integration.gpu_idle_cluster import (
@@ -171,7 +172,7 @@ def test_a_rebalance_drain_is_held_to_prepare_by_the_budget(world: World) -> Non
     # Given a policy that drains on a rebalance recommendation, and a pool whose budget is 0
     spot_node(world.sim)
     set_budgets(world, "gpu-training", [{"nodes": "0"}])
-    drains = Policy.model_validate({"cluster": CLUSTER, "rebalance": {"action": "drain"}})
+    drains = POLICY.model_validate({"cluster": CLUSTER, "rebalance": {"action": "drain"}})
     # When the recommendation arrives
     result = handle_batch(parse_notices(load_event("rebalance-recommendation.json")), world.deps(drains)).to_json()
     # Then the node is prepared (cordoned, asked to checkpoint) but not drained: the budget refused

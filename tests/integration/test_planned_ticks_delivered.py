@@ -19,6 +19,7 @@ from gpuwarden.adapters.scheduler import EventBridgeScheduler
 from gpuwarden.domain.policy import Policy
 from gpuwarden.handlers import scheduled
 from gpuwarden.kinds.inputs import parse_notices, parse_scheduler_tick
+from gpuwarden.kinds.registry import POLICY
 from gpuwarden.services.dispatch import handle_batch, handle_tick
 from gpuwarden.services.engine.context import Deps
 from sim.actors.capacity_reservations import Block, CapacityReservations
@@ -75,7 +76,7 @@ def test_a_maintenance_plan_is_delivered_as_its_window_opens(
 ) -> None:
     # Given a node with a trainer, a nightly window, and AWS Health maintenance at 05:00 in three days
     scenario = spot_node(world.sim, modes=("annotate",), inference=1, pdb_min_available=None)
-    deps = scene_deps(world, Policy.model_validate({"cluster": "ml-prod", "windows": [NIGHT]}))
+    deps = scene_deps(world, POLICY.model_validate({"cluster": "ml-prod", "windows": [NIGHT]}))
     starts = (world.sim.clock.now() + timedelta(days=3)).replace(hour=5, minute=0, second=0, microsecond=0)
     event = load_event("health-scheduled-maintenance.json")
     event["detail"]["startTime"] = format_datetime(starts.astimezone(UTC), usegmt=True)
@@ -126,7 +127,7 @@ def test_an_expiry_plan_is_delivered_its_lead_before_karpenter_expires_the_node(
     claim["spec"]["expireAfter"] = "2h"
     created = world.sim.create(claim)
     expires = datetime.fromisoformat(created["metadata"]["creationTimestamp"]) + timedelta(hours=2)
-    deps = scene_deps(world, Policy.model_validate({"cluster": "ml-prod"}))
+    deps = scene_deps(world, POLICY.model_validate({"cluster": "ml-prod"}))
     reconciled = handle_tick(parse_scheduler_tick({"gpuwarden": "budget-window", "action": "reconcile"}), deps)
     assert "expiry-planned" in [a["type"] for a in reconciled.to_json()["actions"]], reconciled.to_json()
     # When its tick is delivered at its time

@@ -13,6 +13,7 @@ from typing import Any
 
 from gpuwarden.domain.policy import Policy
 from gpuwarden.kinds.inputs import parse_notices, parse_scheduler_tick
+from gpuwarden.kinds.registry import POLICY
 from gpuwarden.services.dispatch import handle_batch, handle_tick
 from sim.builders import gpu_node, nodepool
 from tests.integration.conftest import EVENTS, World, load_event, types
@@ -32,7 +33,7 @@ MONDAY_10_KST = datetime(2026, 6, 1, 1, 0, tzinfo=UTC)
 
 
 def policy(*windows: dict[str, Any], drain: bool = True) -> Policy:
-    return Policy.model_validate(
+    return POLICY.model_validate(
         {"cluster": "ml-prod", "windows": list(windows), "rebalance": {"action": "drain" if drain else "prepare"}}
     )
 

@@ -39,8 +39,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuwarden.domain.policy import Policy
 from gpuwarden.kinds.inputs import parse_notices, parse_scheduler_tick
+from gpuwarden.kinds.registry import POLICY
 from gpuwarden.services.dispatch import handle_batch, handle_runbook, handle_tick
 from gpuwarden.sources import parse_runbook
 from gpuwarden.wiring import runbook_deps
@@ -163,7 +163,7 @@ def cluster(case: Case) -> Iterator[tuple[KubeSim, dict[str, PodCase], datetime]
 
 
 def run(case: Case, sim: KubeSim) -> dict[str, Any]:
-    policy = Policy.model_validate(
+    policy = POLICY.model_validate(
         {"cluster": "ml-prod", "rebalance": {"action": "drain"}, "drain": {"voluntary_limit_seconds": 600}}
     )
     deps = sim_deps(sim, policy=policy)

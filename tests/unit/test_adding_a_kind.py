@@ -1,8 +1,9 @@
 """A new kind is its name, one spec and its source model: nothing else in functions/ changes.
 
-Given a copy of the runtime package with exactly that added (one line in `domain.notice.Kind`, one
-new module in `gpuwarden/kinds/` holding the toy kind's EventBridge model, its policy section and
-its spec), when a sample event of the toy kind is run through the copy as `gpuwarden invoke` runs
+Given a copy of the runtime package with exactly that added (one line in `domain.notice.Kind`, and
+either one new module in `gpuwarden/kinds/` holding the toy kind's EventBridge model, its policy
+section and its spec, or a fat kind's room: `gpuwarden/kinds/<kind>/` with its policy section in
+`policy.py` beside the spec), when a sample event of the toy kind is run through the copy as `gpuwarden invoke` runs
 one (the deployed rules' filter, the dispatch, the one sequence) against the simulator, then the
 node is cordoned, tainted with the toy kind, its opted-in pod asked to checkpoint and the node
 drained; the registry routes the event to the spec's function, the stack would deploy the spec's
@@ -18,6 +19,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "functions" / "gpuwarden"
 
@@ -26,10 +29,11 @@ TOY_SPEC = '''"""`toy-reclaim`: a toy kind, for tests/unit/test_adding_a_kind.py
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from gpuwarden.domain.decide import drain_with
 from gpuwarden.domain.notice import Kind
+from gpuwarden.domain.policy import Frozen
 from gpuwarden.kinds.spec import KindSpec, PolicySection
 from gpuwarden.services.engine import karpenter
 from gpuwarden.services.engine.disrupt import disrupt
@@ -39,10 +43,8 @@ from gpuwarden.sources._common import FrozenModel, NodeName, add_seconds
 from gpuwarden.sources.rules import rule_of
 
 
-class ToyReclaimPolicy(BaseModel):
+class ToyReclaimPolicy(Frozen):
     """The kind's own policy section: `toy_reclaim: {enabled, note}`."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     enabled: bool = True
     note: str = ""
@@ -84,6 +86,16 @@ SPEC = KindSpec(
 )
 '''
 
+#: The toy kind's policy section, as `TOY_SPEC` holds it.
+TOY_POLICY = '''class ToyReclaimPolicy(Frozen):
+    """The kind's own policy section: `toy_reclaim: {enabled, note}`."""
+
+    enabled: bool = True
+    note: str = ""
+
+
+'''
+
 #: Run in the copy: the simulator, a GPU node with a checkpointing trainer, the toy event invoked.
 SCENARIO = """
 import json, sys
@@ -96,7 +108,9 @@ import gpuwarden
 from gpuwarden.config import parse_policy
 from gpuwarden.domain.errors import InvalidPolicy
 from gpuwarden.kinds.inputs import parse_event
+from gpuwarden.domain.policy import section_of
 from gpuwarden.kinds.registry import SPECS, SWITCHES, route_of_kind
+from gpuwarden.kinds.toy_reclaim import ToyReclaimPolicy
 from gpuwarden.local import run_event
 from infra.components.event_rules import kind_rules
 
@@ -121,7 +135,7 @@ with KubeSim(clock_speed=20.0) as sim:
         "route": route_of_kind(parse_event(event).kind),
         "rules": [r.name for r in kind_rules("interruption")],
         "switches": list(SWITCHES),
-        "section": off.toy_reclaim.model_dump(),
+        "section": section_of(off, ToyReclaimPolicy).model_dump(),
         "typo": refused,
         "switched_off": switched_off,
         "result": result,
@@ -143,7 +157,18 @@ SAMPLE = {
 }
 
 
-def _copy_with_the_toy_kind(tmp: Path) -> Path:
+#: The toy kind as a fat kind's room: its policy section in the room's `policy.py`, its spec in
+#: the room's `__init__.py` (as gpuwarden/kinds/gpu_idle/).
+_ROOM_IMPORT = "from gpuwarden.kinds.toy_reclaim.policy import ToyReclaimPolicy\n"
+TOY_ROOM = {
+    "__init__.py": TOY_SPEC.replace(TOY_POLICY, "").replace(
+        "from gpuwarden.kinds.spec import", _ROOM_IMPORT + "from gpuwarden.kinds.spec import"
+    ),
+    "policy.py": '"""The toy kind\'s section."""\n\nfrom gpuwarden.domain.policy import Frozen\n\n\n' + TOY_POLICY,
+}
+
+
+def _copy_with_the_toy_kind(tmp: Path, room: bool = False) -> Path:
     functions = tmp / "functions"
     shutil.copytree(PACKAGE, functions / "gpuwarden", ignore=shutil.ignore_patterns("__pycache__"))
     enum = functions / "gpuwarden" / "domain" / "notice.py"
@@ -151,7 +176,13 @@ def _copy_with_the_toy_kind(tmp: Path) -> Path:
     last = '    MANUAL = "manual"\n'
     assert last in text
     enum.write_text(text.replace(last, last + '    TOY_RECLAIM = "toy-reclaim"\n'), encoding="utf-8")
-    (functions / "gpuwarden" / "kinds" / "toy_reclaim.py").write_text(TOY_SPEC, encoding="utf-8")
+    kinds = functions / "gpuwarden" / "kinds"
+    if room:
+        (kinds / "toy_reclaim").mkdir()
+        for name, text in TOY_ROOM.items():
+            (kinds / "toy_reclaim" / name).write_text(text, encoding="utf-8")
+    else:
+        (kinds / "toy_reclaim.py").write_text(TOY_SPEC, encoding="utf-8")
     return functions
 
 
@@ -165,10 +196,19 @@ def _changed(copy: Path) -> list[str]:
     return changed
 
 
-def test_a_toy_kind_added_in_one_spec_is_routed_end_to_end(tmp_path: Path) -> None:
+ADDED = {
+    "thin": ["gpuwarden/kinds/toy_reclaim.py"],
+    "room": ["gpuwarden/kinds/toy_reclaim/__init__.py", "gpuwarden/kinds/toy_reclaim/policy.py"],
+}
+
+
+@pytest.mark.parametrize("shape", ["thin", "room"])
+def test_a_toy_kind_added_in_one_spec_is_routed_end_to_end(tmp_path: Path, shape: str) -> None:
     # Given the package with a toy kind added: its name, and one module with its model and spec
-    copy = _copy_with_the_toy_kind(tmp_path)
-    assert _changed(copy) == ["gpuwarden/domain/notice.py", "gpuwarden/kinds/toy_reclaim.py"]
+    # (or its room: the spec, and its policy section beside it)
+    copy = _copy_with_the_toy_kind(tmp_path, room=shape == "room")
+    assert TOY_POLICY in TOY_SPEC
+    assert _changed(copy) == ["gpuwarden/domain/notice.py", *ADDED[shape]]
     # When a toy event is invoked on the simulator through that copy
     env = os.environ | {"PYTHONPATH": os.pathsep.join([str(copy), str(ROOT)]), "AWS_DEFAULT_REGION": "us-west-2"}
     for key in ("KUBECONFIG", "GPUWARDEN_POLICY_FILE", "GPUWARDEN_POLICY_PARAMETER", "DRY_RUN", "AWS_ENDPOINT_URL"):

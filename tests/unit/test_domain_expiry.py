@@ -10,8 +10,10 @@ from pydantic import ValidationError
 
 from gpuwarden.domain.expiry import expiry_of, plan_expiry
 from gpuwarden.domain.nodepools import nodeclaim_from_json, parse_go_duration
-from gpuwarden.domain.policy import Policy
+from gpuwarden.domain.policy import Policy, section_of
 from gpuwarden.domain.windows import Window
+from gpuwarden.kinds.karpenter_expiry.policy import KarpenterExpiryPolicy
+from gpuwarden.kinds.registry import POLICY
 
 CREATED = "2026-06-01T00:00:00Z"
 LEAD = timedelta(minutes=30)
@@ -118,8 +120,9 @@ def test_a_window_open_now_is_due_now() -> None:
 
 
 def test_the_new_keys_default_as_the_contract_says() -> None:
-    policy = Policy(cluster="ml-prod")
-    assert (policy.karpenter_expiry.enabled, policy.karpenter_expiry.lead_minutes) == (True, 30)
+    policy = POLICY(cluster="ml-prod")
+    expiry = section_of(policy, KarpenterExpiryPolicy)
+    assert (expiry.enabled, expiry.lead_minutes) == (True, 30)
     assert (policy.replacement.hold_minutes, policy.replacement.attempts) == (15, 3)
     assert policy.gpu_health.node_selector == ""
 
@@ -138,7 +141,7 @@ def test_the_new_keys_default_as_the_contract_says() -> None:
 )
 def test_settings_it_does_not_understand_are_refused(section: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
-        Policy.model_validate({"cluster": "ml-prod", **section})
+        POLICY.model_validate({"cluster": "ml-prod", **section})
 
 
 @pytest.mark.parametrize("selector", ["karpenter.k8s.aws/instance-gpu-count", "nvidia.com/gpu.present=true", "a!=b,!c"])

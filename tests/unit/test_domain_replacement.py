@@ -9,11 +9,12 @@ import pytest
 from gpuwarden.domain.budgets import voluntary_verdict
 from gpuwarden.domain.decide import NodePlan
 from gpuwarden.domain.notice import Kind
-from gpuwarden.domain.policy import Policy, RebalancePolicy, ReplacementPolicy
+from gpuwarden.domain.policy import Policy, ReplacementPolicy, section_of
 from gpuwarden.domain.replacement import choose_replacement, nodeclaim_manifest, nodeclaim_name, steering
 from gpuwarden.domain.views import NodeView, PodView, Toleration, node_from_json, pod_from_json
 from gpuwarden.domain.windows import Allowance
-from gpuwarden.kinds.registry import SPECS, spec_of
+from gpuwarden.kinds.gpu_idle.policy import GpuIdlePolicy
+from gpuwarden.kinds.registry import POLICY, SPECS, spec_of
 
 ITYPE, ZONE, CAP = "node.kubernetes.io/instance-type", "topology.kubernetes.io/zone", "karpenter.sh/capacity-type"
 
@@ -179,7 +180,12 @@ FROZEN = Allowance(allowed=0, window="freeze", reason="window 'freeze' freezes v
         (Kind.SPOT_INTERRUPTION, Policy(cluster="c"), FROZEN, (True, True, True)),
         (Kind.INSTANCE_STOPPING, Policy(cluster="c"), ANY, (False, False, False)),
         (Kind.REBALANCE, Policy(cluster="c"), ANY, (True, True, False)),
-        (Kind.REBALANCE, Policy(cluster="c", rebalance=RebalancePolicy(action="drain")), ANY, (True, True, True)),
+        (
+            Kind.REBALANCE,
+            POLICY.model_validate({"cluster": "c", "rebalance": {"action": "drain"}}),
+            ANY,
+            (True, True, True),
+        ),
         (
             Kind.SPOT_INTERRUPTION,
             Policy(cluster="c", replacement=ReplacementPolicy(enabled=False)),
@@ -196,7 +202,7 @@ def test_plan_per_kind(kind: Kind, policy: Policy, allowance: Allowance, steps: 
 
 
 def test_rebalance_drain_is_refused_by_a_freezing_window_or_do_not_disrupt() -> None:
-    policy = Policy(cluster="c", rebalance=RebalancePolicy(action="drain"))
+    policy = POLICY.model_validate({"cluster": "c", "rebalance": {"action": "drain"}})
     frozen = plan_interruption(Kind.REBALANCE, node(), [], policy, FROZEN)
     pinned_pod = PodView("ml", "w", "u", "n1", "Running", annotations={"karpenter.sh/do-not-disrupt": "true"})
     held = plan_interruption(Kind.REBALANCE, node(), [pinned_pod], policy, ANY)
@@ -209,7 +215,7 @@ def test_rebalance_drain_is_refused_by_a_freezing_window_or_do_not_disrupt() -> 
 
 def test_when_a_window_and_do_not_disrupt_both_refuse_the_reason_names_the_window() -> None:
     # Given a rebalance drain that a freezing window and a do-not-disrupt node would both refuse
-    policy = Policy(cluster="c", rebalance=RebalancePolicy(action="drain"))
+    policy = POLICY.model_validate({"cluster": "c", "rebalance": {"action": "drain"}})
     pinned = node(**{"karpenter.sh/do-not-disrupt": "true"})
     # When it is planned, Then the refusal is the window's
     plan = plan_interruption(Kind.REBALANCE, pinned, [], policy, FROZEN)
@@ -217,7 +223,7 @@ def test_when_a_window_and_do_not_disrupt_both_refuse_the_reason_names_the_windo
 
 
 def test_gpu_idle_lets_an_idle_pool_go_to_zero_by_default() -> None:
-    assert Policy(cluster="c").gpu_idle.min_nodes_per_nodepool == 0
+    assert section_of(POLICY(cluster="c"), GpuIdlePolicy).min_nodes_per_nodepool == 0
 
 
 def test_spot_interruption_ignores_do_not_disrupt() -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from gpuwarden.domain.policy import Policy
+from gpuwarden.kinds.registry import POLICY
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "functions" / "gpuwarden"
@@ -75,7 +75,7 @@ def _pythonic(name: str, called: str) -> bool:
     return bool(called) or ("_" in name and name == name.lower()) or name[:1].isupper()
 
 
-def _policy_paths(model: type[BaseModel] = Policy, prefix: str = "") -> set[str]:
+def _policy_paths(model: type[BaseModel] = POLICY, prefix: str = "") -> set[str]:
     """`gpu_idle.enabled`-style policy keys: a section shares its name with a module."""
     paths: set[str] = set()
     for name, field in model.model_fields.items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 import types
 from collections.abc import Mapping, Sequence
@@ -14,28 +15,13 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from gpuwarden.domain.windows import Windows, parse_duration
 
 
-class _Frozen(BaseModel):
+class Frozen(BaseModel):
+    """What every section of the policy is: frozen, and refusing a key it does not know (fail closed)."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class GpuIdlePolicy(_Frozen):
-    #: switch (domain/switches.py): off, gpu-idle notices are ignored and the stack creates no alarm
-    enabled: bool = True
-    threshold_percent: float = Field(default=10.0, gt=0, le=100)
-    period_seconds: int = Field(default=300, ge=60)
-    evaluation_minutes: int = Field(default=60, ge=5)
-    max_nodes_per_evaluation: int = Field(default=3, ge=1)
-    #: 0 by default: Karpenter brings a GPU pool back from zero, and an idle GPU node costs most.
-    min_nodes_per_nodepool: int = Field(default=0, ge=0)
-    drain_limit_seconds: int = Field(default=1800, ge=60)
-
-
-class RebalancePolicy(_Frozen):
-    enabled: bool = True
-    action: Literal["prepare", "drain"] = "prepare"
-
-
-class ReplacementPolicy(_Frozen):
+class ReplacementPolicy(Frozen):
     enabled: bool = True
     fleet_launch_template: str | None = None
     fleet_instance_types: list[str] = Field(default_factory=list)
@@ -47,44 +33,16 @@ class ReplacementPolicy(_Frozen):
     attempts: int = Field(default=3, ge=1, le=10)
 
 
-class CheckpointPolicy(_Frozen):
+class CheckpointPolicy(Frozen):
     default_timeout_seconds: int = Field(default=60, ge=1, le=3600)
     allow_exec: bool = True
 
 
-class DrainPolicy(_Frozen):
+class DrainPolicy(Frozen):
     #: Longest backoff between rounds of evictions blocked by a PodDisruptionBudget.
     max_backoff_seconds: float = Field(default=5.0, gt=0, le=60)
     #: Voluntary drains (maintenance, manual) give up after this long.
     voluntary_limit_seconds: int = Field(default=3600, ge=60)
-
-
-class MaintenancePolicy(_Frozen):
-    #: switch: AWS Health scheduled maintenance planned into a window and drained ahead of it
-    enabled: bool = True
-
-
-class NodePoolWindowsPolicy(_Frozen):
-    #: switch: the budget windows written to the NodePools (budgets, GPU caps)
-    enabled: bool = True
-
-
-class CapacityBlocksPolicy(_Frozen):
-    #: switch: Capacity Block planning (a delivered block's drain planned before it ends); the
-    #: block-expiry warning itself, like a Spot warning, is always handled
-    enabled: bool = True
-    #: Ask for checkpoints (start the drain) this long before EC2 starts terminating a Capacity
-    #: Block's instances (30 min before the block ends).
-    lead_minutes: int = Field(default=30, ge=1, le=24 * 60)
-
-
-class KarpenterExpiryPolicy(_Frozen):
-    """The karpenter-expiry kind (docs/cluster.md, "Expiry")."""
-
-    #: switch: plan a drain before Karpenter expires a node (spec.expireAfter)
-    enabled: bool = True
-    #: Start the drain this long before Karpenter expires the node.
-    lead_minutes: int = Field(default=30, ge=1, le=24 * 60)
 
 
 _LABEL_NAME = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?"
@@ -117,7 +75,7 @@ def _duration(value: object) -> object:
 Duration = Annotated[timedelta, BeforeValidator(_duration)]
 
 
-class GpuHealthPolicy(_Frozen):
+class GpuHealthPolicy(Frozen):
     """The GPU-health scan and the gpu-unhealthy kind (docs/gpu-signals.md)."""
 
     enabled: bool = True
@@ -133,21 +91,15 @@ class GpuHealthPolicy(_Frozen):
 AlertKind = Literal["gpu-idle", "gpu-unhealthy"]
 
 
-class Policy(_Frozen):
+class Policy(Frozen):
     cluster: str = Field(min_length=1, max_length=100)
     windows: Windows = Field(default_factory=list)
-    gpu_idle: GpuIdlePolicy = GpuIdlePolicy()
-    rebalance: RebalancePolicy = RebalancePolicy()
     replacement: ReplacementPolicy = ReplacementPolicy()
     checkpoint: CheckpointPolicy = CheckpointPolicy()
     drain: DrainPolicy = DrainPolicy()
-    capacity_blocks: CapacityBlocksPolicy = CapacityBlocksPolicy()
-    karpenter_expiry: KarpenterExpiryPolicy = KarpenterExpiryPolicy()
     gpu_health: GpuHealthPolicy = GpuHealthPolicy()
     #: Alertmanager alert name → the kind its firing alerts are.
     alerts: dict[Annotated[str, Field(min_length=1, max_length=256)], AlertKind] = Field(default_factory=dict)
-    maintenance: MaintenancePolicy = MaintenancePolicy()
-    nodepool_windows: NodePoolWindowsPolicy = NodePoolWindowsPolicy()
 
 
 # --------------------------------------------------------------------------- errors a person can act on
@@ -270,19 +222,44 @@ def _as_model(annotation: Any) -> type[BaseModel] | None:
 Section = TypeVar("Section", bound=BaseModel)
 
 
-def with_sections(sections: Mapping[str, type[BaseModel]]) -> type[Policy]:
+def with_sections(sections: Mapping[str, type[BaseModel]], order: Sequence[str] = ()) -> type[Policy]:
     """The policy model with the sections the kinds add (their spec's ``policy``: gpuwarden/kinds/),
-    each at its model's defaults when the document leaves it out; unknown keys are still refused."""
+    each at its model's defaults when the document leaves it out; unknown keys are still refused.
+    ``order``: the document's keys in the order its errors, its "Allowed here" and its schema list
+    them (a key not named there comes after those named, in the order given)."""
     clash = sorted(set(sections) & set(Policy.model_fields))
     if clash:
         raise TypeError(f"a kind's policy section takes a key the policy already has: {', '.join(clash)}")
+    models = list(sections.values())
+    twice = sorted({m.__name__ for m in models if models.count(m) > 1})
+    if twice:  # `section_of` finds a section by its model
+        raise TypeError(f"two policy sections share a model: {', '.join(twice)}")
     if not sections:
         return Policy
     fields: dict[str, object] = {key: (model, model()) for key, model in sections.items()}
-    return cast("type[Policy]", create_model("Policy", __base__=Policy, **fields))  # type: ignore[call-overload]
+    composed = cast("type[Policy]", create_model("Policy", __base__=Policy, **fields))  # type: ignore[call-overload]
+    rank = {key: i for i, key in enumerate(order)}
+    # pydantic puts a base's fields first; the document's order is set here, then the model rebuilt
+    # from it (its validation reports errors in that order: tests/unit/test_policy_sections.py)
+    composed.__pydantic_fields__ = dict(
+        sorted(composed.__pydantic_fields__.items(), key=lambda item: rank.get(item[0], len(rank)))
+    )
+    composed.model_rebuild(force=True)
+    return composed
 
 
-def section_of(policy: Policy, key: str, model: type[Section]) -> Section:
-    """A kind's own section of ``policy`` (its defaults where the policy was made without it)."""
-    value = getattr(policy, key, None)
+def section_of(policy: Policy, model: type[Section]) -> Section:
+    """A kind's own section of ``policy``, found by its model (the kind's spec names its key:
+    `KindSpec.policy`, gpuwarden/kinds/): the one way the code reads a kind's section (a test keeps
+    it so). The model's defaults where the policy model has no such section (`Policy` itself, not
+    the document's model: nothing a user wrote can be lost, since `Policy` refuses a key it does
+    not know)."""
+    key = _key_of(type(policy), model)
+    value = getattr(policy, key) if key is not None else None
     return value if isinstance(value, model) else model()
+
+
+@functools.cache
+def _key_of(policy_model: type[Policy], model: type[BaseModel]) -> str | None:
+    """The key of the section whose model is ``model`` (None: the policy model has none)."""
+    return next((key for key, field in policy_model.model_fields.items() if field.annotation is model), None)

@@ -17,12 +17,8 @@ def is_on(policy: Policy, switch: str) -> bool:
     """The switch's value; a section this version's policy does not have is on (its default)."""
     if not switch:
         return True
-    value: Any = policy
-    for part in switch.split("."):
-        value = getattr(value, part, None)
-        if value is None:
-            return True
-    return bool(value)
+    value = _at(policy, switch)
+    return True if value is None else bool(value)
 
 
 def off_reason(policy: Policy, switch: str | None) -> str | None:
@@ -35,8 +31,17 @@ def off_reason(policy: Policy, switch: str | None) -> str | None:
 def behaviours(policy: Policy, switches: Sequence[str]) -> dict[str, bool]:
     """What is on, by switch name (doctor prints it), rebalance's drain included."""
     present = {s: is_on(policy, s) for s in switches if _has_section(policy, s)}
-    present["rebalance.action=drain"] = present.get("rebalance.enabled", True) and policy.rebalance.action == "drain"
+    drains = _at(policy, "rebalance.action") == "drain"  # read by name, as the switches: the section is the kind's
+    present["rebalance.action=drain"] = present.get("rebalance.enabled", True) and drains
     return present
+
+
+def _at(policy: Policy, path: str) -> object:
+    """The value at a dotted ``path`` of the policy (None: this policy model has no such key)."""
+    value: Any = policy
+    for part in path.split("."):
+        value = getattr(value, part, None)
+    return value
 
 
 def _has_section(policy: Policy, switch: str) -> bool:

@@ -83,8 +83,18 @@ SWITCHES: tuple[str, ...] = tuple(dict.fromkeys(spec.switch for spec in SPECS if
 #: The kinds' own `doctor` checks (`KindSpec.doctor`), one per name.
 DOCTOR_CHECKS: tuple[KindCheck, ...] = tuple(spec.doctor for spec in SPECS if spec.doctor is not None)
 
+#: The policy document's top-level keys in the order it has always listed them (its validation
+#: errors, a misspelt key's "Allowed here", docs/policy.md): the shared sections of `Policy` and
+#: the kinds' own; a kind's section not named here comes after them.
+DOCUMENT_ORDER: tuple[str, ...] = (
+    *("cluster", "windows", "gpu_idle", "rebalance", "replacement", "checkpoint", "drain"),
+    *("capacity_blocks", "karpenter_expiry", "gpu_health", "alerts", "maintenance", "nodepool_windows"),
+)
+
 #: The policy document's model: `Policy` with every section a kind adds (`KindSpec.policy`).
-POLICY: type[Policy] = with_sections({spec.policy.key: spec.policy.model for spec in SPECS if spec.policy})
+POLICY: type[Policy] = with_sections(
+    {spec.policy.key: spec.policy.model for spec in SPECS if spec.policy}, order=DOCUMENT_ORDER
+)
 
 #: The kind a GPU-health scan reports as (the first kind with a part in it).
 SCAN_KIND: Kind = next(spec.kind for spec in SPECS if spec.scan is not None)

@@ -2,6 +2,7 @@
 
 from gpuwarden.domain.decide import loss_warning
 from gpuwarden.domain.notice import Kind
+from gpuwarden.kinds.capacity_blocks import policy
 from gpuwarden.kinds.capacity_blocks import use_case as capacity
 from gpuwarden.kinds.spec import KindSpec, plan_due
 from gpuwarden.services.engine import karpenter
@@ -23,6 +24,7 @@ SPEC = KindSpec(
     ),
     handle=capacity.handle_block_delivered,
     switch="capacity_blocks.enabled",
+    policy=policy.SECTION,  # the family's one section (`policy`): the expiry warning has no settings
     models=(CapacityBlockDelivered,),
     rules=lambda _: (
         rule_of(

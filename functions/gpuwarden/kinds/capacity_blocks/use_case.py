@@ -22,8 +22,10 @@ from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.errors import CloudError, GpuwardenError
 from gpuwarden.domain.notice import CAPACITY_BLOCK_TERMINATION_LEAD_SECONDS, Kind, Notice
+from gpuwarden.domain.policy import section_of
 from gpuwarden.domain.ports import CapacityReservation
 from gpuwarden.domain.views import NodeView
+from gpuwarden.kinds.capacity_blocks.policy import CapacityBlocksPolicy
 from gpuwarden.services.engine.context import Deps, FanOut, Recorder
 from gpuwarden.services.engine.disrupt import disrupt
 from gpuwarden.services.engine.failures import failed_notice
@@ -45,7 +47,7 @@ def termination_start(end: datetime) -> datetime:
 
 def drain_start(deps: Deps, end: datetime) -> datetime:
     """When the planned drain starts: ``capacity_blocks.lead_minutes`` before termination starts."""
-    return termination_start(end) - timedelta(minutes=deps.policy.capacity_blocks.lead_minutes)
+    return termination_start(end) - timedelta(minutes=section_of(deps.policy, CapacityBlocksPolicy).lead_minutes)
 
 
 # --------------------------------------------------------------------------- which nodes
@@ -165,7 +167,7 @@ def plan_block(
         notice = _plan_notice(reservation_id, end, now, source)
         return drain_nodes(notice, nodes_in_reservation(deps, reservation_id), deps, hooks, drain_locally)
     recorder = Recorder(deps, event_id)
-    lead = deps.policy.capacity_blocks.lead_minutes
+    lead = section_of(deps.policy, CapacityBlocksPolicy).lead_minutes
     recorder.add(
         ActionType.CAPACITY_BLOCK_PLANNED,
         target=reservation_id,

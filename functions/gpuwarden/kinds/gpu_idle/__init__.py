@@ -7,6 +7,7 @@ from gpuwarden.domain.budgets import gpu_idle_reason
 from gpuwarden.domain.decide import drain_with
 from gpuwarden.domain.gpu_idle import GPU_METRICS
 from gpuwarden.domain.notice import Kind
+from gpuwarden.kinds.gpu_idle import policy
 from gpuwarden.kinds.gpu_idle import use_case as gpu_idle
 from gpuwarden.kinds.spec import KindSpec
 from gpuwarden.services.engine.hooks import Admission, KindHooks, Settlement
@@ -60,6 +61,7 @@ SPEC = KindSpec(
     handle=gpu_idle.handle_gpu_idle,
     karpenter_reason=gpu_idle_reason,  # Empty, or Underutilized
     switch="gpu_idle.enabled",
+    policy=policy.SECTION,
     models=(AlarmStateChange, AlarmContributorStateChange),
     rules=_rules,
     why_ignored=why_not_gpu_idle,

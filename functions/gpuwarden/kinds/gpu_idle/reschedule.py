@@ -13,10 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpuwarden.domain.actions import ActionType, Metric
+from gpuwarden.domain.policy import section_of
 from gpuwarden.domain.reschedule import ComesBack, candidates, free_gpus, must_place, would_come_back
 from gpuwarden.domain.views import NodeView
 from gpuwarden.domain.volumes import pod_zones
 from gpuwarden.domain.wording import count
+from gpuwarden.kinds.gpu_idle.policy import GpuIdlePolicy
 from gpuwarden.observability import put
 from gpuwarden.services.engine.hooks import Disruption
 from gpuwarden.services.engine.replace import volumes_of
@@ -48,7 +50,7 @@ def comes_back_refusal(d: Disruption, nodes: Sequence[NodeView]) -> str | None:
 
 def _held(d: Disruption, stranded: Sequence[ComesBack]) -> None:
     """The idle GPU-hours each owner holds on this node, over the alarm's evaluation (at least)."""
-    hours_per_gpu = d.deps.policy.gpu_idle.evaluation_minutes / 60.0
+    hours_per_gpu = section_of(d.deps.policy, GpuIdlePolicy).evaluation_minutes / 60.0
     for s in stranded:
         hours = round(s.gpus * hours_per_gpu, 3)
         d.recorder.add(

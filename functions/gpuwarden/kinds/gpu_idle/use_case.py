@@ -39,8 +39,10 @@ from gpuwarden.domain.gpu_idle import (
     state_refusal,
 )
 from gpuwarden.domain.notice import Notice
+from gpuwarden.domain.policy import section_of
 from gpuwarden.domain.protections import do_not_disrupt_refusal
 from gpuwarden.domain.views import NodeView
+from gpuwarden.kinds.gpu_idle.policy import GpuIdlePolicy
 from gpuwarden.kinds.gpu_idle.reschedule import comes_back_refusal
 from gpuwarden.observability import logger
 from gpuwarden.services.engine.context import Deps, Recorder
@@ -71,7 +73,7 @@ def guardrails(d: Disruption) -> str | None:
     refused = refused or held_elsewhere(node, d.notice.event_id)
     if refused is not None or node.annotations.get(ann.EVENT_ID) == d.notice.event_id:
         return refused  # a resumed reclaim was let through once already
-    policy = deps.policy.gpu_idle
+    policy = section_of(deps.policy, GpuIdlePolicy)
     # A window's refusal comes first, then the NodePool's budgets (Empty or Underutilized): the
     # first is the reason given, whatever else would also refuse.
     refused = voluntary_verdict_of(deps, node, lambda: d.pods, d.notice.kind).refused
@@ -113,7 +115,9 @@ def within_cap(d: Disruption) -> str | None:
 
 def _over_cap(deps: Deps, held: NodeView) -> str | None:
     nodes = [n for n in deps.kube.list_nodes() if n.name != held.name] + [held]
-    return cap_refusal(held.name, gpu_idle_holders(nodes), deps.policy.gpu_idle.max_nodes_per_evaluation)
+    return cap_refusal(
+        held.name, gpu_idle_holders(nodes), section_of(deps.policy, GpuIdlePolicy).max_nodes_per_evaluation
+    )
 
 
 # ------------------------------------------------------------------ settling a round
@@ -127,7 +131,7 @@ def settle_round(recorder: Recorder, state: DrainState) -> DrainState:
     if taken is not None:  # an involuntary notice superseded this reclaim: neither retire nor release
         recorder.add(ActionType.SUPERSEDED, reason=taken)
         return state.model_copy(update={"done": True, "outcome": DrainOutcome.SUPERSEDED})
-    limit = deps.policy.gpu_idle.drain_limit_seconds
+    limit = section_of(deps.policy, GpuIdlePolicy).drain_limit_seconds
     if state.done:
         if state.outcome.drained:
             _retire(recorder, state.node)

@@ -3,7 +3,7 @@ planned ahead (docs/cluster.md, "Expiry"; docs/events.md)."""
 
 from gpuwarden.domain.decide import loss_warning
 from gpuwarden.domain.notice import Kind
-from gpuwarden.kinds.karpenter_expiry import doctor
+from gpuwarden.kinds.karpenter_expiry import doctor, policy
 from gpuwarden.kinds.karpenter_expiry import use_case as expiry
 from gpuwarden.kinds.spec import KindSpec, plan_due
 from gpuwarden.services.engine import karpenter
@@ -22,6 +22,7 @@ SPEC = KindSpec(
         delivery=karpenter.INVOLUNTARY,
     ),
     switch="karpenter_expiry.enabled",
+    policy=policy.SECTION,
     samples=("scheduler-karpenter-expiry-due.json",),
     ticks={expiry.DUE_ACTION: plan_due(expiry.run_expiry_plan)},  # read the NodeClaim again: drain, or plan again
     reconcile=expiry.reconcile_expiries,  # every Karpenter node's expiry, planned

@@ -19,9 +19,11 @@ from gpuwarden.domain.actions import ActionType
 from gpuwarden.domain.expiry import Expiry, ExpiryPlan, expiry_of, plan_expiry
 from gpuwarden.domain.nodepools import claim_of, nodeclaim_from_json
 from gpuwarden.domain.notice import Kind, Notice
+from gpuwarden.domain.policy import section_of
 from gpuwarden.domain.protections import FORCED_AT
 from gpuwarden.domain.views import NodeView
 from gpuwarden.domain.wording import count
+from gpuwarden.kinds.karpenter_expiry.policy import KarpenterExpiryPolicy
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.disrupt import disrupt
 from gpuwarden.services.engine.hooks import KindHooks
@@ -54,7 +56,7 @@ def expiries(deps: Deps) -> Iterator[tuple[NodeView, Expiry]]:
 
 
 def plan_of(deps: Deps, node: NodeView, at: datetime) -> ExpiryPlan:
-    lead = timedelta(minutes=deps.policy.karpenter_expiry.lead_minutes)
+    lead = timedelta(minutes=section_of(deps.policy, KarpenterExpiryPolicy).lead_minutes)
     return plan_expiry(at, lead, deps.policy.windows, deps.window_clock(), node.nodepool, plans.drain_estimate(deps))
 
 

@@ -2,6 +2,7 @@
 
 from gpuwarden.domain.decide import drain_with
 from gpuwarden.domain.notice import Kind
+from gpuwarden.kinds.scheduled_maintenance import policy
 from gpuwarden.kinds.scheduled_maintenance import use_case as maintenance
 from gpuwarden.kinds.spec import KindSpec, plan_due
 from gpuwarden.services.engine.hooks import Admission, KindHooks, Settlement
@@ -24,6 +25,7 @@ SPEC = KindSpec(
     ),
     handle=maintenance.handle_maintenance,
     switch="maintenance.enabled",
+    policy=policy.SECTION,
     models=(HealthEvent,),
     rules=lambda _: (
         rule_of(

@@ -13,6 +13,7 @@ from gpuwarden.domain import annotations as ann
 from gpuwarden.domain.checkpoint import BadCheckpoint, checkpoint_spec
 from gpuwarden.domain.errors import CloudError
 from gpuwarden.domain.policy import Policy
+from gpuwarden.domain.switches import is_on
 from gpuwarden.domain.views import DO_NOT_DISRUPT, PodView
 from gpuwarden.domain.wording import count
 from gpuwarden.services.doctor import rbac
@@ -214,9 +215,14 @@ def check_static_gpu_limit(facts: ClusterFacts, policy: Policy) -> Finding:
     )
 
 
+#: gpu-idle's switch (its spec's `switch`, gpuwarden/kinds/gpu_idle/): the kind's section is its room's,
+#: which this floor does not import, so the check reads the switch by name as doctor's behaviours do.
+GPU_IDLE_SWITCH = "gpu_idle.enabled"
+
+
 def check_gpu_metrics(policy: Policy, has_metric: Callable[[str], bool]) -> Finding:
-    if not policy.gpu_idle.enabled:
-        return Finding("gpu-metrics", Severity.OK, "gpu_idle.enabled is false: GPU-idle reclaim needs no metric")
+    if not is_on(policy, GPU_IDLE_SWITCH):  # the switch, read by its name (domain/switches.py)
+        return Finding("gpu-metrics", Severity.OK, f"{GPU_IDLE_SWITCH} is false: GPU-idle reclaim needs no metric")
     alerted = sorted(name for name, kind in policy.alerts.items() if kind == "gpu-idle")
     if alerted:  # an alert is its own evidence (docs/gpu-signals.md): no CloudWatch metric is read for it
         return Finding(
