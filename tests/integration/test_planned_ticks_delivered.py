@@ -27,7 +27,7 @@ from sim.builders import nodeclaim_for
 from sim.clock import rfc3339
 from sim.wiring import sim_deps
 from tests.integration.conftest import LambdaContext, World, load_event
-from tests.integration.scenarios import BLOCK, NODE, NODES, block_cluster, spot_node
+from tests.integration.scenarios import BLOCK, BLOCKS_POLICY, NODE, NODES, block_cluster, spot_node
 from tests.integration.scheduler_delivery import Delivery, Target, at_of, deliver_due, schedules_of
 
 GROUP = "gpuwarden-planned"
@@ -100,9 +100,7 @@ def test_a_capacity_block_plan_is_delivered_before_ec2_starts_terminating(
     end = (world.sim.clock.now() + timedelta(minutes=60)).replace(microsecond=0)
     blocks = CapacityReservations()
     blocks.add(Block(BLOCK, end))
-    deps = scene_deps(
-        world, Policy.model_validate({"cluster": "ml-prod", "capacity_blocks": {"lead_minutes": 20}}), blocks
-    )
+    deps = scene_deps(world, BLOCKS_POLICY, blocks)
     event = load_event("capacity-block-delivered.json")
     event["time"], event["detail"]["end-date"] = rfc3339(world.sim.clock.now() - timedelta(hours=23)), rfc3339(end)
     planned = handle_batch(parse_notices(event), deps).to_json()
