@@ -1,0 +1,5 @@
+//go:build tools
+
+package kpa
+
+import _ "github.com/aws/karpenter-provider-aws/cmd/controller"
