@@ -174,6 +174,14 @@ KARPENTER_OLDEST = PinSet(
     {"karpenter-crds": ("karpenter-oldest", ("pkg/apis/crds/*.yaml", "kwok/apis/crds/*.yaml"))},
 )
 SETS = (MAIN, KARPENTER_OLDEST)
+
+
+def karpenter_binary(pin_set: PinSet) -> str:
+    """The Karpenter (KWOK provider) binary a set builds: ``karpenter-kwok``, ``karpenter-kwok-oldest``."""
+    (name,) = [name for name in pin_set.binaries if name.startswith("karpenter-kwok")]
+    return name
+
+
 #: The Karpenter a plane runs, by pins.toml section: its set holds its binary and its CRDs.
 KARPENTERS = {"karpenter": MAIN, "karpenter-oldest": KARPENTER_OLDEST}
 

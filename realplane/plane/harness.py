@@ -375,7 +375,7 @@ class Plane:
     def _start_karpenter(self) -> None:
         health, metrics = self.ports["karpenter"], self.ports["karpenter-metrics"]
         env = karpenter.environment(self.kubeconfig_for("karpenter"), health, metrics, self.karpenter)
-        started = self._add("karpenter", [self.karpenter.binaries[0]], env=env)
+        started = self._add("karpenter", [pins.karpenter_binary(self.karpenter)], env=env)
         self._ready(started, f"http://127.0.0.1:{health}/readyz")
         karpenter.wait_ready(self.api_client(), self.nodepools, self.wait_for, self.ready_timeout)
 

@@ -143,3 +143,12 @@ def test_a_plane_without_its_binaries_fails_in_one_line_naming_them(
     assert re.search(r"etcd, kube-apiserver, .*karpenter-kwok, jobset-controller not built", message), message
     assert "make setup-real" in message
     assert not plane.workdir.exists()  # the temporary directory went with the failed start
+
+
+def test_each_karpenter_pin_runs_its_own_karpenter_binary() -> None:
+    # the plane's `karpenter` component is the set's KWOK provider, never another program of the set
+    # (the main set's first binary is not Karpenter: a plane once ran etcd as its Karpenter)
+    assert {pin: pins.karpenter_binary(pin_set) for pin, pin_set in pins.KARPENTERS.items()} == {
+        "karpenter": "karpenter-kwok",
+        "karpenter-oldest": "karpenter-kwok-oldest",
+    }
