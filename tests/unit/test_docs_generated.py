@@ -50,8 +50,10 @@ def test_the_recorded_outcome_is_what_the_week_gives_now() -> None:
 
     recorded = json.loads(outcome_record.RECORD.read_text(encoding="utf-8"))
     scenario, prices = load_scenario(), load_prices()
-    now = run(scenario, prices=prices).to_json()
-    now["headline"] = run_headline(scenario, scenario.headline_seeds, prices=prices).to_json()
+    outcome = run(scenario, prices=prices)
+    headline = run_headline(scenario, scenario.headline_seeds, prices=prices)
+    # as `gpuwarden simulate` writes it (cli_simulate): the verdict names the headline's weeks
+    now = outcome.to_json() | {"headline": headline.to_json(), "verdict": outcome.verdict(headline.ahead())}
     for doc in (now, recorded):
         doc.pop("timing", None)
     recorded.pop("inputs")
