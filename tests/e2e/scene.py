@@ -14,6 +14,7 @@ from typing import Any
 
 from kubernetes import client
 
+from gpuwarden.domain import annotations as ann
 from realplane.plane.harness import Plane, dump, tour_nodepool
 from tests.e2e.world import GPU, GPU_TOLERATION, GPUWARDEN_USER, Cluster, condition, rfc3339, running_and_ready
 
@@ -95,6 +96,19 @@ def job(
     if ranks > 1:
         spec |= {"completions": ranks, "parallelism": ranks, "completionMode": "Indexed"}
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+
+
+def replicas_and_trainer(c: Cluster, serving: str, ml: str, checkpoint: str) -> tuple[list[dict[str, Any]], str]:
+    """Two inference replicas behind a PDB that lets one go, and a 4-GPU trainer opted in to
+    ``checkpoint``, running on one node real Karpenter launched: their pods (the trainer last) and
+    that node's name."""
+    c.apps.create_namespaced_deployment(serving, deployment("inference", serving, 2, 1))
+    c.policy.create_namespaced_pod_disruption_budget(serving, pdb("inference", serving, 1))
+    c.batch.create_namespaced_job(ml, job("trainer", ml, 4, annotations={ann.CHECKPOINT: checkpoint}))
+    pods = running(c, serving, "app=inference", 2) + running(c, ml, "app=trainer", 1)
+    node: str = pods[-1]["spec"]["nodeName"]
+    assert {p["spec"]["nodeName"] for p in pods} == {node}, dump(pods)
+    return pods, node
 
 
 # ----------------------------------------------------------------------------- a scene's room
@@ -232,8 +246,6 @@ def empty_node_held(c: Cluster, pool: str, since: datetime, timeout: float = 120
 
 
 def replacement_claim(node: dict[str, Any]) -> str:
-    from gpuwarden.domain import annotations as ann
-
     replacement = node["metadata"].get("annotations", {}).get(ann.REPLACEMENT, "")
     assert replacement.startswith("nodeclaim/"), dump(node["metadata"])
     return str(replacement.removeprefix("nodeclaim/"))

@@ -27,7 +27,7 @@ from infra.components.gpu_idle import PREFIXES_CONTEXT
 from sim import KubeSim
 from tests.infra.conftest import USER_PREFIX, Synth
 from tests.infra.executed_workflow import Machine, Workflow, executing_machine
-from tests.reliability.conftest import AWS_ENV, sim_deps
+from tests.reliability.conftest import moto_environment, sim_deps
 from tests.reliability.harness import Cluster, build_cluster, deadline_of, fresh_sim, spot_event
 from tests.reliability.outages import STEPS, OutageFrom
 
@@ -37,11 +37,7 @@ NOT_FINISHED = "DrainNotFinished"
 
 @pytest.fixture(scope="module")
 def machine(synth_with: Any) -> Iterator[Machine]:
-    with pytest.MonkeyPatch.context() as mp:
-        for key, value in AWS_ENV.items():
-            mp.setenv(key, value)
-        for key in ("AWS_ENDPOINT_URL", "AWS_PROFILE", "KUBECONFIG", "GPUWARDEN_STATE_TABLE", "DRY_RUN"):
-            mp.delenv(key, raising=False)
+    with moto_environment():
         # the Event Ruler table's synth (one per session): the same state machine as every other
         synth: Synth = synth_with({PREFIXES_CONTEXT: USER_PREFIX})
         with executing_machine(synth.template_json) as made:

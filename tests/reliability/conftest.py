@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -23,14 +24,22 @@ AWS_ENV = {
 }
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _aws_env() -> Iterator[None]:
-    # module scope: hypothesis tests must not depend on function-scoped fixtures
+@contextmanager
+def moto_environment() -> Iterator[None]:
+    """The test credentials and region (`AWS_ENV`), and nothing that points elsewhere: no endpoint,
+    profile, kubeconfig, state table or dry run from the shell that runs the tests."""
     with pytest.MonkeyPatch.context() as mp:
         for key, value in AWS_ENV.items():
             mp.setenv(key, value)
         for key in ("AWS_ENDPOINT_URL", "AWS_PROFILE", "KUBECONFIG", "GPUWARDEN_STATE_TABLE", "DRY_RUN"):
             mp.delenv(key, raising=False)
+        yield
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _aws_env() -> Iterator[None]:
+    # module scope: hypothesis tests must not depend on function-scoped fixtures
+    with moto_environment():
         yield
 
 

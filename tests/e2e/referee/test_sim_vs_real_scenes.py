@@ -25,16 +25,13 @@ import pytest
 
 from gpuwarden.domain import annotations as ann
 from realplane.aws import AwsWorld
-from realplane.plane.harness import Plane, dump
+from realplane.plane.harness import Plane
 from tests.e2e.scene import (
     NODEPOOLS,
     claim_ready,
     claims_naming_their_nodes,
-    deployment,
-    job,
-    pdb,
     replacement_claim,
-    running,
+    replicas_and_trainer,
     scene_cluster,
 )
 from tests.e2e.world import Cluster, answer, invoke, spot_warning
@@ -175,12 +172,7 @@ def both(plane: Plane, aws: AwsWorld, tmp_path_factory: pytest.TempPathFactory) 
     tmp = tmp_path_factory.mktemp("compare")
     with scene_cluster(plane, [SERVING, ML]) as c:
         # Given, on the real plane, two replicas behind a PDB and a trainer (exec) on a node Karpenter launched
-        c.apps.create_namespaced_deployment(SERVING, deployment("inference", SERVING, 2, 1))
-        c.policy.create_namespaced_pod_disruption_budget(SERVING, pdb("inference", SERVING, 1))
-        c.batch.create_namespaced_job(ML, job("trainer", ML, 4, annotations={ann.CHECKPOINT: "exec:true"}))
-        pods = running(c, SERVING, "app=inference", 2) + running(c, ML, "app=trainer", 1)
-        node = pods[-1]["spec"]["nodeName"]
-        assert {p["spec"]["nodeName"] for p in pods} == {node}, dump(pods)
+        pods, node = replicas_and_trainer(c, SERVING, ML, "exec:true")
         claims_naming_their_nodes(c, 1)
         names = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods]
         snapshot = _snapshot(c, node)

@@ -23,12 +23,9 @@ from realplane.plane.harness import Plane, dump
 from tests.e2e.scene import (
     Acknowledger,
     claim_ready,
-    deployment,
-    job,
-    pdb,
     replacement_claim,
+    replicas_and_trainer,
     requests_of,
-    running,
     scene_cluster,
     times,
 )
@@ -48,12 +45,7 @@ def _spot_drain_through(
     answer, the cluster, the node's pods before, and the node."""
     serving, ml = f"serving-{name}", f"ml-{name}"
     with scene_cluster(plane, [serving, ml]) as c:
-        c.apps.create_namespaced_deployment(serving, deployment("inference", serving, 2, 1))
-        c.policy.create_namespaced_pod_disruption_budget(serving, pdb("inference", serving, 1))
-        c.batch.create_namespaced_job(ml, job("trainer", ml, 4, annotations={ann.CHECKPOINT: "annotate"}))
-        pods = running(c, serving, "app=inference", 2) + running(c, ml, "app=trainer", 1)
-        node = pods[-1]["spec"]["nodeName"]
-        assert {p["spec"]["nodeName"] for p in pods} == {node}, dump(pods)
+        pods, node = replicas_and_trainer(c, serving, ml, "annotate")
         event = tmp / f"{name}.json"
         event.write_text(json.dumps(spot_warning(aws.instance_for_node(c.node(node)))))
         out = (plane.artifacts / f"faults-{name}.stdout").open("w")

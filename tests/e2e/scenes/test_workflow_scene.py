@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from gpuwarden.config import Settings
-from gpuwarden.domain import annotations as ann
 from gpuwarden.kinds.inputs import parse_notices
 from gpuwarden.services.dispatch import handle_batch
 from gpuwarden.wiring import build_deps
@@ -25,41 +24,26 @@ from realplane.aws import REGION, AwsWorld
 from realplane.plane.harness import Plane, dump
 from tests.e2e.scene import (
     Acknowledger,
-    deployment,
-    job,
-    pdb,
     replacement_claim,
+    replicas_and_trainer,
     requests_of,
-    running,
     scene_cluster,
     times,
 )
 from tests.e2e.world import CLUSTER, GPUWARDEN_USER, spot_warning
 from tests.infra.conftest import synthesize
 from tests.infra.executed_workflow import Machine, executing_machine
+from tests.reliability.conftest import moto_environment
 
 pytestmark = pytest.mark.timeout(600)
 
 APISERVER = "kube-apiserver"
-#: the moto process's view of AWS, as tests/reliability's scenes set it (no endpoint: mock_aws)
-AWS_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
-    "AWS_DEFAULT_REGION": REGION,
-    "AWS_REGION": REGION,
-    "POWERTOOLS_METRICS_NAMESPACE": "GpuwardenE2E",
-}
 
 
 @pytest.fixture(scope="module")
 def machine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Machine]:
     """moto (in this process, Step Functions executing) with the synthesized drain workflow."""
-    with pytest.MonkeyPatch.context() as mp:
-        for key, value in AWS_ENV.items():
-            mp.setenv(key, value)
-        for key in ("AWS_ENDPOINT_URL", "AWS_PROFILE", "KUBECONFIG", "GPUWARDEN_STATE_TABLE", "DRY_RUN"):
-            mp.delenv(key, raising=False)
+    with moto_environment():
         synth = synthesize(tmp_path_factory.mktemp("cdk.out"), {"cluster": CLUSTER, SKIP_BUNDLING: True}, bundled=False)
         with executing_machine(synth.template_json) as made:
             yield made
@@ -72,12 +56,7 @@ def test_the_executed_workflow_drains_a_spot_node_through_an_api_server_restart(
     with scene_cluster(plane, [serving, ml]) as c:
         # Given two replicas behind a PDB and a trainer (annotate, answers 3 s after it is asked) on
         # one node real Karpenter launched, and the instance behind it in EC2 (moto)
-        c.apps.create_namespaced_deployment(serving, deployment("inference", serving, 2, 1))
-        c.policy.create_namespaced_pod_disruption_budget(serving, pdb("inference", serving, 1))
-        c.batch.create_namespaced_job(ml, job("trainer", ml, 4, annotations={ann.CHECKPOINT: "annotate"}))
-        pods = running(c, serving, "app=inference", 2) + running(c, ml, "app=trainer", 1)
-        node = pods[-1]["spec"]["nodeName"]
-        assert {p["spec"]["nodeName"] for p in pods} == {node}, dump(pods)
+        pods, node = replicas_and_trainer(c, serving, ml, "annotate")
         event = spot_warning(AwsWorld(endpoint="").instance_for_node(c.node(node)))
         settings = Settings(kubeconfig=str(plane.kubeconfig_for(GPUWARDEN_USER)), cluster=CLUSTER, region=REGION)
         handed: list[dict[str, Any]] = []
