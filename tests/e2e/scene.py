@@ -191,6 +191,22 @@ def claims_naming_their_nodes(c: Cluster, count: int) -> list[dict[str, Any]]:
     return c.plane.wait_for(f"{count} NodeClaims naming their nodes", named, timeout=180)
 
 
+def counted_by_karpenter(c: Cluster, count: int) -> list[dict[str, Any]]:
+    """The NodeClaims, once there are ``count``, each names its node and Karpenter has initialized
+    it: only then does Karpenter count the node in its NodePool's budgets (and so does gpuwarden,
+    docs/cluster.md), so a voluntary action on a node that runs pods before that is refused as
+    Karpenter's own disruption would pass it over."""
+
+    def initialized() -> list[dict[str, Any]] | None:
+        claims = c.nodeclaims()
+        ok = len(claims) == count and all(
+            cl.get("status", {}).get("nodeName") and condition(cl, "Initialized") == "True" for cl in claims
+        )
+        return claims if ok else None
+
+    return c.plane.wait_for(f"{count} NodeClaims initialized", initialized, timeout=180)
+
+
 def claim_ready(c: Cluster, name: str, timeout: float = 120) -> tuple[dict[str, Any], dict[str, Any]]:
     """NodeClaim ``name`` Launched, Registered, Initialized and Ready, and its node Ready."""
 

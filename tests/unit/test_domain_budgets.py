@@ -219,6 +219,16 @@ def test_a_percentage_rounds_up_over_the_pools_initialized_nodes() -> None:
     assert "of its 4 nodes" in answer.reason
 
 
+def test_a_node_karpenter_has_not_initialized_is_not_counted_and_the_reason_says_so() -> None:
+    # Given a pool whose only node runs pods before Karpenter has initialized it
+    fresh = ready("fresh", labels={"karpenter.sh/nodepool": "gpu-training"})
+    # When a voluntary action asks for it under 10 %
+    answer = budget_answer(pool([Budget("10%")]), fresh, [fresh], None, KARPENTER_NOW)
+    # Then 10 % of no node is none, as Karpenter's own disruption would find, and the reason says why
+    assert answer.refused
+    assert answer.reason.endswith("0 more (fresh is not counted: Karpenter has not initialized it yet)")
+
+
 @pytest.mark.parametrize(
     "disrupted",
     [

@@ -166,9 +166,18 @@ def budget_answer(
     shown = f" ({', '.join(busy[:5])}{', …' if len(busy) > 5 else ''})" if busy else ""
     words = (
         f"NodePool {pool.name} {decider} allows {limit} of its {count(len(members), 'node')} for {_what(reason)}, "
-        f"{len(busy)} being disrupted{shown}: {allowed} more"
+        f"{len(busy)} being disrupted{shown}: {allowed} more{_uncounted(node, pool.name, claims)}"
     )
     return BudgetAnswer(pool.name, allowed, decider, words)
+
+
+def _uncounted(node: NodeView, pool: str, claims: Sequence[NodeClaimView]) -> str:
+    """Why the node asked about, one of the pool's, is not among the nodes counted (else "")."""
+    if node.nodepool != pool or counted(node, pool, claims):
+        return ""
+    if node.labels.get(INITIALIZED_LABEL) != "true":
+        return f" ({node.name} is not counted: Karpenter has not initialized it yet)"
+    return f" ({node.name} is not counted: its instance is terminating)"
 
 
 def _what(reason: str | None) -> str:

@@ -14,7 +14,7 @@ from realplane.aws import AwsWorld
 from realplane.plane.harness import Plane, dump
 from tests.e2e.scene import (
     Acknowledger,
-    claims_naming_their_nodes,
+    counted_by_karpenter,
     deployment,
     job,
     requests_of,
@@ -47,7 +47,7 @@ def test_an_idle_node_is_retired_and_real_karpenter_does_not_bring_it_back(
         (notebook,) = running(c, NS, "app=notebook", 1)
         idle_node = reranker["spec"]["nodeName"]
         assert notebook["spec"]["nodeName"] == idle_node != busy_node
-        claims = {cl["status"]["nodeName"]: cl["metadata"]["name"] for cl in claims_naming_their_nodes(c, 2)}
+        claims = {cl["status"]["nodeName"]: cl["metadata"]["name"] for cl in counted_by_karpenter(c, 2)}
         # and the filler gone: the busy node has room for both again (by its allocatable)
         c.apps.delete_namespaced_deployment("filler", NS)
         plane.wait_for("the filler gone", lambda: not c.pods(NS, "app=filler"))
