@@ -17,6 +17,7 @@ from gpuwarden.domain.policy import Policy
 from gpuwarden.services.engine.context import Deps
 from sim import KubeSim
 from sim.actors.workloads import Workloads
+from sim.stepped import SteppedClock
 from sim.wiring import sim_deps
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
@@ -94,6 +95,19 @@ class World:
 
 @pytest.fixture
 def world(sim: KubeSim, aws: None) -> World:
+    return _world(sim)
+
+
+@pytest.fixture
+def stepped_world(aws: None) -> Iterator[World]:
+    """A world whose clock moves only when the code under test sleeps (sim/stepped.py): a test
+    that measures sim seconds (a wait, a timeout) gets the same answer however loaded the machine
+    is, where the 20x clock turns a real-time stall of 3 s into a minute."""
+    with KubeSim(clock_speed=0.0, clock=SteppedClock()) as sim:
+        yield _world(sim)
+
+
+def _world(sim: KubeSim) -> World:
     os.environ.pop("KUBECONFIG", None)
     # A Spot warning asks EC2 first (docs/events.md, "Finding the node"): moto's EC2 is made on
     # its first call, seconds of real time (minutes of the simulator's 20x clock), so it is made
