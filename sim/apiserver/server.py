@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import logging
 import socket
@@ -25,6 +26,12 @@ from sim.apiserver.streams import Streams
 from sim.apiserver.tables import to_table, wants_table
 
 log = logging.getLogger("sim.apiserver.server")
+
+
+#: The API server gzips an answer longer than 128 KiB, at level 1, when the client accepts gzip
+#: (k8s.io/apiserver pkg/endpoints/handlers/responsewriters/writers.go: ``defaultGzipThresholdBytes``,
+#: ``defaultGzipContentEncodingLevel``; the APIResponseCompression feature, on by default)
+GZIP_THRESHOLD = 128 * 1024
 
 
 class SimHTTPServer(ThreadingHTTPServer):
@@ -104,6 +111,10 @@ class SimHandler(Streams):
     ) -> int:
         self.send_response(code)
         self.send_header("Content-Type", content_type)
+        if len(payload) > GZIP_THRESHOLD and "gzip" in (self.headers.get("Accept-Encoding") or ""):
+            payload = gzip.compress(payload, compresslevel=1)
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Vary", "Accept-Encoding")
         self.send_header("Content-Length", str(len(payload)))
         self.send_header("Cache-Control", "no-cache, private")
         for key, value in (headers or {}).items():

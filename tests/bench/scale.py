@@ -8,7 +8,8 @@ Per cluster, one function environment at a time in a process of its own (`scale_
 EC2 in a moto server that knows the warned instances as Karpenter tags them:
 
 - Spot warning, our node (a fresh instance each run; the first run warms the environment): the
-  Kubernetes requests (Events apart, as in `latency`), the bytes of their answers, notice →
+  Kubernetes requests (Events apart, as in `latency`), the bytes of their answers (as JSON, and
+  on the wire: gzip where the server compressed them), notice →
   cordoned, the process's peak memory. Goals ≤ 14 requests, ≤ 100 KB, p99 ≤ 50 ms, at any size;
 - Spot warning, an instance of another cluster (its tags say so): goal no Kubernetes request;
 - GPU-health scan with 5 newly unhealthy nodes (a scan of the minute before first): to the first
@@ -243,6 +244,7 @@ def _one_size(
             note=note,
         ),
         figure(f"{where}: Spot warning, our node: received", "KB", kb, goal=GOALS["kb"], stat="p100"),
+        figure(f"{where}: Spot warning, our node: on the wire", "KB", [s["wire"] / 1024 for s in spots], stat="p100"),
         figure(
             f"{where}: Spot warning, our node: notice → cordoned (p99)",
             "ms",
@@ -273,6 +275,7 @@ def _one_size(
             stat="p100",
             note=f"{scan_answers[-1]['requests']} requests",
         ),
+        figure(f"{where}: scan: on the wire", "KB", [s["wire"] / 1024 for s in scan_answers], stat="p100"),
         figure(
             f"{where}: scan: peak memory", "MB", [s["peak_mb"] for s in scan_answers], goal=GOALS["memory"], stat="p100"
         ),
@@ -282,7 +285,8 @@ def _one_size(
             [reconcile["seconds"]],
             stat="p100",
             note=(
-                f"{reconcile['requests']} requests, {reconcile['received'] / 1024:.0f} KB, "
+                f"{reconcile['requests']} requests, {reconcile['received'] / 1024:.0f} KB "
+                f"({reconcile['wire'] / 1024:.0f} KB on the wire), "
                 f"first write {reconcile['first_write_ms']} ms, outcome {reconcile['outcome']}"
             ),
         ),
@@ -292,7 +296,10 @@ def _one_size(
             "s",
             [release["seconds"]],
             stat="p100",
-            note=f"{release['requests']} requests, {release['received'] / 1024:.0f} KB, outcome {release['outcome']}",
+            note=(
+                f"{release['requests']} requests, {release['received'] / 1024:.0f} KB "
+                f"({release['wire'] / 1024:.0f} KB on the wire), outcome {release['outcome']}"
+            ),
         ),
         figure(f"{where}: release --all: peak memory", "MB", [release["peak_mb"]], stat="p100"),
     ]

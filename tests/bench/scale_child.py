@@ -60,7 +60,7 @@ def main(policy_json: str) -> None:
     for line in sys.stdin:
         message = json.loads(line)
         op = message["op"]
-        tally.update(requests=0, events=0, received=0)
+        tally.update(requests=0, events=0, received=0, wire=0)
         started = datetime.now(UTC)
         began = time.perf_counter()
         if op == "spot":
@@ -90,18 +90,21 @@ def main(policy_json: str) -> None:
 
 def _counted(kube: Any) -> dict[str, int]:
     """Counts of the adapter's requests that reached the API server (`KubeClient._once`): all,
-    the Kubernetes Events among them, and the bytes of their answers."""
+    the Kubernetes Events among them, the bytes of their answers (as JSON) and of the same answers
+    on the wire (gzip where the server compressed them)."""
     from gpuwarden.wiring import Lazy
 
     client = kube.build() if isinstance(kube, Lazy) else kube
-    tally = {"requests": 0, "events": 0, "received": 0}
+    tally = {"requests": 0, "events": 0, "received": 0, "wire": 0}
     real = client._once
 
     def counted(method: str, path: str, *rest: Any) -> Any:
+        before = client.wire_bytes
         status, data, headers = real(method, path, *rest)
         tally["requests"] += 1
         tally["events"] += path.endswith("/events")
         tally["received"] += len(data)
+        tally["wire"] += client.wire_bytes - before
         return status, data, headers
 
     client._once = counted

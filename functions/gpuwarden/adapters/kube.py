@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import random
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -19,6 +18,7 @@ from gpuwarden.adapters.api_status import exec_exit_code, is_pdb_refusal, retry_
 from gpuwarden.adapters.errors import cluster_unreachable
 from gpuwarden.adapters.events import event_body, nodepool_ref
 from gpuwarden.adapters.paging import Query, T, list_all
+from gpuwarden.adapters.rate_limit import RateLimiter
 from gpuwarden.domain.actions import EvictionResult
 from gpuwarden.domain.errors import Conflict, KubeError, NotFound
 from gpuwarden.domain.ports import EvictionOutcome, ExecOutcome
@@ -31,36 +31,6 @@ _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 _KARPENTER = "/apis/karpenter.sh/v1"
 _RBAC = "/apis/rbac.authorization.k8s.io/v1"
 _RBAC_PLURALS = {"ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings"}
-
-
-class RateLimiter:
-    """A token bucket, like client-go's QPS/burst: keeps a mass interruption polite.
-
-    It paces the bulk of a drain (pod lists, evictions, deletes, Events, PDBs). The few urgent
-    calls per node — finding the node (node reads), the cordon/taint PATCH, the checkpoint
-    request PATCH and the signal (exec) — skip it: they decide how much of a two-minute notice
-    a training job keeps, and the API server's own priority and fairness still answers 429
-    (retried) if it must.
-    """
-
-    def __init__(self, qps: float, burst: int) -> None:
-        self._qps = qps
-        self._burst = float(burst)
-        self._tokens = float(burst)
-        self._stamp = time.monotonic()
-        self._lock = threading.Lock()
-
-    def acquire(self) -> None:
-        if self._qps <= 0:
-            return
-        with self._lock:
-            now = time.monotonic()
-            self._tokens = min(self._burst, self._tokens + (now - self._stamp) * self._qps)
-            self._stamp = now
-            self._tokens -= 1.0
-            wait = -self._tokens / self._qps if self._tokens < 0 else 0.0
-        if wait > 0:
-            time.sleep(wait)
 
 
 class _Transient(Exception):
@@ -93,6 +63,7 @@ class KubeClient:
         self._timeout = request_timeout
         self._sleep = sleep
         self.requests = 0
+        self.wire_bytes = 0  # the answers' bytes as they crossed the wire (gzip where the server chose it)
 
     # -- transport -----------------------------------------------------------------------
     def _once(
@@ -100,7 +71,8 @@ class KubeClient:
     ) -> tuple[int, bytes, Mapping[str, str]]:
         from urllib3.exceptions import HTTPError
 
-        headers = {"Accept": JSON}
+        # answers over 128 KiB come gzipped, urllib3 inflates them (docs/architecture.md, "Lists")
+        headers = {"Accept": JSON, "Accept-Encoding": "gzip"}
         if body is not None:
             headers["Content-Type"] = content_type or JSON
         request = self._api.param_serialize(
@@ -117,6 +89,7 @@ class KubeClient:
         try:
             response = self._api.call_api(*request, _request_timeout=self._timeout)
             data = response.read() or b""
+            self.wire_bytes += int(response.response.tell())
         except HTTPError as err:
             raise _Transient(None, f"{method} {path}: {type(err).__name__}: {err}") from err
         status = int(response.status)

@@ -320,6 +320,23 @@ def probe_delete_grace(side: Side) -> Any:
     return {"grace": deleted["metadata"].get("deletionGracePeriodSeconds"), "unbound": gone}
 
 
+def probe_gzip(side: Side) -> Any:
+    """An answer is gzipped when the client accepts gzip and the answer is longer than 128 KiB;
+    a shorter one, or one to a client that does not ask, comes as it is (docs/architecture.md, "Lists")."""
+    seen = {}
+    for name, size in (("small", 4 * 1024), ("big", 160 * 1024)):
+        body = {"metadata": {"name": f"gz-{name}"}, "data": {"blob": "gpu" * (size // 3)}}
+        side.core.create_namespaced_config_map(NS, body)
+        for accept in ("gzip", "identity"):
+            answer = side.core.read_namespaced_config_map(
+                f"gz-{name}", NS, _preload_content=False, _headers={"Accept-Encoding": accept}
+            )
+            blob = json.loads(answer.read())["data"]["blob"]
+            seen[f"{name}, accepts {accept}"] = {"encoding": answer.headers.get("Content-Encoding"), "blob": len(blob)}
+        side.core.delete_namespaced_config_map(f"gz-{name}", NS)
+    return seen
+
+
 PROBES = [
     probe_pdb_refusal,
     probe_eviction_uid_precondition,
@@ -330,6 +347,7 @@ PROBES = [
     probe_label_selectors,
     probe_exec_websocket,
     probe_delete_grace,
+    probe_gzip,
 ]
 
 
