@@ -180,6 +180,18 @@ class Api:
         items, rv = self.store.list(rtype, namespace, wanted, indexed, page=page)
         return [self._decorate(rtype, o) for o in items], rv
 
+    def list_shared(
+        self, rtype: ResourceType, namespace: str | None = None, field_selector: str | None = None
+    ) -> builtins.list[Obj]:
+        """`list`'s objects as stored, not copied, for the simulator's own actors that only read them
+        (the outcome runs' Karpenter stand-in: docs/simulate.md#at-ten-times-the-cluster). A write never
+        changes a stored object in place, it stores a new one, so what a reader holds stays as it was
+        read; the reader must never write into it. A type whose reads are decorated is copied."""
+        if rtype.kind in DECORATED:
+            return self.list(rtype, namespace, None, field_selector)[0]
+        wanted, indexed = self._selection(rtype, None, field_selector)
+        return self.store.list(rtype, namespace, wanted, indexed, render=_as_stored)[0]
+
     def list_body(
         self,
         rtype: ResourceType,
@@ -310,3 +322,7 @@ def parse_json(raw: bytes) -> Any:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise errors.bad_request(f"the body of the request was in an unknown format: {exc}") from exc
+
+
+def _as_stored(obj: Obj) -> Obj:
+    return obj

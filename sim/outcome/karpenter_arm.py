@@ -103,6 +103,7 @@ class KarpenterDriver:
             launch_by_pool={p.name: scenario.instance_type(p.instance_type).launch_seconds for p in scenario.pools},
             on_action=self._action,
         )
+        self.k.cluster.direct_reads = True  # the stand-in is the simulator's own actor (docs/simulate.md)
         self.interruption_queue = interruption_queue
         self.consolidation = consolidation
         self._wake_at: float | None = None
