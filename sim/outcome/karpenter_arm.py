@@ -146,7 +146,7 @@ class KarpenterDriver:
         engine = self.world.engine
         times = self.k.due_times()
         deleting = False
-        for claim in self.world.sim.list("NodeClaim"):
+        for claim in self.world.sim.api.list_shared(self.world.sim.rtype("NodeClaim")):  # read only
             meta = claim["metadata"]
             if meta.get("deletionTimestamp"):
                 deleting = True

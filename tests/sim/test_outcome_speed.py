@@ -104,3 +104,29 @@ def test_in_the_outcome_runs_karpenter_lists_nothing_over_http_and_gpuwarden_sti
     assert [r for r in seen["requests"] if r.user_agent.startswith("karpenter/") and r.method != "GET"]
     # ... and gpuwarden read through the kubernetes client over HTTP
     assert [r for r in gets if r.user_agent.startswith("OpenAPI-Generator")]
+
+
+def test_the_server_encodes_each_stored_version_once_and_a_write_is_sent_anew(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from sim.apiserver import encodings
+
+    calls: list[str] = []
+    encode = encodings.encoded
+
+    def counting(obj: dict[str, Any]) -> str:
+        calls.append(obj["metadata"]["name"])
+        return encode(obj)
+
+    monkeypatch.setattr(encodings, "encoded", counting)
+    with KubeSim() as sim:
+        _cluster(sim)
+        reads = Karpenter(sim).cluster  # over HTTP
+        # When the nodes are listed twice, then the node is written and listed again
+        first, second = reads.items(NODES), reads.items(NODES)
+        sim.patch_direct("Node", NODE, {"metadata": {"labels": {"written": "between-the-lists"}}})
+        third = reads.items(NODES)
+    # Then the unchanged version was encoded once, the written one once more, and each list is current
+    assert calls == [NODE, NODE]
+    assert first == second
+    assert third[0]["metadata"]["labels"]["written"] == "between-the-lists"
