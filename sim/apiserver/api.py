@@ -12,12 +12,13 @@ from typing import Any
 from sim.apiserver import errors, karpenter_crds
 from sim.apiserver.authz import Authorizer
 from sim.apiserver.disruption import Disruption
+from sim.apiserver.encodings import Encodings
 from sim.apiserver.paging import Page, continue_metadata
 from sim.apiserver.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 from sim.apiserver.priority import admit_pod
 from sim.apiserver.registry import Registry, ResourceType
 from sim.apiserver.selectors import field_matcher, matches, parse_field_selector, parse_label_selector
-from sim.apiserver.store import Obj, Store, encoded
+from sim.apiserver.store import Obj, Store
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -139,6 +140,7 @@ class Api:
         self.authorizer = Authorizer()
         self._namespaces = registry.by_kind("namespaces")
         self._priority_classes = registry.by_kind("priorityclasses")
+        self._encodings = Encodings()
 
     # -------------------------------------------------------------- helpers
 
@@ -180,6 +182,18 @@ class Api:
         items, rv = self.store.list(rtype, namespace, wanted, indexed, page=page)
         return [self._decorate(rtype, o) for o in items], rv
 
+    def list_shared(
+        self, rtype: ResourceType, namespace: str | None = None, field_selector: str | None = None
+    ) -> builtins.list[Obj]:
+        """`list`'s objects as stored, not copied, for the simulator's own actors that only read them
+        (the outcome runs' Karpenter stand-in: docs/simulate.md#at-ten-times-the-cluster). A write never
+        changes a stored object in place, it stores a new one, so what a reader holds stays as it was
+        read; the reader must never write into it. A type whose reads are decorated is copied."""
+        if rtype.kind in DECORATED:
+            return self.list(rtype, namespace, None, field_selector)[0]
+        wanted, indexed = self._selection(rtype, None, field_selector)
+        return self.store.list(rtype, namespace, wanted, indexed, render=_as_stored)[0]
+
     def list_body(
         self,
         rtype: ResourceType,
@@ -193,7 +207,7 @@ class Api:
         if rtype.kind in DECORATED:
             return None
         wanted, indexed = self._selection(rtype, label_selector, field_selector)
-        items, rv = self.store.list(rtype, namespace, wanted, indexed, render=encoded, page=page)
+        items, rv = self.store.list(rtype, namespace, wanted, indexed, render=self._encodings, page=page)
         filtered = bool(label_selector or field_selector)
         head = json.dumps(self.list_doc(rtype, [], rv, page, filtered), separators=(",", ":"))
         return (head[: -len("[]}")] + "[" + ",".join(items) + "]}").encode()
@@ -310,3 +324,7 @@ def parse_json(raw: bytes) -> Any:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise errors.bad_request(f"the body of the request was in an unknown format: {exc}") from exc
+
+
+def _as_stored(obj: Obj) -> Obj:
+    return obj

@@ -57,6 +57,31 @@ class Route:
     sub: str | None
 
 
+def resolve(reg: Registry, segments: list[str]) -> Route | None:
+    """The resource a request path names (`/api/v1/namespaces/ns/pods/name/status`), or None."""
+    if segments[:2] == ["api", "v1"]:
+        group, version, rest = "", "v1", segments[2:]
+    elif len(segments) >= 3 and segments[0] == "apis":
+        group, version, rest = segments[1], segments[2], segments[3:]
+    else:
+        return None
+    namespace: str | None = None
+    if len(rest) >= 3 and rest[0] == "namespaces" and not (len(rest) == 3 and rest[2] in ("status", "finalize")):
+        namespace, rest = rest[1], rest[2:]
+    if not rest or len(rest) > 3:
+        return None
+    rtype = reg.lookup(group, version, rest[0])
+    if rtype is None or (namespace is not None and not rtype.namespaced):
+        return None
+    name = rest[1] if len(rest) > 1 else None
+    sub = rest[2] if len(rest) > 2 else None
+    if sub is not None and sub not in {s for s, _, _ in rtype.subresources}:
+        return None
+    if rtype.namespaced and namespace is None and name is not None:
+        return None
+    return Route(rtype, namespace, name, sub)
+
+
 class Response(Exception):
     """Raised by route handlers that already wrote their answer (upgrade, watch, reset)."""
 

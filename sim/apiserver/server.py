@@ -19,7 +19,7 @@ from sim.apiserver.api import parse_json
 from sim.apiserver.authz import request_attributes
 from sim.apiserver.discovery import discovery_doc, no_such_path
 from sim.apiserver.faults import Fault, RequestInfo
-from sim.apiserver.http_state import RequestRecord, Response, Route, ServerState
+from sim.apiserver.http_state import RequestRecord, Response, Route, ServerState, resolve
 from sim.apiserver.paging import page_of
 from sim.apiserver.registry import ResourceType
 from sim.apiserver.streams import Streams
@@ -237,28 +237,7 @@ class SimHandler(Streams):
         return None if doc is None else self._send_json(200, doc)
 
     def _resolve(self, segments: list[str]) -> Route | None:
-        reg = self.server.state.registry
-        if segments[:2] == ["api", "v1"]:
-            group, version, rest = "", "v1", segments[2:]
-        elif len(segments) >= 3 and segments[0] == "apis":
-            group, version, rest = segments[1], segments[2], segments[3:]
-        else:
-            return None
-        namespace: str | None = None
-        if len(rest) >= 3 and rest[0] == "namespaces" and not (len(rest) == 3 and rest[2] in ("status", "finalize")):
-            namespace, rest = rest[1], rest[2:]
-        if not rest or len(rest) > 3:
-            return None
-        rtype = reg.lookup(group, version, rest[0])
-        if rtype is None or (namespace is not None and not rtype.namespaced):
-            return None
-        name = rest[1] if len(rest) > 1 else None
-        sub = rest[2] if len(rest) > 2 else None
-        if sub is not None and sub not in {s for s, _, _ in rtype.subresources}:
-            return None
-        if rtype.namespaced and namespace is None and name is not None:
-            return None
-        return Route(rtype, namespace, name, sub)
+        return resolve(self.server.state.registry, segments)
 
     def _dispatch(self, route: Route, query: dict[str, list[str]], body: bytes) -> int:  # noqa: C901
         api = self.server.state.api

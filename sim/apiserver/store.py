@@ -363,11 +363,11 @@ class Store:
         return out, gone
 
     def _remove_locked(self, rtype: ResourceType, key: ObjKey) -> Obj:
-        obj = self._drop(rtype, (key[1], key[2]))
+        obj = clone(self._drop(rtype, (key[1], key[2])))  # the stored one stays as readers hold it (`Api.list_shared`)
         self._deadlines.pop(key, None)
         self._bump(obj)
         self._emit(rtype, "DELETED", obj)
-        return clone(obj)
+        return obj
 
     def next_deadline(self) -> datetime | None:
         with self._lock:

@@ -103,6 +103,7 @@ class KarpenterDriver:
             launch_by_pool={p.name: scenario.instance_type(p.instance_type).launch_seconds for p in scenario.pools},
             on_action=self._action,
         )
+        self.k.cluster.direct_reads = True  # the stand-in is the simulator's own actor (docs/simulate.md)
         self.interruption_queue = interruption_queue
         self.consolidation = consolidation
         self._wake_at: float | None = None
@@ -145,7 +146,7 @@ class KarpenterDriver:
         engine = self.world.engine
         times = self.k.due_times()
         deleting = False
-        for claim in self.world.sim.list("NodeClaim"):
+        for claim in self.world.sim.api.list_shared(self.world.sim.rtype("NodeClaim")):  # read only
             meta = claim["metadata"]
             if meta.get("deletionTimestamp"):
                 deleting = True

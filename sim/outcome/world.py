@@ -224,7 +224,7 @@ class World(WorkloadSide):
     def claim_of(self, node_name: str) -> Obj | None:
         node = self.sim.get("Node", node_name)
         provider = (node or {}).get("spec", {}).get("providerID")
-        claims: list[Obj] = self.sim.list("NodeClaim")
+        claims: list[Obj] = self.sim.api.list_shared(self.sim.rtype("NodeClaim"))  # read only
         return next(
             (
                 c
