@@ -47,6 +47,8 @@ class ServerState:
     lock: threading.Lock = field(default_factory=threading.Lock)
     stopping: threading.Event = field(default_factory=threading.Event)
     connections: set[socket.socket] = field(default_factory=set)
+    #: gzip answers over 128 KiB for a client that asks, as the real server does (`server.GZIP_THRESHOLD`)
+    compress: bool = True
 
 
 @dataclass

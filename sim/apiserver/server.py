@@ -111,7 +111,8 @@ class SimHandler(Streams):
     ) -> int:
         self.send_response(code)
         self.send_header("Content-Type", content_type)
-        if len(payload) > GZIP_THRESHOLD and "gzip" in (self.headers.get("Accept-Encoding") or ""):
+        accepts = "gzip" in (self.headers.get("Accept-Encoding") or "")
+        if self.server.state.compress and accepts and len(payload) > GZIP_THRESHOLD:
             payload = gzip.compress(payload, compresslevel=1)
             self.send_header("Content-Encoding", "gzip")
             self.send_header("Vary", "Accept-Encoding")

@@ -24,7 +24,13 @@ Callback = Callable[[], None]
 
 
 class OutcomeSim(KubeSim):
-    """A KubeSim whose pods are reaped by the engine (at their exact time), not by a polling thread."""
+    """A KubeSim whose pods are reaped by the engine (at their exact time), not by a polling thread.
+    Its answers are never gzipped: no figure of a week depends on how the bytes travel, and
+    compressing the lists gpuwarden reads at each step doubled the week's time (docs/simulate.md)."""
+
+    def __init__(self, clock: SimClock) -> None:
+        super().__init__(clock=clock)
+        self._state.compress = False
 
     def _reap_loop(self) -> None:
         return

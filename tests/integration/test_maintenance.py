@@ -229,3 +229,38 @@ def test_cli_reports_the_plan_then_executes_the_due_tick(world: World, tmp_path:
     assert done["actions"][0]["type"] == "cordon"
     taints = world.node(scenario.node)["spec"]["taints"]
     assert {"key": "gpuwarden.io/disruption", "value": "scheduled-maintenance", "effect": "NoSchedule"} in taints
+
+
+def test_a_do_not_disrupt_pod_is_asked_to_checkpoint_before_the_instance_goes_and_nothing_is_evicted(
+    world: World, schedules: Any
+) -> None:
+    # Given an opted-in trainer that carries karpenter.sh/do-not-disrupt, beside a replica, no window
+    scenario = spot_node(world.sim, modes=("annotate",), inference=1, pdb_min_available=None)
+    trainer = scenario.trainers["annotate"]
+    namespace, name = trainer.split("/")
+    protect = {"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}}
+    world.sim.patch_direct("Pod", name, protect, namespace)
+    starts = day_at(world.sim.clock.now(), 3, 5)
+    # When AWS Health announces the maintenance three days ahead
+    first = handle_batch(parse_notices(health_event(starts)), deps_at(world, None, policy())).to_json()
+    # Then do-not-disrupt refuses the drain, nothing is asked yet, and the node is planned again for
+    # the latest start that still leaves the drain's time before the deadline
+    assert first["outcome"] == "ignored", first["reason"]
+    assert f"pod {trainer} carries karpenter.sh/do-not-disrupt" in first["reason"]
+    seen = [a["type"] for a in first["actions"]]
+    assert "checkpoint-requested" not in seen
+    assert "cordon" not in seen
+    (planned,) = [a for a in first["actions"] if a["type"] == "maintenance-planned"]
+    latest = datetime.fromisoformat(planned["start"].replace("Z", "+00:00"))
+    assert starts - timedelta(hours=3) < latest < starts
+    plan_id = plan_id_for(f"{EVENT_ID}:{scenario.instance_id}")
+    # When that start comes
+    due = deps_at(world, latest + timedelta(seconds=20), policy())
+    result = handle_tick(parse_scheduler_tick(due_input(schedules, plan_id)), due).to_json()
+    # Then the trainer is asked to checkpoint before AWS takes the instance, and nothing is evicted
+    asked = [a["pod"] for a in result["actions"] if a["type"] == "checkpoint-requested"]
+    assert asked == [trainer], result["actions"]
+    assert f"pod {trainer} carries karpenter.sh/do-not-disrupt" in result["reason"]
+    assert world.pod(trainer) is not None
+    assert world.pod(scenario.inference[0]) is not None
+    assert not world.node(scenario.node)["spec"].get("unschedulable")

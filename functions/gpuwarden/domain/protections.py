@@ -52,6 +52,9 @@ class Holds(StrEnum):
     REFUSES_NODE = "refuses the node"
     #: As `REFUSES_NODE`, unless the runbook action is forced.
     UNLESS_FORCED = "refuses the node unless forced"
+    #: As `REFUSES_NODE`, but the instance goes at the deadline whatever holds it: the node's opted-in
+    #: pods are asked to checkpoint at the latest start before it, and nothing is evicted.
+    REFUSES_NODE_ASKS = "refuses the node; its opted-in pods are asked to checkpoint before the deadline"
     #: It holds until the notice's deadline forces the drain (then it no longer does).
     UNTIL_DEADLINE = "until the deadline forces the drain"
     #: A PDB: until ``deadline - the pod's grace`` (then the pod is deleted with the grace left).
@@ -140,7 +143,7 @@ TABLE: dict[Kind, Protections] = {
         ),
         Protections(
             Kind.SCHEDULED_MAINTENANCE,
-            do_not_disrupt=Holds.REFUSES_NODE,
+            do_not_disrupt=Holds.REFUSES_NODE_ASKS,
             pdb=Holds.ALWAYS,
             budgets=Holds.UNTIL_DEADLINE,
             windows=Holds.UNTIL_DEADLINE,
@@ -182,7 +185,7 @@ def leaves_do_not_disrupt(kind: Kind) -> bool:
 def refuses_on_do_not_disrupt(kind: Kind, force: bool = False) -> bool:
     """Whether do-not-disrupt on the node or one of its pods refuses the kind's action."""
     holds = of(kind).do_not_disrupt
-    return holds is Holds.REFUSES_NODE or (holds is Holds.UNLESS_FORCED and not force)
+    return holds in (Holds.REFUSES_NODE, Holds.REFUSES_NODE_ASKS) or (holds is Holds.UNLESS_FORCED and not force)
 
 
 def do_not_disrupt_refusal(kind: Kind, node: NodeView, pods: Sequence[PodView], force: bool = False) -> str | None:

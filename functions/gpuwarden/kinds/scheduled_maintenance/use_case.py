@@ -33,6 +33,7 @@ from gpuwarden.domain.views import NodeView
 from gpuwarden.domain.windows import latest_allowed_window_before
 from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.disrupt import disrupt, ignored
+from gpuwarden.services.engine.gangs import ask_only
 from gpuwarden.services.engine.hooks import Disruption, KindHooks, Marked, Ran, Stop
 from gpuwarden.services.engine.node_ops import find_node, not_ours, voluntary_verdict_of
 from gpuwarden.services.engine.result import Outcome, Result, finished, notice_result
@@ -120,8 +121,17 @@ def _held_start(held: str) -> datetime:
 BUDGET_PLAN = "nodepool-budget:"
 
 
+#: A plan held because `karpenter.sh/do-not-disrupt` refuses the drain (``…-plan:
+#: do-not-disrupt@<start>``): at its start the node's opted-in pods are asked to checkpoint.
+DO_NOT_DISRUPT_PLAN = "do-not-disrupt"
+
+
 def _describe_held(held: str) -> str:
     window, _, start = held.rpartition("@")
+    if window == DO_NOT_DISRUPT_PLAN:
+        return (
+            f"the latest start that ends before the deadline, {start} (karpenter.sh/do-not-disrupt refuses the drain)"
+        )
     if window.startswith(BUDGET_PLAN):
         pool = window.removeprefix(BUDGET_PLAN)
         return f"the latest start that ends before the deadline, {start} (NodePool {pool}'s budget refuses now)"
@@ -133,7 +143,7 @@ def _hold(notice: Notice, recorder: Recorder, node: NodeView, held: str, describ
     start = _held_start(held)
     plan_id = plan_id_for(notice.event_id)
     window = held.rpartition("@")[0]
-    by_budget = window.startswith(BUDGET_PLAN)
+    by_budget = window.startswith(BUDGET_PLAN) or window == DO_NOT_DISRUPT_PLAN
     node, fresh = _annotate_plan(recorder, node, notice, plan_id, held)
     if not fresh:
         return notice_result(
@@ -244,8 +254,30 @@ def _when_due(
 
 def no_do_not_disrupt(d: Disruption) -> str | None:
     """The guard: the windows were asked when the plan was made (and again when it fell due), so
-    the mark only checks `karpenter.sh/do-not-disrupt` (`domain.protections`)."""
-    return do_not_disrupt_refusal(d.notice.kind, d.node, d.pods)
+    the mark only checks `karpenter.sh/do-not-disrupt` (`domain.protections`). A refusal does not
+    end the notice: AWS takes the instance at the deadline whatever holds its pods, so the node's
+    opted-in pods are asked to checkpoint, nothing evicted, at the latest start that still leaves
+    the drain's time before the deadline (docs/protections.md, "Reading a cell")."""
+    refused = do_not_disrupt_refusal(d.notice.kind, d.node, d.pods)
+    if refused is not None:
+        _before_the_instance_goes(d)
+    return refused
+
+
+def _before_the_instance_goes(d: Disruption) -> None:
+    """With time to spare, plan the latest start (a due tick then, as a budget's refusal is held);
+    from then on, ask the node's opted-in pods and their gangs to checkpoint, evicting nothing."""
+    deps = d.deps
+    now = deps.window_clock()
+    latest = (d.notice.deadline or now) - plans.drain_estimate(deps)
+    if latest - now < RETRY_AFTER:
+        ask_only(d.recorder, d.node, d.pods, d.notice.deadline)
+        return
+    plan_id = d.node.annotations.get(ann.MAINTENANCE_PLAN_ID)
+    if plan_id is None:
+        _hold(d.notice, d.recorder, d.node, f"{DO_NOT_DISRUPT_PLAN}@{ann.rfc3339(latest)}", "asking its pods then")
+    else:  # the node holds a plan for an earlier start (a window): one more due tick, at the latest start
+        _schedule(d.recorder, d.node, plan_id, latest, name=f"{plan_id}-{latest.strftime('%Y%m%d%H%M')}")
 
 
 def _execute(

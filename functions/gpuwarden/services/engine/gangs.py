@@ -23,6 +23,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import partial
 
 from gpuwarden.domain.actions import ActionType
@@ -32,7 +33,7 @@ from gpuwarden.domain.gangs import BadGangInput, Gang, form_gang, gang_refs, is_
 from gpuwarden.domain.views import NodeView, PodView
 from gpuwarden.observability import logger
 from gpuwarden.services.engine.checkpoint import Ask, Asking, ask_pods, asks_for
-from gpuwarden.services.engine.context import FanOut, Recorder
+from gpuwarden.services.engine.context import FanOut, Recorder, worker_pool
 
 #: The Kubernetes Event reason on a pod whose gang annotations cannot be read.
 BAD_INPUT_REASON = "CheckpointGangInvalid"
@@ -123,6 +124,18 @@ def ask_gangs(
         _, look = _look(recorder, gang, asking, {a.pod.key for a in mine if a.spec is not None})
         looks = looks.with_look(look)
     return Asked(ask_pods(asking, asks, sent), looks)
+
+
+def ask_only(recorder: Recorder, node: NodeView, pods: list[PodView], deadline: datetime | None) -> Asked:
+    """Ask the node's opted-in pods and their gangs to checkpoint, evicting nothing, and wait for
+    the deliveries (exec, http) to answer: the runbook's `checkpoint`, and a scheduled maintenance
+    that do-not-disrupt refuses when its instance is about to go."""
+    with worker_pool() as pool:
+        asked = ask_gangs(Asking(recorder, node, deadline, pool), pods)
+        for delivery in asked.deliveries:
+            delivery.result()
+    recorder.flush()
+    return asked
 
 
 def _look(recorder: Recorder, gang: Gang, asker: Asking, asking: set[str]) -> tuple[GangProgress, dict[str, object]]:

@@ -27,11 +27,10 @@ from gpuwarden.domain.notice import Kind, Notice
 from gpuwarden.domain.pdb import pdbs_guarding
 from gpuwarden.domain.views import NodeView
 from gpuwarden.domain.wording import count
-from gpuwarden.services.engine.checkpoint import Asking
-from gpuwarden.services.engine.context import Deps, Recorder, worker_pool
+from gpuwarden.services.engine.context import Deps, Recorder
 from gpuwarden.services.engine.disrupt import disrupt
 from gpuwarden.services.engine.drain import DrainState
-from gpuwarden.services.engine.gangs import ask_gangs
+from gpuwarden.services.engine.gangs import ask_only
 from gpuwarden.services.engine.hooks import Disruption, KindHooks, Marked, Ran
 from gpuwarden.services.engine.karpenter import give_back_pods
 from gpuwarden.services.engine.node_ops import find_node, pods_on
@@ -207,11 +206,7 @@ def _uncordon(run: Run, plan: list[dict[str, Any]]) -> Answer:
 
 
 def _checkpoint(run: Run, plan: list[dict[str, Any]]) -> Answer:
-    with worker_pool() as pool:
-        asking = ask_gangs(Asking(run.recorder, run.node, None, pool), run.pods)
-        for future in asking.deliveries:
-            future.result()
-    run.recorder.flush()
+    asking = ask_only(run.recorder, run.node, run.pods, None)
     asked = [a["pod"] for a in run.recorder.actions if a["type"] is ActionType.CHECKPOINT_REQUESTED]
     if asked:
         by_gang = asking.looks.by_gang
