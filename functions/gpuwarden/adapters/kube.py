@@ -89,7 +89,7 @@ class KubeClient:
         try:
             response = self._api.call_api(*request, _request_timeout=self._timeout)
             data = response.read() or b""
-            self.wire_bytes += int(response.response.tell())
+            self.wire_bytes += _wire_bytes(response, data)
         except HTTPError as err:
             raise _Transient(None, f"{method} {path}: {type(err).__name__}: {err}") from err
         status = int(response.status)
@@ -365,6 +365,14 @@ class KubeClient:
         except NotFound:
             return False
         return True
+
+
+def _wire_bytes(response: Any, data: bytes) -> int:
+    """How many bytes the answer took on the wire: urllib3's count (gzip before it was inflated),
+    else the body's own length (a client without urllib3 under it)."""
+    raw = getattr(response, "response", None)
+    tell = getattr(raw, "tell", None)
+    return int(tell()) if callable(tell) else len(data)
 
 
 def _with_resource_version(patch: Mapping[str, Any], resource_version: str | None) -> dict[str, Any]:
