@@ -229,15 +229,17 @@ class Plane:
         self._audit_since = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
     def audit(self) -> list[dict[str, Any]]:
-        """Every request the API server has answered since `mark_audit` (audit events at
-        ResponseComplete), oldest first: ``user.username``, ``verb``, ``objectRef``,
-        ``responseStatus.code``, ..."""
+        """Every request the API server has answered since `mark_audit` (audit events at ResponseComplete),
+        oldest first: ``user.username``, ``verb``, ``objectRef``, ``responseStatus.code``, ..."""
         events = []
         with (self.artifacts / "audit.log").open("rb") as raw:
             size = raw.seek(0, 2)
             raw.seek(self._audit_from if self._audit_from <= size else 0)
             for line in raw.read().decode("utf-8").splitlines():
-                event = json.loads(line)
+                try:  # a server stopped mid-write leaves a cut line, glued to the next one it writes
+                    event = json.loads(line[max(line.rfind('{"kind":"Event"'), 0) :])
+                except json.JSONDecodeError:
+                    continue  # the last line, still being written
                 received = str(event.get("requestReceivedTimestamp", ""))
                 if event.get("stage") == "ResponseComplete" and received >= self._audit_since:
                     events.append(event)
